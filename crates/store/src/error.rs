@@ -1,0 +1,82 @@
+//! The one error type of the crate, shared by every [`ObjectStore`](crate::ObjectStore)
+//! operation, and its `Result` alias.
+
+/// What went wrong in a store operation.
+///
+/// Variants name the rule that broke and carry the offending values. The
+/// callers that matter branch on [`Error::NotFound`] (absent object where one
+/// is required) and [`Error::PreconditionFailed`] (a lost compare-and-swap:
+/// re-read and retry); everything else is reported as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operation that needs an existing object found none at `key`.
+    #[error("no object at key {key:?}")]
+    NotFound {
+        /// The key that was looked up.
+        key: String,
+    },
+    /// A conditional put did not hold: the object exists although
+    /// [`PutCondition::IfAbsent`](crate::PutCondition::IfAbsent) was asked
+    /// for, or its etag differs from (or it lacks) the one given with
+    /// [`PutCondition::IfMatch`](crate::PutCondition::IfMatch).
+    /// Nothing was written.
+    #[error("precondition failed for key {key:?}")]
+    PreconditionFailed {
+        /// The key of the conditional put.
+        key: String,
+    },
+    /// `key` breaks a rule of [`validate_key`](crate::validate_key).
+    #[error("invalid key {key:?}: {reason}")]
+    InvalidKey {
+        /// The rejected key, verbatim.
+        key: String,
+        /// The rule it breaks, e.g. `"empty path segment"`.
+        reason: &'static str,
+    },
+    /// A ranged read asked for bytes `start..end` (half-open, in bytes) of an
+    /// object of `size` bytes with `start > end` or `end > size`.
+    #[error("range {start}..{end} is outside object {key:?} of {size} bytes")]
+    InvalidRange {
+        /// The key that was read.
+        key: String,
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// The object's size in bytes.
+        size: u64,
+    },
+    /// [`open`](crate::open) was given a URL it cannot open.
+    #[error("unsupported store URL {url:?}: {reason}")]
+    UnsupportedUrl {
+        /// The URL, verbatim.
+        url: String,
+        /// Why it cannot be opened, e.g. `"the s3 backend is not built yet"`.
+        reason: String,
+    },
+    /// The backend's I/O failed. `key` is the object key being worked on;
+    /// for operations without one it is the list prefix
+    /// ([`ObjectStore::list`](crate::ObjectStore::list)) or the store's root
+    /// path ([`FsStore::new`](crate::FsStore::new), [`open`](crate::open)).
+    #[error("I/O error on key {key:?}: {source}")]
+    Io {
+        /// The key (or prefix, or root path) being worked on.
+        key: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Wrap an I/O error that happened while working on `key`.
+    pub(crate) fn io(key: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            key: key.into(),
+            source,
+        }
+    }
+}
+
+/// The crate's result type: `E` defaults to [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

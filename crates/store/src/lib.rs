@@ -1,0 +1,157 @@
+//! The object-storage layer of gitstow: bytes in and out of a bucket.
+//!
+//! A *store* is a flat bucket of immutable-per-version objects addressed by
+//! `/`-separated keys (see [`validate_key`]), the shape of an S3 bucket. This
+//! crate owns the [`ObjectStore`] trait and its backends; it knows nothing of
+//! git. The `odb` crate above it decides what the keys and bytes mean.
+//!
+//! # Data flow
+//!
+//! [`open`] turns a store URL (`file:///srv/git`, a plain path, later
+//! `s3://bucket/prefix`) into an `Arc<dyn ObjectStore>`. Writers hand it
+//! bytes ([`ObjectStore::put`]) or a finished local file
+//! ([`ObjectStore::put_file`], streamed) and get back the new object's
+//! [`ETag`]. Readers fetch whole objects ([`ObjectStore::get`]) or byte
+//! ranges of them ([`ObjectStore::get_range`]), or only their
+//! [`ObjectMeta`] ([`ObjectStore::head`]).
+//!
+//! The one coordination primitive is the conditional put: a
+//! [`PutCondition`] of [`IfAbsent`](PutCondition::IfAbsent) or
+//! [`IfMatch`](PutCondition::IfMatch) makes `put` a compare-and-swap that
+//! either installs the new bytes or fails with
+//! [`Error::PreconditionFailed`] and changes nothing. gitstow commits a push
+//! with exactly one such put of the repository's state object; many servers,
+//! threads or processes may race on it and exactly one wins each round.
+//!
+//! # Backends
+//!
+//! - [`FsStore`]: the embedded default, one local directory with one file
+//!   per key; atomic writes (temp file + `rename`), SHA-256 etags, and
+//!   conditional puts serialised by a per-key `flock` so they are safe across
+//!   processes sharing the directory. Unix only.
+//! - `s3` (not built yet): [`open`] refuses `s3://` URLs with
+//!   [`Error::UnsupportedUrl`].
+//!
+//! # Example
+//!
+//! ```
+//! use gitstow_store::{open, Error, PutCondition};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = open(dir.path().to_str().unwrap()).unwrap();
+//! let v1 = store.put("repo/state", b"one", PutCondition::IfAbsent).unwrap();
+//! let v2 = store.put("repo/state", b"two", PutCondition::IfMatch(v1.clone())).unwrap();
+//! // A writer still holding v1 loses the race.
+//! let stale = store.put("repo/state", b"three", PutCondition::IfMatch(v1));
+//! assert!(matches!(stale, Err(Error::PreconditionFailed { .. })));
+//! assert_eq!(store.get("repo/state").unwrap(), Some((b"two".to_vec(), v2)));
+//! assert_eq!(store.get_range("repo/state", 1..3).unwrap(), b"wo");
+//! assert_eq!(store.list("repo/").unwrap(), vec!["repo/state".to_string()]);
+//! ```
+#![deny(missing_docs)]
+
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+mod error;
+mod fs;
+mod key;
+mod open;
+
+pub use error::{Error, Result};
+pub use fs::FsStore;
+pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX};
+pub use open::open;
+
+/// An entity tag: an opaque version string of one stored object.
+///
+/// Two etags of the same key are equal exactly when the content is (for
+/// [`FsStore`] it is the lowercase hex SHA-256 of the content; for S3 it will
+/// be S3's `ETag`). Compare them, hand them back in
+/// [`PutCondition::IfMatch`]; do not parse them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ETag(pub String);
+
+impl fmt::Display for ETag {
+    /// Writes the tag's string verbatim.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Metadata of a stored object, as returned by [`ObjectStore::head`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Size of the object in bytes.
+    pub size: u64,
+    /// The object's current version.
+    pub etag: ETag,
+}
+
+/// Condition attached to a [`ObjectStore::put`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PutCondition {
+    /// Unconditional overwrite.
+    None,
+    /// Only if no object exists at the key (S3 `If-None-Match: *`).
+    IfAbsent,
+    /// Only if the current object's etag equals this one (S3 `If-Match`).
+    /// Fails when the object is absent.
+    IfMatch(ETag),
+}
+
+/// A bucket of objects addressed by `/`-separated keys.
+///
+/// Synchronous: callers on an async runtime run it on blocking threads.
+/// Implementations are `Send + Sync` and may be shared behind an `Arc`.
+///
+/// Every method that takes a key first checks it with [`validate_key`] and
+/// returns [`Error::InvalidKey`] if it breaks a rule. Every write is atomic:
+/// a reader sees the old object or the new one, never a mixture or a prefix.
+/// Backend failures surface as [`Error::Io`]. No method panics on bad input.
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    /// Store `data` at `key` under `condition` and return the new [`ETag`].
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`] when `condition` does not hold at the
+    /// moment of the write (checked and applied atomically); nothing is
+    /// written then.
+    fn put(&self, key: &str, data: &[u8], condition: PutCondition) -> Result<ETag>;
+
+    /// Upload the finished local file at `path` to `key`, unconditionally,
+    /// and return its [`ETag`]. The file is streamed, never held whole in
+    /// memory; it must not change while it is uploaded.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (carrying `key`) also when `path` cannot be read.
+    fn put_file(&self, key: &str, path: &Path) -> Result<ETag>;
+
+    /// The whole object at `key` with its [`ETag`]; `Ok(None)` when absent.
+    fn get(&self, key: &str) -> Result<Option<(Vec<u8>, ETag)>>;
+
+    /// Bytes `range` (half-open, in bytes from the start of the object) of
+    /// the object at `key`. An empty range (`n..n` with `n <= size`) returns
+    /// no bytes.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is no object at `key`;
+    /// [`Error::InvalidRange`] if `range.start > range.end` or
+    /// `range.end > size`.
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>>;
+
+    /// Size and [`ETag`] of the object at `key`; `Ok(None)` when absent.
+    fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
+
+    /// Every key that starts with `prefix`, sorted ascending (byte order).
+    ///
+    /// `prefix` is a plain string prefix, not a directory: `"repo/con"`
+    /// matches `"repo/containers/x.bin"` and `"repo/config"`, and the listing
+    /// is recursive. `""` lists the whole store. A prefix no valid key can
+    /// start with yields an empty list, not an error.
+    fn list(&self, prefix: &str) -> Result<Vec<String>>;
+
+    /// Remove the object at `key`. Removing an absent object is not an
+    /// error.
+    fn delete(&self, key: &str) -> Result<()>;
+}
