@@ -1,0 +1,36 @@
+//! The object database of one repository in an object store.
+//!
+//! A repository is a **state object** ([`state::RepoState`]: refs, symbolic
+//! HEAD, peeled tags and the list of live containers) plus immutable **segment
+//! containers** ([`container`]): `.bin` files of pack-native records (a pack
+//! entry header and its zlib stream, exactly as `gitformat-pack(5)` stores it)
+//! with a sorted `.idx` each.
+//!
+//! Data flow:
+//! - **In** (a push): the receive side resolves each object once and hands its
+//!   record to an [`staging::EncodedObjectStore`]; [`staging::ContainerStaging`]
+//!   appends records to hashed staging files and seals them into containers;
+//!   [`Repository::upload_container`] stores them; [`Repository::commit_state`]
+//!   publishes them with the ref updates in one compare-and-swap.
+//! - **Out** (a fetch): [`Repository::objects`] loads the indexes of a state into
+//!   an [`objects::ObjectDb`], which finds records by oid and resolves delta
+//!   chains ([`delta`]) when whole objects are needed.
+#![deny(missing_docs)]
+
+pub mod container;
+pub mod delta;
+mod error;
+pub mod objects;
+pub mod record;
+pub mod repository;
+pub mod staging;
+pub mod state;
+pub mod zlib;
+
+pub use error::{Error, Result};
+pub use objects::{Object, ObjectCache, ObjectDb};
+pub use repository::{CommitOutcome, IndexCache, Repository, VersionedState};
+pub use state::RepoState;
+
+/// The object hash this build serves (`object-format=sha1`).
+pub const OBJECT_HASH: gix_hash::Kind = gix_hash::Kind::Sha1;

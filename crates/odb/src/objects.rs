@@ -1,0 +1,172 @@
+//! Reading objects back: lookups across container indexes and delta-chain
+//! resolution with a bounded cache of resolved bases.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gix_hash::ObjectId;
+use gitstow_store::ObjectStore;
+
+use crate::container::{ContainerIndex, IndexEntry};
+use crate::{delta, record, zlib, Error, Result};
+
+/// Largest object a read will materialize, in bytes.
+pub const MAX_OBJECT_BYTES: u64 = 4 << 30;
+
+/// A resolved object.
+#[derive(Debug, Clone)]
+pub struct Object {
+    /// Its kind.
+    pub kind: gix_object::Kind,
+    /// Its bytes (shared with the cache).
+    pub data: Arc<Vec<u8>>,
+}
+
+/// Where an object is: the container's position in the state's list and its index entry.
+#[derive(Debug, Clone, Copy)]
+pub struct Location<'a> {
+    /// Position of the container in [`ObjectDb`] (oldest first).
+    pub container: usize,
+    /// The index entry.
+    pub entry: &'a IndexEntry,
+}
+
+/// A bounded cache of resolved objects (delta bases), by oid.
+#[derive(Debug)]
+pub struct ObjectCache {
+    map: HashMap<ObjectId, Object>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl ObjectCache {
+    /// A cache holding at most `limit` bytes of object data; when full it is emptied.
+    pub fn new(limit: usize) -> Self {
+        ObjectCache {
+            map: HashMap::new(),
+            bytes: 0,
+            limit,
+        }
+    }
+
+    fn get(&self, oid: &ObjectId) -> Option<Object> {
+        self.map.get(oid).cloned()
+    }
+
+    fn insert(&mut self, oid: ObjectId, obj: Object) {
+        let n = obj.data.len();
+        if n > self.limit / 4 {
+            return;
+        }
+        if self.bytes + n > self.limit {
+            self.map.clear();
+            self.bytes = 0;
+        }
+        self.bytes += n;
+        self.map.insert(oid, obj);
+    }
+}
+
+/// The objects of one repository state.
+#[derive(Debug)]
+pub struct ObjectDb {
+    store: Arc<dyn ObjectStore>,
+    containers: Vec<(String, Arc<ContainerIndex>)>,
+}
+
+impl ObjectDb {
+    /// `containers`: (key of the `.bin`, its index), oldest first.
+    pub fn new(store: Arc<dyn ObjectStore>, containers: Vec<(String, Arc<ContainerIndex>)>) -> Self {
+        ObjectDb { store, containers }
+    }
+
+    /// Number of containers.
+    pub fn container_count(&self) -> usize {
+        self.containers.len()
+    }
+
+    /// The index of container `i`.
+    pub fn container(&self, i: usize) -> &ContainerIndex {
+        &self.containers[i].1
+    }
+
+    /// Where `oid` is stored (newest container first), if anywhere.
+    pub fn lookup(&self, oid: &gix_hash::oid) -> Option<Location<'_>> {
+        self.containers
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, (_, idx))| idx.lookup(oid).map(|entry| Location { container: i, entry }))
+    }
+
+    /// True when the repository has `oid`.
+    pub fn contains(&self, oid: &gix_hash::oid) -> bool {
+        self.lookup(oid).is_some()
+    }
+
+    /// The raw record bytes (pack entry header + zlib stream) of an entry.
+    pub fn read_record(&self, container: usize, entry: &IndexEntry) -> Result<Vec<u8>> {
+        let key = &self.containers[container].0;
+        Ok(self.store.get_range(key, entry.offset..entry.offset + entry.length)?)
+    }
+
+    /// Reads and resolves `oid`; `Ok(None)` when the repository does not have it.
+    pub fn read(&self, oid: &ObjectId, cache: &mut ObjectCache) -> Result<Option<Object>> {
+        if let Some(obj) = cache.get(oid) {
+            return Ok(Some(obj));
+        }
+        let Some(loc) = self.lookup(oid) else {
+            return Ok(None);
+        };
+        // Walk down to a whole object or a cached base, then apply deltas upwards.
+        let mut chain: Vec<(ObjectId, Location<'_>)> = vec![(*oid, loc)];
+        let mut base_obj: Option<Object> = None;
+        loop {
+            let (cur, loc) = *chain.last().expect("non-empty");
+            let Some(base) = loc.entry.base else { break };
+            if chain.len() > 10_000 {
+                return Err(Error::CorruptObject {
+                    oid: *oid,
+                    reason: "delta chain does not end".into(),
+                });
+            }
+            if let Some(obj) = cache.get(&base) {
+                base_obj = Some(obj);
+                break;
+            }
+            let base_loc = self.lookup(&base).ok_or(Error::MissingBase { oid: cur, base })?;
+            chain.push((base, base_loc));
+        }
+        let mut buf = Vec::new();
+        let mut delta_buf = Vec::new();
+        for (i, (cur, loc)) in chain.iter().enumerate().rev() {
+            let raw = self.read_record(loc.container, loc.entry)?;
+            let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
+            let header = record::decode_header(&raw).map_err(|e| corrupt(e.to_string()))?;
+            let body = &raw[header.len..];
+            let kind = record::kind_from_type_id(loc.entry.kind).ok_or_else(|| corrupt("bad kind".into()))?;
+            let data = match &base_obj {
+                None => {
+                    zlib::inflate_exact(body, header.size, &mut buf).map_err(|e| corrupt(e.to_string()))?;
+                    std::mem::take(&mut buf)
+                }
+                Some(base) => {
+                    zlib::inflate_exact(body, header.size, &mut delta_buf).map_err(|e| corrupt(e.to_string()))?;
+                    let mut out = Vec::new();
+                    delta::apply(&base.data, &delta_buf, MAX_OBJECT_BYTES, &mut out)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    out
+                }
+            };
+            let obj = Object {
+                kind,
+                data: Arc::new(data),
+            };
+            if i > 0 || loc.entry.kind != record::BLOB {
+                cache.insert(*cur, obj.clone());
+            }
+            base_obj = Some(obj);
+        }
+        Ok(base_obj)
+    }
+}

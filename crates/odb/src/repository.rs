@@ -1,0 +1,168 @@
+//! One repository in a store: its state object, its containers, and the
+//! compare-and-swap that commits a new state.
+//!
+//! Keys (per repository `<name>`): `<name>.git/state`,
+//! `<name>.git/containers/<id>.bin`, `<name>.git/containers/<id>.idx`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use gitstow_store::{ETag, ObjectStore, PutCondition};
+
+use crate::container::{ContainerIndex, SealedContainer};
+use crate::objects::ObjectDb;
+use crate::state::{ContainerRef, RepoState};
+use crate::{Error, Result};
+
+/// Decoded container indexes shared by every repository of a server.
+/// Indexes are immutable (named by content hash), so entries never go stale.
+#[derive(Debug, Default)]
+pub struct IndexCache {
+    map: Mutex<HashMap<String, Arc<ContainerIndex>>>,
+}
+
+impl IndexCache {
+    /// An empty cache.
+    pub fn new() -> Arc<Self> {
+        Arc::new(IndexCache::default())
+    }
+}
+
+/// A state together with the store version it was read at.
+#[derive(Debug, Clone)]
+pub struct VersionedState {
+    /// The decoded state.
+    pub state: RepoState,
+    /// The store's ETag of the state object; the next commit is conditional on it.
+    pub etag: ETag,
+}
+
+/// The outcome of a compare-and-swap of the state.
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// The new state is in place with this ETag.
+    Committed(ETag),
+    /// Someone else changed the state first (or created it): re-read and retry.
+    Conflict,
+}
+
+/// A handle to one repository; cheap to create per request.
+#[derive(Debug, Clone)]
+pub struct Repository {
+    store: Arc<dyn ObjectStore>,
+    name: String,
+    prefix: String,
+    indexes: Arc<IndexCache>,
+}
+
+impl Repository {
+    /// The repository `name` (e.g. `org/project`, without `.git`) in `store`.
+    /// The caller validates `name`.
+    pub fn new(store: Arc<dyn ObjectStore>, name: &str, indexes: Arc<IndexCache>) -> Self {
+        Repository {
+            store,
+            name: name.to_owned(),
+            prefix: format!("{name}.git/"),
+            indexes,
+        }
+    }
+
+    /// The repository's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store the repository lives in.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    fn state_key(&self) -> String {
+        format!("{}state", self.prefix)
+    }
+
+    /// Key of a container's `.bin`.
+    pub fn bin_key(&self, id: &str) -> String {
+        format!("{}containers/{id}.bin", self.prefix)
+    }
+
+    fn idx_key(&self, id: &str) -> String {
+        format!("{}containers/{id}.idx", self.prefix)
+    }
+
+    /// Reads the current state; `Ok(None)` when the repository does not exist.
+    pub fn load_state(&self) -> Result<Option<VersionedState>> {
+        match self.store.get(&self.state_key())? {
+            None => Ok(None),
+            Some((bytes, etag)) => Ok(Some(VersionedState {
+                state: RepoState::decode(&bytes)?,
+                etag,
+            })),
+        }
+    }
+
+    /// Writes `state` if the stored state is still at `expected` (or, with `None`,
+    /// if no state exists yet). This single conditional PUT is the commit point.
+    pub fn commit_state(&self, state: &RepoState, expected: Option<&ETag>) -> Result<CommitOutcome> {
+        let condition = match expected {
+            Some(etag) => PutCondition::IfMatch(etag.clone()),
+            None => PutCondition::IfAbsent,
+        };
+        match self.store.put(&self.state_key(), &state.encode(), condition) {
+            Ok(etag) => Ok(CommitOutcome::Committed(etag)),
+            Err(gitstow_store::Error::PreconditionFailed { .. }) | Err(gitstow_store::Error::NotFound { .. }) => {
+                Ok(CommitOutcome::Conflict)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Uploads a sealed container: the `.bin` first, then its `.idx`, so an index
+    /// never names bytes that are not there. Returns the entry for the state.
+    pub fn upload_container(&self, sealed: &SealedContainer) -> Result<ContainerRef> {
+        self.store.put_file(&self.bin_key(&sealed.id), &sealed.bin)?;
+        let idx = sealed.index.encode();
+        self.store.put(&self.idx_key(&sealed.id), &idx, PutCondition::None)?;
+        self.indexes
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.idx_key(&sealed.id), Arc::new(sealed.index.clone()));
+        Ok(ContainerRef {
+            id: sealed.id.clone(),
+            objects: sealed.index.len() as u64,
+            bytes: sealed.bytes,
+        })
+    }
+
+    /// The index of container `id`, from the cache or the store.
+    pub fn container_index(&self, id: &str) -> Result<Arc<ContainerIndex>> {
+        let key = self.idx_key(id);
+        if let Some(idx) = self.indexes.map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(idx.clone());
+        }
+        let (bytes, _) = self
+            .store
+            .get(&key)?
+            .ok_or_else(|| gitstow_store::Error::NotFound { key: key.clone() })?;
+        let idx = Arc::new(ContainerIndex::decode(&bytes).map_err(|source| Error::Index {
+            container: id.to_owned(),
+            source,
+        })?);
+        self.indexes
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, idx.clone());
+        Ok(idx)
+    }
+
+    /// The objects of `state`: every container's index, ready for lookups and reads.
+    pub fn objects(&self, state: &RepoState) -> Result<ObjectDb> {
+        let mut containers = Vec::with_capacity(state.containers.len());
+        for c in &state.containers {
+            containers.push((self.bin_key(&c.id), self.container_index(&c.id)?));
+        }
+        Ok(ObjectDb::new(self.store.clone(), containers))
+    }
+}

@@ -1,0 +1,127 @@
+//! The repository state object: every ref, peeled tag targets, the symbolic
+//! HEAD and the list of live containers. Stored zstd-compressed JSON at
+//! `<repo>.git/state`; a conditional PUT of it is the commit point of a push.
+
+use std::collections::BTreeMap;
+
+use gix_hash::ObjectId;
+use serde::{Deserialize, Serialize};
+
+/// Current format version written into every state.
+pub const FORMAT: u32 = 1;
+
+/// A live container as the state lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerRef {
+    /// Hex SHA-256 of the `.bin`.
+    pub id: String,
+    /// Objects in it.
+    pub objects: u64,
+    /// Size of the `.bin` in bytes.
+    pub bytes: u64,
+}
+
+/// What a repository is, as of one version of its state object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepoState {
+    /// The ref HEAD points at (e.g. `refs/heads/main`); it may not exist yet (unborn).
+    pub head: Option<String>,
+    /// Every ref: full name → oid.
+    pub refs: BTreeMap<String, ObjectId>,
+    /// For refs pointing at annotated tags: the first non-tag object the tag chain reaches.
+    pub peeled: BTreeMap<String, ObjectId>,
+    /// Live containers, oldest first. A delta's base is always in the same or an earlier container.
+    pub containers: Vec<ContainerRef>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StateFile {
+    format: u32,
+    head: Option<String>,
+    refs: BTreeMap<String, String>,
+    #[serde(default)]
+    peeled: BTreeMap<String, String>,
+    containers: Vec<ContainerRef>,
+}
+
+/// A state object that could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Not zstd, or not the expected JSON.
+    #[error("repository state is unreadable: {0}")]
+    Malformed(String),
+    /// A format version this build does not know.
+    #[error("repository state has format {0}, this build reads format {FORMAT}")]
+    UnknownFormat(u32),
+}
+
+fn parse_oid(hex: &str) -> Result<ObjectId, StateError> {
+    ObjectId::from_hex(hex.as_bytes()).map_err(|e| StateError::Malformed(format!("bad oid {hex:?}: {e}")))
+}
+
+impl RepoState {
+    /// Serializes to zstd-compressed JSON.
+    pub fn encode(&self) -> Vec<u8> {
+        let file = StateFile {
+            format: FORMAT,
+            head: self.head.clone(),
+            refs: self.refs.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            peeled: self.peeled.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            containers: self.containers.clone(),
+        };
+        let json = serde_json::to_vec(&file).expect("state serializes");
+        zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
+    }
+
+    /// Decodes what [`RepoState::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<Self, StateError> {
+        let json = zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
+        let file: StateFile = serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))?;
+        if file.format != FORMAT {
+            return Err(StateError::UnknownFormat(file.format));
+        }
+        Ok(RepoState {
+            head: file.head,
+            refs: file
+                .refs
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), parse_oid(v)?)))
+                .collect::<Result<_, StateError>>()?,
+            peeled: file
+                .peeled
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), parse_oid(v)?)))
+                .collect::<Result<_, StateError>>()?,
+            containers: file.containers,
+        })
+    }
+
+    /// The oid HEAD resolves to, if its target exists.
+    pub fn head_oid(&self) -> Option<ObjectId> {
+        self.head.as_ref().and_then(|h| self.refs.get(h)).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let mut s = RepoState {
+            head: Some("refs/heads/main".into()),
+            ..Default::default()
+        };
+        let oid = ObjectId::from_bytes_or_panic(&[3; 20]);
+        s.refs.insert("refs/heads/main".into(), oid);
+        s.peeled.insert("refs/tags/v1".into(), oid);
+        s.containers.push(ContainerRef {
+            id: "ab".into(),
+            objects: 3,
+            bytes: 99,
+        });
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        assert_eq!(s.head_oid(), Some(oid));
+        assert!(RepoState::decode(b"junk").is_err());
+    }
+}
