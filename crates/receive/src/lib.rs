@@ -1,0 +1,359 @@
+//! The push: `git-receive-pack` over a spooled request.
+//!
+//! Data flow of [`receive_pack`]:
+//! 1. read the command list, capabilities and push options ([`gitstow_protocol::push`]);
+//! 2. pass 1 ([`scan`]): walk the spooled pack with gix-pack's entry iterator,
+//!    check the trailer, bound sizes, and keep a compact entry table;
+//! 3. pass 2 ([`resolve`]): resolve every delta exactly once on several threads,
+//!    hash and parse every object ([`check`]), and stage pack-native records into
+//!    segment containers through [`gitstow_odb::staging::EncodedObjectStore`];
+//!    thin-pack bases come from the repository;
+//! 4. connectivity: every object a pushed object names (gitlinks aside) and every
+//!    new tip is in the push or the repository;
+//! 5. upload the sealed containers, then the ref [`transaction`]: one
+//!    compare-and-swap of the state, retried on conflicts;
+//! 6. report-status (v1/v2) per ref, inside side-band-64k when negotiated, with
+//!    progress on band 2 unless `quiet`.
+//!
+//! Nothing is visible to readers until step 5's compare-and-swap succeeds.
+#![deny(missing_docs)]
+
+pub mod check;
+pub mod progress;
+pub mod resolve;
+pub mod scan;
+pub mod transaction;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use gitstow_odb::staging::ContainerStaging;
+use gitstow_odb::{ObjectDb, Repository};
+use gitstow_protocol::pktline::{write_flush, PktReader};
+use gitstow_protocol::push::{read_push_request, write_report_status, PushRequest, RefStatus};
+use gitstow_protocol::sideband::{Band, SideBandWriter};
+use gitstow_protocol::{check_ref_format, Capabilities};
+
+use crate::progress::Progress;
+use crate::resolve::{Counters, ResolveError, ResolveOptions};
+use crate::transaction::Transaction;
+
+/// Capabilities `git-receive-pack` advertises (besides `agent`).
+pub const CAPABILITIES: &[&str] = &[
+    "report-status",
+    "report-status-v2",
+    "delete-refs",
+    "side-band-64k",
+    "quiet",
+    "atomic",
+    "ofs-delta",
+    "push-options",
+    "object-format=sha1",
+];
+
+/// Limits and knobs of a push.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Resolver threads.
+    pub threads: usize,
+    /// Largest object accepted, in bytes.
+    pub max_object_bytes: u64,
+    /// Container size at which a new one starts, in bytes.
+    pub max_container_bytes: u64,
+    /// Deepest delta chain stored (deeper objects are stored whole).
+    pub max_stored_depth: u32,
+    /// Deepest delta chain accepted in a pack.
+    pub max_chain_depth: u32,
+    /// Most commands in one push.
+    pub max_commands: usize,
+    /// State compare-and-swap attempts.
+    pub max_state_attempts: u32,
+    /// Where staging files go (the system temp dir when `None`).
+    pub staging_dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_object_bytes: 2 << 30,
+            max_container_bytes: 128 << 20,
+            max_stored_depth: 50,
+            max_chain_depth: 10_000,
+            max_commands: 100_000,
+            max_state_attempts: 20,
+            staging_dir: None,
+        }
+    }
+}
+
+/// What a push did; the same figures feed logs and metrics.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// Commands received.
+    pub commands: usize,
+    /// Commands that succeeded.
+    pub updated: usize,
+    /// Pack size in bytes.
+    pub pack_bytes: u64,
+    /// Objects in the pack.
+    pub objects: u64,
+    /// Deltas resolved.
+    pub deltas: u64,
+    /// Objects staged (new to the repository).
+    pub staged: u64,
+    /// Thin-pack bases read from the repository.
+    pub thin_bases: u64,
+    /// Containers uploaded.
+    pub containers: usize,
+    /// Bytes of containers uploaded.
+    pub container_bytes: u64,
+    /// State compare-and-swap retries.
+    pub state_retries: u32,
+    /// The `unpack` error, if the pack was refused.
+    pub unpack_error: Option<String>,
+    /// Push options the client sent.
+    pub push_options: Vec<String>,
+}
+
+/// A push that could not even be read; nothing was written to the response.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command list is malformed.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The repository state could not be read.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+    /// Local I/O.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Why the pack stage failed, split by who is at fault.
+enum UnpackFailure {
+    Client(String),
+    Server(String),
+}
+
+/// Runs receive-pack over `request` (the spooled request body: pkt-line
+/// commands, then the pack) against `repo`, writing the response to `response`.
+///
+/// Returns `Err` only when the request could not be read at all and nothing
+/// was written; every later failure is reported to the client (`unpack …`,
+/// `ng <ref> <reason>`) and in the [`Outcome`].
+pub fn receive_pack(repo: &Repository, request: &File, response: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+    let mut reader = PktReader::new(request);
+    let push = read_push_request(&mut reader, opts.max_commands).map_err(|e| Error::Protocol(e.to_string()))?;
+    let mut file = reader.into_inner();
+    let pack_start = file.stream_position()?;
+    let mut outcome = Outcome {
+        commands: push.commands.len(),
+        push_options: push.push_options.clone(),
+        ..Default::default()
+    };
+    if push.commands.is_empty() {
+        return Ok(outcome);
+    }
+    let caps = &push.capabilities;
+    let sideband = caps.contains("side-band-64k");
+    let quiet = caps.contains("quiet");
+    let versioned = repo.load_state()?;
+    let state = versioned.map(|v| v.state).unwrap_or_default();
+    let db = repo.objects(&state)?;
+
+    let staging_dir = match &opts.staging_dir {
+        Some(d) => tempfile::tempdir_in(d)?,
+        None => tempfile::tempdir()?,
+    };
+    let mut progress = Progress::new(&mut *response, sideband && !quiet);
+    let unpacked = if push.expects_pack() {
+        unpack(request, pack_start, &db, &staging_dir.path().to_owned(), opts, &mut progress, &mut outcome)
+    } else {
+        Ok(Unpacked::default())
+    };
+    drop(progress);
+
+    let (statuses, unpack_line) = match unpacked {
+        Err(UnpackFailure::Client(reason)) | Err(UnpackFailure::Server(reason)) => {
+            tracing::info!(repo = repo.name(), %reason, "push refused at unpack");
+            outcome.unpack_error = Some(reason.clone());
+            let statuses = vec![RefStatus::Rejected("unpacker error".into()); push.commands.len()];
+            (statuses, Err(reason))
+        }
+        Ok(unpacked) => (decide(repo, &push, &db, unpacked, opts, &mut outcome), Ok(())),
+    };
+    outcome.updated = statuses.iter().filter(|s| matches!(s, RefStatus::Ok)).count();
+    let named: Vec<(String, RefStatus)> = push.commands.iter().map(|c| c.name.clone()).zip(statuses).collect();
+    write_report(response, caps, unpack_line.as_ref().map(|_| ()).map_err(|e| e.as_str()), &named)?;
+    Ok(outcome)
+}
+
+fn write_report(
+    response: &mut dyn Write,
+    caps: &Capabilities,
+    unpack: Result<(), &str>,
+    statuses: &[(String, RefStatus)],
+) -> std::io::Result<()> {
+    if !caps.contains("report-status") && !caps.contains("report-status-v2") {
+        return response.flush();
+    }
+    if caps.contains("side-band-64k") {
+        let mut band = SideBandWriter::new(&mut *response, Band::Data);
+        write_report_status(&mut band, unpack, statuses)?;
+        band.flush()?;
+        drop(band);
+        write_flush(&mut &mut *response)?;
+    } else {
+        write_report_status(&mut &mut *response, unpack, statuses)?;
+    }
+    response.flush()
+}
+
+#[derive(Default)]
+struct Unpacked {
+    oids: Vec<gix_hash::ObjectId>,
+    missing_references: usize,
+    tag_targets: HashMap<gix_hash::ObjectId, gix_hash::ObjectId>,
+    sealed: Vec<gitstow_odb::container::SealedContainer>,
+}
+
+fn unpack(
+    request: &File,
+    pack_start: u64,
+    db: &ObjectDb,
+    staging_dir: &std::path::Path,
+    opts: &Options,
+    progress: &mut Progress<'_>,
+    outcome: &mut Outcome,
+) -> Result<Unpacked, UnpackFailure> {
+    let limits = scan::ScanLimits {
+        max_object_bytes: opts.max_object_bytes,
+    };
+    let pack = scan::scan(request, pack_start, limits).map_err(|e| match e {
+        scan::ScanError::Invalid(m) => UnpackFailure::Client(m),
+        scan::ScanError::Io(e) => UnpackFailure::Server(format!("spool I/O: {e}")),
+    })?;
+    outcome.pack_bytes = pack.pack_bytes;
+    outcome.objects = pack.entries.len() as u64;
+    let total_deltas = pack
+        .entries
+        .iter()
+        .filter(|e| !matches!(e.kind, scan::EntryKind::Base(_)))
+        .count() as u64;
+    let staging = ContainerStaging::new(staging_dir, opts.max_container_bytes);
+    let counters = Counters::default();
+    let ropts = ResolveOptions {
+        threads: opts.threads,
+        max_object_bytes: opts.max_object_bytes,
+        max_stored_depth: opts.max_stored_depth,
+        max_chain_depth: opts.max_chain_depth,
+    };
+    let resolved = std::thread::scope(|scope| {
+        let main = std::thread::current();
+        let worker = scope.spawn(|| {
+            let result = resolve::resolve(request, &pack, db, &staging, ropts, &counters);
+            main.unpark();
+            result
+        });
+        while !worker.is_finished() {
+            std::thread::park_timeout(std::time::Duration::from_millis(500));
+            if !worker.is_finished() && total_deltas > 0 {
+                progress.update("Resolving deltas", counters.deltas.load(Ordering::Relaxed), total_deltas, false);
+            }
+        }
+        worker.join().expect("resolver panicked")
+    });
+    let resolved = resolved.map_err(|e| match e {
+        ResolveError::Invalid(m) => UnpackFailure::Client(m),
+        ResolveError::Odb(e) => UnpackFailure::Server(format!("reading a thin-pack base: {e}")),
+        ResolveError::Io(e) => UnpackFailure::Server(format!("staging I/O: {e}")),
+    })?;
+    if total_deltas > 0 {
+        progress.update("Resolving deltas", total_deltas, total_deltas, true);
+    }
+    outcome.deltas = counters.deltas.load(Ordering::Relaxed);
+    outcome.staged = resolved.staged;
+    outcome.thin_bases = resolved.thin_bases;
+    let sealed = staging
+        .finish()
+        .map_err(|e| UnpackFailure::Server(format!("sealing a container: {e}")))?;
+    let collected = resolved.collected;
+    let missing_references = collected
+        .references
+        .iter()
+        .filter(|r| collected.oids.binary_search(r).is_err() && !db.contains(r))
+        .count();
+    Ok(Unpacked {
+        oids: collected.oids,
+        missing_references,
+        tag_targets: collected.tag_targets.into_iter().collect(),
+        sealed,
+    })
+}
+
+/// Per-command checks, container upload and the ref transaction.
+fn decide(
+    repo: &Repository,
+    push: &PushRequest,
+    db: &ObjectDb,
+    unpacked: Unpacked,
+    opts: &Options,
+    outcome: &mut Outcome,
+) -> Vec<RefStatus> {
+    let mut rejected: Vec<Option<String>> = Vec::with_capacity(push.commands.len());
+    for (i, cmd) in push.commands.iter().enumerate() {
+        let reason = if check_ref_format(&cmd.name).is_err() {
+            Some("funny refname".to_owned())
+        } else if push.commands[..i].iter().any(|c| c.name == cmd.name) {
+            Some("duplicate ref name in one push".to_owned())
+        } else if cmd.new.is_null() {
+            None
+        } else if unpacked.oids.binary_search(&cmd.new).is_err() && !db.contains(&cmd.new) {
+            Some("missing necessary objects".to_owned())
+        } else if unpacked.missing_references > 0 {
+            Some("missing necessary objects".to_owned())
+        } else {
+            None
+        };
+        rejected.push(reason);
+    }
+    let mut containers = Vec::new();
+    if rejected.iter().any(Option::is_none) {
+        for sealed in &unpacked.sealed {
+            match repo.upload_container(sealed) {
+                Ok(c) => {
+                    outcome.container_bytes += c.bytes;
+                    containers.push(c);
+                }
+                Err(e) => {
+                    tracing::error!(repo = repo.name(), error = %e, "container upload failed");
+                    return vec![RefStatus::Rejected(format!("failed to store objects: {e}")); push.commands.len()];
+                }
+            }
+        }
+    }
+    outcome.containers = containers.len();
+    let tx = Transaction {
+        commands: &push.commands,
+        rejected,
+        containers,
+        tag_targets: &unpacked.tag_targets,
+        db,
+        atomic: push.capabilities.contains("atomic"),
+        max_attempts: opts.max_state_attempts,
+    };
+    match tx.run(repo) {
+        Ok(t) => {
+            outcome.state_retries = t.retries;
+            t.statuses
+        }
+        Err(e) => {
+            tracing::error!(repo = repo.name(), error = %e, "ref transaction failed");
+            vec![RefStatus::Rejected(format!("failed to update ref: {e}")); push.commands.len()]
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! Pass 2: resolve every delta exactly once, on several threads.
+//!
+//! Roots are the whole objects of the pack and, for a thin pack, the bases that
+//! REF_DELTAs name and the repository holds. From each root a depth-first walk
+//! inflates each child delta once, applies it to its parent's bytes (held only
+//! while its children are resolved), hashes and checks the result, and stages the
+//! child's record through the [`EncodedObjectStore`]. Memory is about
+//! threads × chain depth × object size; nothing is inflated twice but roots
+//! (once in pass 1 to find their end, as git's index-pack does).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use gitstow_odb::staging::{EncodedObject, EncodedObjectStore, Encoding};
+use gitstow_odb::{delta, record, zlib, ObjectCache, ObjectDb};
+use gix_hash::ObjectId;
+use gix_object::Kind;
+
+use crate::check::{check_object, Collected};
+use crate::scan::{EntryKind, ScannedPack};
+
+/// Limits and knobs of the resolution.
+#[derive(Debug, Clone, Copy)]
+pub struct ResolveOptions {
+    /// Resolver threads (at least 1).
+    pub threads: usize,
+    /// Largest object, in bytes.
+    pub max_object_bytes: u64,
+    /// Deepest delta chain stored; deeper objects are stored whole.
+    pub max_stored_depth: u32,
+    /// Deepest delta chain accepted in a pack.
+    pub max_chain_depth: u32,
+}
+
+/// Why resolution failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The pack is bad; the text follows `unpack ` in the report.
+    #[error("{0}")]
+    Invalid(String),
+    /// Reading a thin-pack base from the repository failed.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+    /// Local I/O (spool read or staging write).
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Live counters for progress.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Objects resolved so far.
+    pub objects: AtomicU64,
+    /// Deltas resolved so far.
+    pub deltas: AtomicU64,
+}
+
+/// What pass 2 produced.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Checks' output, merged over threads; `oids` sorted.
+    pub collected: Collected,
+    /// Thin-pack bases read from the repository.
+    pub thin_bases: u64,
+    /// Objects staged (not already in the repository).
+    pub staged: u64,
+}
+
+struct Shared<'a> {
+    file: &'a File,
+    pack: &'a ScannedPack,
+    db: &'a ObjectDb,
+    sink: &'a dyn EncodedObjectStore,
+    opts: ResolveOptions,
+    child_start: Vec<u32>,
+    children: Vec<u32>,
+    ref_children: Mutex<HashMap<ObjectId, Vec<u32>>>,
+    counters: &'a Counters,
+    staged: AtomicU64,
+    thin_bases: AtomicU64,
+    failed: AtomicBool,
+    error: Mutex<Option<ResolveError>>,
+}
+
+struct Worker {
+    collected: Collected,
+    compressed: Vec<u8>,
+    delta: Vec<u8>,
+    pool: Vec<Vec<u8>>,
+    deflated: Vec<u8>,
+    cache: ObjectCache,
+}
+
+/// Resolves every entry of `pack` (spooled in `file`), staging objects the
+/// repository (`db`) does not already have into `sink`.
+pub fn resolve(
+    file: &File,
+    pack: &ScannedPack,
+    db: &ObjectDb,
+    sink: &dyn EncodedObjectStore,
+    opts: ResolveOptions,
+    counters: &Counters,
+) -> Result<Resolved, ResolveError> {
+    let n = pack.entries.len();
+    // OFS children in CSR form: children[child_start[i]..child_start[i+1]].
+    let mut child_start = vec![0u32; n + 1];
+    let mut ref_children: HashMap<ObjectId, Vec<u32>> = HashMap::new();
+    for (i, e) in pack.entries.iter().enumerate() {
+        match e.kind {
+            EntryKind::OfsDelta(base) => child_start[base as usize + 1] += 1,
+            EntryKind::RefDelta(base) => ref_children.entry(base).or_default().push(i as u32),
+            EntryKind::Base(_) => {}
+        }
+    }
+    for i in 0..n {
+        child_start[i + 1] += child_start[i];
+    }
+    let mut fill = child_start.clone();
+    let mut children = vec![0u32; child_start[n] as usize];
+    for (i, e) in pack.entries.iter().enumerate() {
+        if let EntryKind::OfsDelta(base) = e.kind {
+            children[fill[base as usize] as usize] = i as u32;
+            fill[base as usize] += 1;
+        }
+    }
+    drop(fill);
+    let roots: Vec<u32> = (0..n as u32)
+        .filter(|&i| matches!(pack.entries[i as usize].kind, EntryKind::Base(_)))
+        .collect();
+    let shared = Shared {
+        file,
+        pack,
+        db,
+        sink,
+        opts,
+        child_start,
+        children,
+        ref_children: Mutex::new(ref_children),
+        counters,
+        staged: AtomicU64::new(0),
+        thin_bases: AtomicU64::new(0),
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+    };
+
+    // Phase A: whole objects and everything below them.
+    let mut workers = run_parallel(&shared, roots.len(), |s, w, k| s.resolve_root(w, roots[k] as usize))?;
+    // Phase B: thin-pack bases from the repository (keys not resolved in phase A).
+    let pending: Vec<ObjectId> = shared
+        .ref_children
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keys()
+        .filter(|k| db.contains(k))
+        .copied()
+        .collect();
+    if !pending.is_empty() {
+        workers.extend(run_parallel(&shared, pending.len(), |s, w, k| {
+            s.resolve_thin_base(w, pending[k])
+        })?);
+    }
+    let leftover: usize = shared
+        .ref_children
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .map(Vec::len)
+        .sum();
+    let resolved = counters.objects.load(Ordering::Relaxed) as usize;
+    if leftover > 0 || resolved != n {
+        return Err(ResolveError::Invalid(format!(
+            "pack has {} unresolved deltas",
+            n.saturating_sub(resolved).max(leftover)
+        )));
+    }
+    let mut collected = Collected::default();
+    for w in workers {
+        collected.references.extend(w.collected.references);
+        collected.tag_targets.extend(w.collected.tag_targets);
+        collected.oids.extend(w.collected.oids);
+    }
+    collected.oids.sort_unstable();
+    collected.oids.dedup();
+    Ok(Resolved {
+        collected,
+        thin_bases: shared.thin_bases.load(Ordering::Relaxed),
+        staged: shared.staged.load(Ordering::Relaxed),
+    })
+}
+
+/// Runs `job(k)` for k in 0..jobs on `threads` threads; returns the workers' collections.
+fn run_parallel<'a, F>(shared: &Shared<'a>, jobs: usize, job: F) -> Result<Vec<Worker>, ResolveError>
+where
+    F: Fn(&Shared<'a>, &mut Worker, usize) -> Result<(), ResolveError> + Sync,
+{
+    let next = AtomicUsize::new(0);
+    let threads = shared.opts.threads.clamp(1, jobs.max(1));
+    let workers = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .name("gitstow-resolve".into())
+                    .stack_size(64 << 20)
+                    .spawn_scoped(scope, || {
+                        let mut w = Worker {
+                            collected: Collected::default(),
+                            compressed: Vec::new(),
+                            delta: Vec::new(),
+                            pool: Vec::new(),
+                            deflated: Vec::new(),
+                            cache: ObjectCache::new(16 << 20),
+                        };
+                        loop {
+                            if shared.failed.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            let k = next.fetch_add(1, Ordering::Relaxed);
+                            if k >= jobs {
+                                break;
+                            }
+                            if let Err(e) = job(shared, &mut w, k) {
+                                shared.fail(e);
+                                break;
+                            }
+                        }
+                        w
+                    })
+                    .expect("spawning a resolver thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("resolver thread panicked"))
+            .collect::<Vec<_>>()
+    });
+    if let Some(e) = shared.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e);
+    }
+    Ok(workers)
+}
+
+impl Shared<'_> {
+    fn fail(&self, e: ResolveError) {
+        self.failed.store(true, Ordering::Relaxed);
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    }
+
+    fn read_compressed(&self, w: &mut Worker, i: usize) -> Result<(), ResolveError> {
+        let e = &self.pack.entries[i];
+        w.compressed.resize(e.compressed_size as usize, 0);
+        self.file.read_exact_at(&mut w.compressed, e.data_offset)?;
+        Ok(())
+    }
+
+    fn invalid(&self, i: usize, what: impl std::fmt::Display) -> ResolveError {
+        let off = self.pack.entries[i].data_offset;
+        ResolveError::Invalid(format!("entry at spool offset {off}: {what}"))
+    }
+
+    fn resolve_root(&self, w: &mut Worker, i: usize) -> Result<(), ResolveError> {
+        let e = self.pack.entries[i];
+        let EntryKind::Base(type_id) = e.kind else {
+            unreachable!("roots are whole objects")
+        };
+        let kind = record::kind_from_type_id(type_id).expect("scan admits only types 1-4");
+        self.read_compressed(w, i)?;
+        let mut data = take_buf(w, 0);
+        zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data).map_err(|err| self.invalid(i, err))?;
+        let oid = hash(kind, &data).map_err(|err| self.invalid(i, err))?;
+        check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
+        if !self.db.contains(&oid) {
+            self.sink.stage(EncodedObject {
+                id: oid,
+                kind,
+                size: e.decompressed_size,
+                encoding: Encoding::Whole { zlib: &w.compressed },
+            })?;
+            self.staged.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.objects.fetch_add(1, Ordering::Relaxed);
+        let result = self.descend(w, Some(i), oid, kind, &data, 0, 0);
+        w.pool[0] = data;
+        result
+    }
+
+    fn resolve_thin_base(&self, w: &mut Worker, base: ObjectId) -> Result<(), ResolveError> {
+        if !self
+            .ref_children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&base)
+        {
+            return Ok(());
+        }
+        let depth = self.db.lookup(&base).map(|l| l.entry.depth).unwrap_or(0);
+        let Some(obj) = self.db.read(&base, &mut w.cache)? else {
+            return Ok(());
+        };
+        self.thin_bases.fetch_add(1, Ordering::Relaxed);
+        self.descend(w, None, base, obj.kind, &obj.data, depth, 0)
+    }
+
+    /// Resolves the children of the object `base_oid` (pack entry `base_index`, if in the pack).
+    #[allow(clippy::too_many_arguments)]
+    fn descend(
+        &self,
+        w: &mut Worker,
+        base_index: Option<usize>,
+        base_oid: ObjectId,
+        kind: Kind,
+        base: &[u8],
+        stored_depth: u32,
+        chain: u32,
+    ) -> Result<(), ResolveError> {
+        let ofs: &[u32] = match base_index {
+            Some(i) => &self.children[self.child_start[i] as usize..self.child_start[i + 1] as usize],
+            None => &[],
+        };
+        let refs = self
+            .ref_children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&base_oid)
+            .unwrap_or_default();
+        if (!ofs.is_empty() || !refs.is_empty()) && chain + 1 > self.opts.max_chain_depth {
+            return Err(ResolveError::Invalid(format!(
+                "delta chain deeper than {} objects",
+                self.opts.max_chain_depth
+            )));
+        }
+        for &c in ofs.iter().chain(refs.iter()) {
+            if self.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let c = c as usize;
+            let e = self.pack.entries[c];
+            self.read_compressed(w, c)?;
+            zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut w.delta).map_err(|err| self.invalid(c, err))?;
+            let level = chain as usize + 1;
+            let mut data = take_buf(w, level);
+            delta::apply(base, &w.delta, self.opts.max_object_bytes, &mut data).map_err(|err| self.invalid(c, err))?;
+            let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
+            check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
+            let mut depth = stored_depth + 1;
+            if !self.db.contains(&oid) {
+                if depth > self.opts.max_stored_depth {
+                    depth = 0;
+                    w.deflated.clear();
+                    zlib::deflate(&data, &mut w.deflated);
+                    self.sink.stage(EncodedObject {
+                        id: oid,
+                        kind,
+                        size: data.len() as u64,
+                        encoding: Encoding::Whole { zlib: &w.deflated },
+                    })?;
+                } else {
+                    self.sink.stage(EncodedObject {
+                        id: oid,
+                        kind,
+                        size: data.len() as u64,
+                        encoding: Encoding::Delta {
+                            base: base_oid,
+                            delta_size: e.decompressed_size,
+                            zlib: &w.compressed,
+                            depth,
+                        },
+                    })?;
+                }
+                self.staged.fetch_add(1, Ordering::Relaxed);
+            } else if let Some(loc) = self.db.lookup(&oid) {
+                depth = loc.entry.depth;
+            }
+            self.counters.objects.fetch_add(1, Ordering::Relaxed);
+            self.counters.deltas.fetch_add(1, Ordering::Relaxed);
+            let result = self.descend(w, Some(c), oid, kind, &data, depth, chain + 1);
+            w.pool[level] = data;
+            result?;
+        }
+        Ok(())
+    }
+}
+
+fn take_buf(w: &mut Worker, level: usize) -> Vec<u8> {
+    if w.pool.len() <= level {
+        w.pool.resize_with(level + 1, Vec::new);
+    }
+    std::mem::take(&mut w.pool[level])
+}
+
+fn hash(kind: Kind, data: &[u8]) -> Result<ObjectId, String> {
+    gix_object::compute_hash(gix_hash::Kind::Sha1, kind, data).map_err(|e| e.to_string())
+}

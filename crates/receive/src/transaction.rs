@@ -1,0 +1,237 @@
+//! The ref transaction: check every command against the current refs and
+//! publish the new state with one compare-and-swap, retrying on conflicts.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gitstow_odb::state::ContainerRef;
+use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, RepoState, Repository};
+use gitstow_protocol::push::{RefCommand, RefStatus};
+use gix_hash::ObjectId;
+
+/// Reason git gives when a ref's old value does not match (or the update cannot apply).
+pub const FAILED_TO_UPDATE: &str = "failed to update ref";
+/// Reason given to the other commands of a failed `--atomic` push.
+pub const ATOMIC_FAILED: &str = "atomic push failure";
+
+/// Inputs of one transaction.
+pub struct Transaction<'a> {
+    /// The push's commands, in order.
+    pub commands: &'a [RefCommand],
+    /// Per command, a reason decided before the transaction (bad name, missing objects…).
+    pub rejected: Vec<Option<String>>,
+    /// Containers the push uploaded, to list in the state.
+    pub containers: Vec<ContainerRef>,
+    /// Annotated tags of the push: tag → target.
+    pub tag_targets: &'a HashMap<ObjectId, ObjectId>,
+    /// The repository's objects as of the push's start (to peel tags it already had).
+    pub db: &'a ObjectDb,
+    /// All-or-nothing.
+    pub atomic: bool,
+    /// Compare-and-swap attempts before giving up.
+    pub max_attempts: u32,
+}
+
+/// What the transaction did.
+#[derive(Debug)]
+pub struct TransactionOutcome {
+    /// Per command, in order.
+    pub statuses: Vec<RefStatus>,
+    /// Compare-and-swap retries after conflicts.
+    pub retries: u32,
+    /// True when a new state was written.
+    pub committed: bool,
+}
+
+/// Errors that leave the state unchanged but are not the client's fault.
+#[derive(Debug, thiserror::Error)]
+pub enum TransactionError {
+    /// The store failed.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+    /// Too many concurrent updates.
+    #[error("the repository state changed {0} times during the update; giving up")]
+    TooManyConflicts(u32),
+}
+
+fn df_conflict(refs: &BTreeMap<String, ObjectId>, name: &str, deleted: &dyn Fn(&str) -> bool) -> bool {
+    // An existing ref that is a prefix directory of `name`, or lives below `name/`.
+    let mut prefix = String::new();
+    for part in name.split('/') {
+        if !prefix.is_empty() {
+            if refs.contains_key(&prefix) && !deleted(&prefix) {
+                return true;
+            }
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+    }
+    let dir = format!("{name}/");
+    refs.range(dir.clone()..)
+        .take_while(|(k, _)| k.starts_with(&dir))
+        .any(|(k, _)| !deleted(k))
+}
+
+impl Transaction<'_> {
+    /// Runs the transaction against `repo`.
+    pub fn run(self, repo: &Repository) -> Result<TransactionOutcome, TransactionError> {
+        let mut retries = 0;
+        loop {
+            let current = repo.load_state()?;
+            let (state, etag) = match &current {
+                Some(v) => (v.state.clone(), Some(v.etag.clone())),
+                None => (
+                    RepoState {
+                        head: None,
+                        ..Default::default()
+                    },
+                    None,
+                ),
+            };
+            let (statuses, new_state) = self.plan(&state);
+            let Some(new_state) = new_state else {
+                return Ok(TransactionOutcome {
+                    statuses,
+                    retries,
+                    committed: false,
+                });
+            };
+            match repo.commit_state(&new_state, etag.as_ref())? {
+                CommitOutcome::Committed(_) => {
+                    return Ok(TransactionOutcome {
+                        statuses,
+                        retries,
+                        committed: true,
+                    })
+                }
+                CommitOutcome::Conflict => {
+                    retries += 1;
+                    if retries >= self.max_attempts {
+                        return Err(TransactionError::TooManyConflicts(retries));
+                    }
+                    let backoff = 5u64 << retries.min(6);
+                    std::thread::sleep(std::time::Duration::from_millis(backoff));
+                }
+            }
+        }
+    }
+
+    /// Decides each command against `state`; returns the statuses and, if anything
+    /// changes, the new state.
+    fn plan(&self, state: &RepoState) -> (Vec<RefStatus>, Option<RepoState>) {
+        let mut reasons = self.rejected.clone();
+        let deleted_names: Vec<&str> = self
+            .commands
+            .iter()
+            .zip(&reasons)
+            .filter(|(c, r)| r.is_none() && c.new.is_null())
+            .map(|(c, _)| c.name.as_str())
+            .collect();
+        let is_deleted = |n: &str| deleted_names.contains(&n);
+        let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
+        for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+            if reason.is_some() {
+                continue;
+            }
+            let current = state.refs.get(&cmd.name);
+            let old_matches = match current {
+                Some(cur) => *cur == cmd.old,
+                None => cmd.old.is_null(),
+            };
+            if !old_matches {
+                *reason = Some(if cmd.new.is_null() && current.is_none() {
+                    "failed to delete".to_owned()
+                } else {
+                    FAILED_TO_UPDATE.to_owned()
+                });
+                continue;
+            }
+            if !cmd.new.is_null()
+                && current.is_none()
+                && (df_conflict(&state.refs, &cmd.name, &is_deleted) || df_conflict(&created, &cmd.name, &|_| false))
+            {
+                *reason = Some(FAILED_TO_UPDATE.to_owned());
+                continue;
+            }
+            if !cmd.new.is_null() {
+                created.insert(cmd.name.clone(), cmd.new);
+            }
+        }
+        if self.atomic && reasons.iter().any(Option::is_some) {
+            for r in reasons.iter_mut() {
+                if r.is_none() {
+                    *r = Some(ATOMIC_FAILED.to_owned());
+                }
+            }
+        }
+        let statuses: Vec<RefStatus> = reasons
+            .iter()
+            .map(|r| match r {
+                None => RefStatus::Ok,
+                Some(why) => RefStatus::Rejected(why.clone()),
+            })
+            .collect();
+        if reasons.iter().all(Option::is_some) {
+            return (statuses, None);
+        }
+        let mut next = state.clone();
+        let had_branches = state.refs.keys().any(|k| k.starts_with("refs/heads/"));
+        let mut cache = ObjectCache::new(1 << 20);
+        for (cmd, r) in self.commands.iter().zip(&reasons) {
+            if r.is_some() {
+                continue;
+            }
+            next.peeled.remove(&cmd.name);
+            if cmd.new.is_null() {
+                next.refs.remove(&cmd.name);
+                continue;
+            }
+            next.refs.insert(cmd.name.clone(), cmd.new);
+            if let Some(peeled) = self.peel(cmd.new, &mut cache) {
+                next.peeled.insert(cmd.name.clone(), peeled);
+            }
+        }
+        if !had_branches {
+            let pushed_branches: Vec<&String> = self
+                .commands
+                .iter()
+                .zip(&reasons)
+                .filter(|(c, r)| r.is_none() && !c.new.is_null() && c.name.starts_with("refs/heads/"))
+                .map(|(c, _)| &c.name)
+                .collect();
+            let main = "refs/heads/main".to_owned();
+            let head_exists = next.head.as_ref().is_some_and(|h| next.refs.contains_key(h));
+            if !head_exists {
+                if pushed_branches.contains(&&main) {
+                    next.head = Some(main);
+                } else if let Some(first) = pushed_branches.first() {
+                    next.head = Some((*first).clone());
+                } else if next.head.is_none() {
+                    next.head = Some(main);
+                }
+            }
+        }
+        next.containers.extend(self.containers.iter().cloned());
+        (statuses, Some(next))
+    }
+
+    /// Follows a chain of annotated tags to the first non-tag object.
+    fn peel(&self, oid: ObjectId, cache: &mut ObjectCache) -> Option<ObjectId> {
+        let mut cur = oid;
+        for _ in 0..64 {
+            if let Some(t) = self.tag_targets.get(&cur) {
+                cur = *t;
+                continue;
+            }
+            match self.db.read(&cur, cache) {
+                Ok(Some(obj)) if obj.kind == gix_object::Kind::Tag => {
+                    match gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                        Ok(tag) => cur = tag.target(),
+                        Err(_) => break,
+                    }
+                }
+                _ => break,
+            }
+        }
+        (cur != oid).then_some(cur)
+    }
+}

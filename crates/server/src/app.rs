@@ -1,0 +1,279 @@
+//! The HTTP application: smart-HTTP routes of `git http-backend`
+//! (gitprotocol-http(5)) over axum.
+//!
+//! - `GET  /<name>.git/info/refs?service=git-upload-pack|git-receive-pack`
+//! - `POST /<name>.git/git-upload-pack`
+//! - `POST /<name>.git/git-receive-pack`
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::Router;
+use gitstow_odb::{IndexCache, Repository};
+use gitstow_protocol::{write_v0_advertisement, write_v2_capabilities, Service};
+use gitstow_store::ObjectStore;
+
+use crate::body::{self, BodyError};
+use crate::repo_name::{self, Route};
+use crate::response::{self, error};
+
+/// Settings of the HTTP application.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Create a repository on its first push.
+    pub auto_create: bool,
+    /// Largest receive-pack request body after decoding, in bytes.
+    pub max_push_bytes: u64,
+    /// Largest upload-pack request body after decoding, in bytes.
+    pub max_fetch_request_bytes: u64,
+    /// Receive-pack settings.
+    pub receive: gitstow_receive::Options,
+    /// Upload-pack settings.
+    pub upload: gitstow_upload::Options,
+}
+
+/// Shared state of all requests.
+#[derive(Debug)]
+pub struct App {
+    store: Arc<dyn ObjectStore>,
+    indexes: Arc<IndexCache>,
+    config: Config,
+}
+
+impl App {
+    /// An application serving repositories from `store`.
+    pub fn new(store: Arc<dyn ObjectStore>, config: Config) -> Arc<Self> {
+        Arc::new(App {
+            store,
+            indexes: IndexCache::new(),
+            config,
+        })
+    }
+
+    fn repo(&self, name: &str) -> Repository {
+        Repository::new(self.store.clone(), name, self.indexes.clone())
+    }
+}
+
+/// The axum router.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new().fallback(handle).with_state(app)
+}
+
+fn wants_v2(headers: &HeaderMap) -> bool {
+    headers
+        .get("git-protocol")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(':').any(|p| p.trim() == "version=2"))
+}
+
+fn is_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let v = v.trim();
+            v.eq_ignore_ascii_case("gzip") || v.eq_ignore_ascii_case("x-gzip")
+        })
+}
+
+fn body_error(e: BodyError) -> Response {
+    match e {
+        BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+        BodyError::BadGzip(_) | BodyError::Transport(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        BodyError::Io(_) => {
+            tracing::error!(error = %e, "spool failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+async fn handle(State(app): State<Arc<App>>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Response {
+    let Some(route) = repo_name::route(uri.path()) else {
+        return error(StatusCode::NOT_FOUND, "not found");
+    };
+    let name = match &route {
+        Route::InfoRefs(n) | Route::UploadPack(n) | Route::ReceivePack(n) | Route::Other(n) => *n,
+    };
+    if let Err(e) = repo_name::validate(name) {
+        return error(StatusCode::BAD_REQUEST, e.to_string());
+    }
+    let name = name.to_owned();
+    match (route, method) {
+        (Route::InfoRefs(_), Method::GET) => info_refs(app, name, uri.query().unwrap_or(""), &headers).await,
+        (Route::UploadPack(_), Method::POST) => upload_pack(app, name, headers, body).await,
+        (Route::ReceivePack(_), Method::POST) => receive_pack(app, name, headers, body).await,
+        (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
+            error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        (Route::Other(_), _) => error(StatusCode::NOT_FOUND, "not found (gitstow serves smart HTTP only)"),
+    }
+}
+
+fn service_from_query(query: &str) -> Option<Service> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("service="))
+        .and_then(Service::from_name)
+}
+
+async fn load_state(app: &Arc<App>, name: &str) -> Result<Option<gitstow_odb::RepoState>, Response> {
+    let repo = app.repo(name);
+    let loaded = tokio::task::spawn_blocking(move || repo.load_state()).await;
+    match loaded {
+        Ok(Ok(v)) => Ok(v.map(|v| v.state)),
+        Ok(Err(e)) => {
+            tracing::error!(repo = name, error = %e, "reading the repository state failed");
+            Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read repository: {e}")))
+        }
+        Err(_) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")),
+    }
+}
+
+fn not_found(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, format!("repository '{name}.git' not found"))
+}
+
+async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap) -> Response {
+    let Some(service) = service_from_query(query) else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "dumb HTTP is not supported: request info/refs with ?service=git-upload-pack or git-receive-pack",
+        );
+    };
+    let state = match load_state(&app, &name).await {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let state = match (state, service) {
+        (Some(s), _) => s,
+        (None, Service::ReceivePack) if app.config.auto_create => gitstow_odb::RepoState::default(),
+        (None, _) => return not_found(&name),
+    };
+    let mut out = Vec::new();
+    let result = match service {
+        Service::UploadPack if wants_v2(headers) => {
+            write_v2_capabilities(&mut out, service, &gitstow_upload::advertise::upload_pack_v2_capabilities(), true)
+        }
+        Service::UploadPack => {
+            let refs = gitstow_upload::advertise::refs(&state, true);
+            let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(&state);
+            write_v0_advertisement(&mut out, service, &refs, &caps, true)
+        }
+        Service::ReceivePack => {
+            let refs = gitstow_upload::advertise::refs(&state, false);
+            let mut caps: Vec<String> = gitstow_receive::CAPABILITIES.iter().map(|s| s.to_string()).collect();
+            caps.push(format!("agent={}", gitstow_upload::advertise::AGENT));
+            write_v0_advertisement(&mut out, service, &refs, &caps, true)
+        }
+    };
+    if let Err(e) = result {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    }
+    let content_type = match service {
+        Service::UploadPack => "application/x-git-upload-pack-advertisement",
+        Service::ReceivePack => "application/x-git-receive-pack-advertisement",
+    };
+    let mut resp = Response::new(Body::from(out));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    response::no_cache(&mut resp);
+    resp
+}
+
+async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
+    let request = match body::read_all(body, is_gzip(&headers), app.config.max_fetch_request_bytes).await {
+        Ok(r) => r,
+        Err(e) => return body_error(e),
+    };
+    let state = match load_state(&app, &name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return not_found(&name),
+        Err(resp) => return resp,
+    };
+    let v2 = wants_v2(&headers);
+    let repo = app.repo(&name);
+    let opts = app.config.upload.clone();
+    response::stream(
+        "application/x-git-upload-pack-result",
+        move |out| {
+            let started = std::time::Instant::now();
+            let mut request: &[u8] = &request;
+            let result = if v2 {
+                gitstow_upload::serve_v2(&repo, &state, &mut request, out, &opts)
+            } else {
+                gitstow_upload::serve_v0(&repo, &state, &mut request, out, &opts)
+            };
+            match &result {
+                Ok(o) => tracing::info!(
+                    repo = repo.name(),
+                    v2,
+                    wants = o.wants,
+                    haves = o.haves,
+                    objects = o.pack.map(|p| p.objects),
+                    bytes = o.pack.map(|p| p.bytes),
+                    ms = started.elapsed().as_millis() as u64,
+                    "upload-pack"
+                ),
+                Err(e) => tracing::warn!(repo = repo.name(), error = %e, "upload-pack failed"),
+            }
+            result
+        },
+        |e: gitstow_upload::Error| match e {
+            gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
+            other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+        },
+    )
+    .await
+}
+
+async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
+    if !app.config.auto_create {
+        match load_state(&app, &name).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return not_found(&name),
+            Err(resp) => return resp,
+        }
+    }
+    let staging_dir = app.config.receive.staging_dir.clone();
+    let request = match body::spool(body, is_gzip(&headers), app.config.max_push_bytes, staging_dir.as_deref()).await {
+        Ok(f) => f,
+        Err(e) => return body_error(e),
+    };
+    let repo = app.repo(&name);
+    let opts = app.config.receive.clone();
+    response::stream(
+        "application/x-git-receive-pack-result",
+        move |out| {
+            let started = std::time::Instant::now();
+            let result = gitstow_receive::receive_pack(&repo, &request, out, &opts);
+            match &result {
+                Ok(o) => tracing::info!(
+                    repo = repo.name(),
+                    commands = o.commands,
+                    updated = o.updated,
+                    pack_bytes = o.pack_bytes,
+                    objects = o.objects,
+                    deltas = o.deltas,
+                    thin_bases = o.thin_bases,
+                    staged = o.staged,
+                    containers = o.containers,
+                    state_retries = o.state_retries,
+                    unpack_error = o.unpack_error.as_deref(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "receive-pack"
+                ),
+                Err(e) => tracing::warn!(repo = repo.name(), error = %e, "receive-pack failed"),
+            }
+            result
+        },
+        |e: gitstow_receive::Error| match e {
+            gitstow_receive::Error::Protocol(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
+            other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+        },
+    )
+    .await
+}

@@ -1,0 +1,102 @@
+//! Request bodies: plain, chunked (hyper decodes the framing) or
+//! `Content-Encoding: gzip`, spooled to a temp file or read into memory, with a
+//! size bound on the decoded bytes.
+
+use std::io::Write;
+
+use axum::body::Body;
+use futures_util::StreamExt;
+
+/// Why a body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// More than the limit after decoding (HTTP 413).
+    #[error("request body exceeds the limit of {0} bytes")]
+    TooLarge(u64),
+    /// The gzip stream is corrupt (HTTP 400).
+    #[error("request body is not valid gzip: {0}")]
+    BadGzip(std::io::Error),
+    /// The client stopped sending or the connection broke (HTTP 400).
+    #[error("reading the request body: {0}")]
+    Transport(String),
+    /// Local spool I/O (HTTP 500).
+    #[error("spooling the request body: {0}")]
+    Io(std::io::Error),
+}
+
+/// A `Write` that counts bytes and refuses to pass `limit`.
+struct Bounded<W> {
+    inner: W,
+    written: u64,
+    limit: u64,
+}
+
+impl<W: Write> Write for Bounded<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written + buf.len() as u64 > self.limit {
+            return Err(std::io::Error::new(std::io::ErrorKind::FileTooLarge, "limit"));
+        }
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
+    if e.kind() == std::io::ErrorKind::FileTooLarge {
+        BodyError::TooLarge(limit)
+    } else if gzip && e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::InvalidData {
+        BodyError::BadGzip(e)
+    } else {
+        BodyError::Io(e)
+    }
+}
+
+/// Streams `body` into `sink`, gunzipping when `gzip`, refusing more than `limit` decoded bytes.
+async fn copy_body<W: Write>(body: Body, sink: W, gzip: bool, limit: u64) -> Result<W, BodyError> {
+    let bounded = Bounded {
+        inner: sink,
+        written: 0,
+        limit,
+    };
+    let mut stream = body.into_data_stream();
+    if gzip {
+        let mut dec = flate2::write::GzDecoder::new(bounded);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| BodyError::Transport(e.to_string()))?;
+            tokio::task::block_in_place(|| dec.write_all(&chunk)).map_err(|e| map_write_error(e, limit, true))?;
+        }
+        let bounded = dec.finish().map_err(|e| map_write_error(e, limit, true))?;
+        Ok(bounded.inner)
+    } else {
+        let mut bounded = bounded;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| BodyError::Transport(e.to_string()))?;
+            tokio::task::block_in_place(|| bounded.write_all(&chunk)).map_err(|e| map_write_error(e, limit, false))?;
+        }
+        Ok(bounded.inner)
+    }
+}
+
+/// Spools the body to an anonymous temp file (rewound to the start).
+pub async fn spool(body: Body, gzip: bool, limit: u64, dir: Option<&std::path::Path>) -> Result<std::fs::File, BodyError> {
+    use std::io::Seek;
+    let file = match dir {
+        Some(d) => tempfile::tempfile_in(d),
+        None => tempfile::tempfile(),
+    }
+    .map_err(BodyError::Io)?;
+    let writer = std::io::BufWriter::with_capacity(256 * 1024, file);
+    let writer = copy_body(body, writer, gzip, limit).await?;
+    let mut file = writer.into_inner().map_err(|e| BodyError::Io(e.into_error()))?;
+    file.rewind().map_err(BodyError::Io)?;
+    Ok(file)
+}
+
+/// Reads the whole body into memory (for small requests such as upload-pack negotiation).
+pub async fn read_all(body: Body, gzip: bool, limit: u64) -> Result<Vec<u8>, BodyError> {
+    copy_body(body, Vec::new(), gzip, limit).await
+}

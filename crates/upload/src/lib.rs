@@ -1,0 +1,234 @@
+//! The fetch: `git-upload-pack` for smart HTTP, protocol v0/v1 and v2.
+//!
+//! Data flow: the server hands a request body and a repository state to
+//! [`serve_v0`] or [`serve_v2`]; negotiation ([`negotiate`]) finds the common
+//! commits from the client's haves; [`walk::objects_to_send`] computes
+//! reachability (wants minus what the haves reach); [`pack::write_pack`] streams
+//! the pack from the containers, copying stored records verbatim, inside
+//! side-band-64k when the client asked for it. [`advertise`] builds the ref
+//! advertisement both services share.
+#![deny(missing_docs)]
+
+pub mod advertise;
+pub mod negotiate;
+pub mod pack;
+pub mod walk;
+
+use std::io::{BufWriter, Read, Write};
+
+use gitstow_odb::{RepoState, Repository};
+use gitstow_protocol::fetch::{read_command_v2, read_upload_request_v0, FetchArgsV2};
+use gitstow_protocol::pktline::{write_flush, write_text, PktReader};
+use gitstow_protocol::sideband::{write_band, Band, SideBandWriter};
+use gitstow_protocol::LsRefsArgs;
+
+/// Knobs of upload-pack.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bytes of the delta-base cache used while walking and writing.
+    pub cache_bytes: usize,
+    /// Most pkt-lines in one request.
+    pub max_request_lines: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cache_bytes: 64 << 20,
+            max_request_lines: 1_000_000,
+        }
+    }
+}
+
+/// What a fetch did.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// Wants received.
+    pub wants: usize,
+    /// Haves received.
+    pub haves: usize,
+    /// Haves the repository has.
+    pub common: usize,
+    /// The pack, if one was sent.
+    pub pack: Option<pack::PackStats>,
+}
+
+/// Errors of upload-pack.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed (HTTP 400 if nothing was written yet).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The walk refused a want or found the repository inconsistent.
+    #[error(transparent)]
+    Walk(#[from] walk::WalkError),
+    /// Writing the pack failed.
+    #[error(transparent)]
+    Pack(#[from] pack::PackError),
+    /// Reading the repository failed.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+    /// Writing to the client failed.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves one stateless v0/v1 upload-pack request (`POST /git-upload-pack`).
+pub fn serve_v0(repo: &Repository, state: &RepoState, request: &mut dyn Read, out: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+    let mut reader = PktReader::new(request);
+    let req = read_upload_request_v0(&mut reader, opts.max_request_lines).map_err(|e| Error::Protocol(e.to_string()))?;
+    let db = repo.objects(state)?;
+    let mut outcome = Outcome {
+        wants: req.wants.len(),
+        haves: req.haves.len(),
+        ..Default::default()
+    };
+    if req.wants.is_empty() {
+        return Ok(outcome);
+    }
+    for want in &req.wants {
+        if !db.contains(want) {
+            return Err(Error::Walk(walk::WalkError::NotOurRef(*want)));
+        }
+    }
+    let common = negotiate::common(&db, &req.haves);
+    outcome.common = common.len();
+    let detailed = req.capabilities.contains("multi_ack_detailed");
+    let multi = detailed || req.capabilities.contains("multi_ack");
+    if !req.done {
+        negotiate::write_v0_round(&mut &mut *out, &common, multi, detailed)?;
+        out.flush()?;
+        return Ok(outcome);
+    }
+    match common.last() {
+        Some(last) if multi => write_text(&mut &mut *out, &format!("ACK {last}"))?,
+        Some(last) => write_text(&mut &mut *out, &format!("ACK {last}"))?,
+        None => write_text(&mut &mut *out, "NAK")?,
+    }
+    let sideband = if req.capabilities.contains("side-band-64k") {
+        Some(65515)
+    } else if req.capabilities.contains("side-band") {
+        Some(999)
+    } else {
+        None
+    };
+    let walk = walk::objects_to_send(&db, &req.wants, &common, opts.cache_bytes)?;
+    let popts = pack::PackOptions {
+        ofs_delta: req.capabilities.contains("ofs-delta"),
+        cache_bytes: opts.cache_bytes,
+    };
+    let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
+    outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
+    Ok(outcome)
+}
+
+/// Streams the pack, framed in side-band when `sideband` gives the payload size.
+fn send_pack(
+    db: &gitstow_odb::ObjectDb,
+    walk: &walk::Walk,
+    out: &mut dyn Write,
+    sideband: Option<usize>,
+    progress: bool,
+    popts: pack::PackOptions,
+) -> Result<pack::PackStats, Error> {
+    if progress {
+        let msg = format!("Enumerating objects: {}, done.\n", walk.objects.len());
+        write_band(&mut &mut *out, Band::Progress, msg.as_bytes())?;
+    }
+    let stats = match sideband {
+        Some(max) => {
+            let band = SideBandWriter::with_max_payload(&mut *out, Band::Data, max);
+            let mut buffered = BufWriter::with_capacity(max, band);
+            let result = pack::write_pack(db, &walk.objects, &mut buffered, popts);
+            let stats = match result {
+                Ok(s) => s,
+                Err(e) => {
+                    drop(buffered);
+                    let _ = write_band(&mut &mut *out, Band::Error, format!("fatal: {e}\n").as_bytes());
+                    return Err(e.into());
+                }
+            };
+            buffered.flush()?;
+            drop(buffered);
+            if progress {
+                let msg = format!(
+                    "Total {} (delta {}), reused {} (delta {}), pack-reused 0\n",
+                    stats.objects, stats.deltas, stats.reused, stats.deltas
+                );
+                write_band(&mut &mut *out, Band::Progress, msg.as_bytes())?;
+            }
+            write_flush(&mut &mut *out)?;
+            stats
+        }
+        None => {
+            let mut buffered = BufWriter::with_capacity(64 << 10, &mut *out);
+            let stats = pack::write_pack(db, &walk.objects, &mut buffered, popts)?;
+            buffered.flush()?;
+            stats
+        }
+    };
+    out.flush()?;
+    Ok(stats)
+}
+
+/// Serves one v2 command request (`POST /git-upload-pack` with `Git-Protocol: version=2`):
+/// `ls-refs` or `fetch` (gitprotocol-v2(5)).
+pub fn serve_v2(repo: &Repository, state: &RepoState, request: &mut dyn Read, out: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+    let mut reader = PktReader::new(request);
+    let Some(cmd) = read_command_v2(&mut reader, opts.max_request_lines).map_err(|e| Error::Protocol(e.to_string()))? else {
+        return Ok(Outcome::default());
+    };
+    match cmd.command.as_str() {
+        "ls-refs" => {
+            let args = LsRefsArgs::parse(&cmd.args).map_err(|e| Error::Protocol(e.to_string()))?;
+            let refs = advertise::refs(state, true);
+            let unborn = match (&state.head, state.head_oid()) {
+                (Some(target), None) if args.unborn => Some(target.as_str()),
+                _ => None,
+            };
+            let refs: Vec<_> = if state.head_oid().is_none() {
+                refs.into_iter().filter(|r| r.name != "HEAD").collect()
+            } else {
+                refs
+            };
+            gitstow_protocol::write_ls_refs(&mut &mut *out, &args, &refs, unborn)?;
+            out.flush()?;
+            Ok(Outcome::default())
+        }
+        "fetch" => fetch_v2(repo, state, &cmd.args, out, opts),
+        other => Err(Error::Protocol(format!("invalid command '{other}'"))),
+    }
+}
+
+fn fetch_v2(repo: &Repository, state: &RepoState, args: &[Vec<u8>], out: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+    let args = FetchArgsV2::parse(args).map_err(|e| Error::Protocol(e.to_string()))?;
+    let db = repo.objects(state)?;
+    let mut outcome = Outcome {
+        wants: args.wants.len(),
+        haves: args.haves.len(),
+        ..Default::default()
+    };
+    for want in &args.wants {
+        if !db.contains(want) {
+            return Err(Error::Walk(walk::WalkError::NotOurRef(*want)));
+        }
+    }
+    let common = negotiate::common(&db, &args.haves);
+    outcome.common = common.len();
+    if !args.done {
+        let ready = negotiate::ready(&common);
+        negotiate::write_v2_acknowledgments(&mut &mut *out, &common, ready)?;
+        if !ready {
+            out.flush()?;
+            return Ok(outcome);
+        }
+    }
+    write_text(&mut &mut *out, "packfile")?;
+    let walk = walk::objects_to_send(&db, &args.wants, &common, opts.cache_bytes)?;
+    let popts = pack::PackOptions {
+        ofs_delta: args.ofs_delta,
+        cache_bytes: opts.cache_bytes,
+    };
+    outcome.pack = Some(send_pack(&db, &walk, out, Some(65515), !args.no_progress, popts)?);
+    Ok(outcome)
+}

@@ -1,0 +1,148 @@
+//! Writing the pack a fetch receives, straight from the containers.
+//!
+//! Objects go out in container order (oldest container first, then by offset),
+//! which puts every stored delta after its base. A record is copied verbatim
+//! (its zlib stream untouched) when it is whole or when its base is also sent;
+//! the base is then named by OFS_DELTA distance (if the client asked for
+//! `ofs-delta`) or REF_DELTA oid. A delta whose base is not sent is resolved
+//! and deflated as a whole object. No delta search is done.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use gitstow_odb::record::{self, BaseRef};
+use gitstow_odb::{zlib, ObjectCache, ObjectDb};
+use gix_hash::ObjectId;
+
+/// Knobs of pack writing.
+#[derive(Debug, Clone, Copy)]
+pub struct PackOptions {
+    /// The client accepts OFS_DELTA.
+    pub ofs_delta: bool,
+    /// Bytes of the delta-base cache for objects that must be resolved.
+    pub cache_bytes: usize,
+}
+
+/// Figures of a written pack.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PackStats {
+    /// Objects written.
+    pub objects: u64,
+    /// Of which deltas.
+    pub deltas: u64,
+    /// Records copied verbatim.
+    pub reused: u64,
+    /// Pack bytes, trailer included.
+    pub bytes: u64,
+}
+
+/// Why the pack could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// An object to send is in no container.
+    #[error("object {0} is missing from the repository")]
+    Missing(ObjectId),
+    /// Reading failed.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+    /// Writing to the client failed.
+    #[error("writing the pack: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct HashingWriter<'a> {
+    inner: &'a mut dyn Write,
+    hasher: gix_hash::Hasher,
+    written: u64,
+}
+
+impl Write for HashingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes a version-2 pack of `objects` (no duplicates) to `out`.
+pub fn write_pack(db: &ObjectDb, objects: &[ObjectId], out: &mut dyn Write, opts: PackOptions) -> Result<PackStats, PackError> {
+    let mut located = Vec::with_capacity(objects.len());
+    for oid in objects {
+        let loc = db.lookup(oid).ok_or(PackError::Missing(*oid))?;
+        located.push((loc.container, loc.entry.offset, loc.entry));
+    }
+    located.sort_unstable_by_key(|(c, off, _)| (*c, *off));
+    let sending: std::collections::HashSet<ObjectId> = objects.iter().copied().collect();
+    let mut written_at: HashMap<ObjectId, u64> = HashMap::with_capacity(objects.len());
+    let mut cache = ObjectCache::new(opts.cache_bytes);
+    let mut stats = PackStats::default();
+    let mut w = HashingWriter {
+        inner: out,
+        hasher: gix_hash::hasher(gix_hash::Kind::Sha1),
+        written: 0,
+    };
+    let mut head = Vec::with_capacity(12);
+    head.extend_from_slice(b"PACK");
+    head.extend_from_slice(&2u32.to_be_bytes());
+    head.extend_from_slice(&(located.len() as u32).to_be_bytes());
+    w.write_all(&head)?;
+    let mut header = Vec::with_capacity(32);
+    let mut deflated = Vec::new();
+    for (container, _, entry) in located {
+        let offset = w.written;
+        match entry.base {
+            None => {
+                let raw = db.read_record(container, entry)?;
+                w.write_all(&raw)?;
+                stats.reused += 1;
+            }
+            Some(base) if sending.contains(&base) => {
+                let raw = db.read_record(container, entry)?;
+                let h = record::decode_header(&raw).map_err(|e| gitstow_odb::Error::CorruptObject {
+                    oid: entry.oid,
+                    reason: e.to_string(),
+                })?;
+                header.clear();
+                let base_ref = match written_at.get(&base) {
+                    Some(&at) if opts.ofs_delta => BaseRef::Distance(offset - at),
+                    _ => BaseRef::Oid(base),
+                };
+                let type_id = match base_ref {
+                    BaseRef::Distance(_) => record::OFS_DELTA,
+                    _ => record::REF_DELTA,
+                };
+                record::write_header(type_id, h.size, base_ref, &mut header);
+                w.write_all(&header)?;
+                w.write_all(&raw[h.len..])?;
+                stats.reused += 1;
+                stats.deltas += 1;
+            }
+            Some(_) => {
+                let obj = db.read(&entry.oid, &mut cache)?.ok_or(PackError::Missing(entry.oid))?;
+                header.clear();
+                record::write_header(record::type_id_from_kind(obj.kind), obj.data.len() as u64, BaseRef::None, &mut header);
+                deflated.clear();
+                zlib::deflate(&obj.data, &mut deflated);
+                w.write_all(&header)?;
+                w.write_all(&deflated)?;
+            }
+        }
+        written_at.insert(entry.oid, offset);
+        stats.objects += 1;
+    }
+    let HashingWriter {
+        inner,
+        hasher,
+        written,
+    } = w;
+    let trailer = hasher
+        .try_finalize()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    inner.write_all(trailer.as_slice())?;
+    stats.bytes = written + 20;
+    Ok(stats)
+}

@@ -1,0 +1,217 @@
+//! Reachability: which objects a fetch must send.
+//!
+//! As git's `rev-list --objects wants --not haves` does: commits reachable from
+//! the wants but not from the haves, their trees and blobs minus those reachable
+//! from the trees of the boundary commits (the haves' side of the edge), plus
+//! tags named by the wants.
+
+use std::collections::{HashSet, VecDeque};
+
+use gitstow_odb::{ObjectCache, ObjectDb};
+use gix_hash::ObjectId;
+use gix_object::Kind;
+
+/// Why the walk failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    /// A want the repository does not have.
+    #[error("not our ref {0}")]
+    NotOurRef(ObjectId),
+    /// An object that a reachable object names is missing or unreadable.
+    #[error("missing object {oid} ({context})")]
+    Missing {
+        /// The object.
+        oid: ObjectId,
+        /// Who names it.
+        context: &'static str,
+    },
+    /// An object does not parse.
+    #[error("object {oid} does not parse: {reason}")]
+    Corrupt {
+        /// The object.
+        oid: ObjectId,
+        /// The parser's message.
+        reason: String,
+    },
+    /// Reading failed.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+}
+
+/// The objects to send and what the walk saw.
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// Every object to send (unordered, no duplicates).
+    pub objects: Vec<ObjectId>,
+    /// Commits among them.
+    pub commits: usize,
+}
+
+struct Walker<'a> {
+    db: &'a ObjectDb,
+    cache: ObjectCache,
+}
+
+impl Walker<'_> {
+    fn read(&mut self, oid: &ObjectId, context: &'static str) -> Result<gitstow_odb::Object, WalkError> {
+        self.db
+            .read(oid, &mut self.cache)?
+            .ok_or(WalkError::Missing { oid: *oid, context })
+    }
+
+    fn commit_links(&mut self, oid: &ObjectId) -> Result<(ObjectId, Vec<ObjectId>), WalkError> {
+        let obj = self.read(oid, "commit")?;
+        let commit = gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| WalkError::Corrupt {
+            oid: *oid,
+            reason: e.to_string(),
+        })?;
+        Ok((commit.tree(), commit.parents().collect()))
+    }
+
+    /// Peels tags: returns the tags passed through and the final object with its kind.
+    fn peel(&mut self, oid: ObjectId) -> Result<(Vec<ObjectId>, ObjectId, Kind), WalkError> {
+        let mut tags = Vec::new();
+        let mut cur = oid;
+        loop {
+            let obj = self.read(&cur, "want")?;
+            if obj.kind != Kind::Tag || tags.len() > 64 {
+                return Ok((tags, cur, obj.kind));
+            }
+            let tag = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| WalkError::Corrupt {
+                oid: cur,
+                reason: e.to_string(),
+            })?;
+            tags.push(cur);
+            cur = tag.target();
+        }
+    }
+
+    /// Adds `tree` and everything below it to `seen`, calling `emit` for each new object.
+    fn walk_tree(
+        &mut self,
+        tree: ObjectId,
+        seen: &mut HashSet<ObjectId>,
+        exclude: &HashSet<ObjectId>,
+        emit: &mut dyn FnMut(ObjectId),
+    ) -> Result<(), WalkError> {
+        if exclude.contains(&tree) || !seen.insert(tree) {
+            return Ok(());
+        }
+        emit(tree);
+        let mut stack = vec![tree];
+        while let Some(t) = stack.pop() {
+            let obj = self.read(&t, "tree")?;
+            for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                let entry = entry.map_err(|e| WalkError::Corrupt {
+                    oid: t,
+                    reason: e.to_string(),
+                })?;
+                if entry.mode.is_commit() {
+                    continue;
+                }
+                let id = entry.oid.to_owned();
+                if exclude.contains(&id) || !seen.insert(id) {
+                    continue;
+                }
+                emit(id);
+                if entry.mode.is_tree() {
+                    stack.push(id);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Computes the objects to send for `wants` given the client's `haves`
+/// (haves the repository lacks are ignored). `cache_bytes` bounds the delta-base cache.
+pub fn objects_to_send(db: &ObjectDb, wants: &[ObjectId], haves: &[ObjectId], cache_bytes: usize) -> Result<Walk, WalkError> {
+    let mut w = Walker {
+        db,
+        cache: ObjectCache::new(cache_bytes),
+    };
+    for want in wants {
+        if !db.contains(want) {
+            return Err(WalkError::NotOurRef(*want));
+        }
+    }
+    // 1. Commits the client has: everything reachable from its haves.
+    let mut have_commits: HashSet<ObjectId> = HashSet::new();
+    let mut queue: VecDeque<ObjectId> = VecDeque::new();
+    for have in haves.iter().filter(|h| db.contains(h)) {
+        let (_, target, kind) = w.peel(*have)?;
+        if kind == Kind::Commit && have_commits.insert(target) {
+            queue.push_back(target);
+        }
+    }
+    while let Some(c) = queue.pop_front() {
+        let (_, parents) = w.commit_links(&c)?;
+        for p in parents {
+            if db.contains(&p) && have_commits.insert(p) {
+                queue.push_back(p);
+            }
+        }
+    }
+    // 2. Commits to send, and the boundary commits on the client's side.
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut out = Walk::default();
+    let mut commits: Vec<(ObjectId, ObjectId)> = Vec::new();
+    let mut other_roots: Vec<(ObjectId, Kind)> = Vec::new();
+    let mut edges: HashSet<ObjectId> = HashSet::new();
+    for want in wants {
+        let (tags, target, kind) = w.peel(*want)?;
+        for t in tags {
+            if seen.insert(t) {
+                out.objects.push(t);
+            }
+        }
+        match kind {
+            Kind::Commit => {
+                if !have_commits.contains(&target) && seen.insert(target) {
+                    queue.push_back(target);
+                }
+            }
+            _ => other_roots.push((target, kind)),
+        }
+    }
+    while let Some(c) = queue.pop_front() {
+        out.objects.push(c);
+        out.commits += 1;
+        let (tree, parents) = w.commit_links(&c)?;
+        commits.push((c, tree));
+        for p in parents {
+            if have_commits.contains(&p) {
+                edges.insert(p);
+            } else if seen.insert(p) {
+                queue.push_back(p);
+            }
+        }
+    }
+    // 3. Trees and blobs the client has through the boundary commits.
+    let mut excluded: HashSet<ObjectId> = HashSet::new();
+    let none = HashSet::new();
+    for e in &edges {
+        let (tree, _) = w.commit_links(e)?;
+        let mut scratch = HashSet::new();
+        std::mem::swap(&mut scratch, &mut excluded);
+        w.walk_tree(tree, &mut scratch, &none, &mut |_| {})?;
+        excluded = scratch;
+    }
+    // 4. Trees and blobs to send.
+    let mut emit_list = Vec::new();
+    for (_, tree) in &commits {
+        w.walk_tree(*tree, &mut seen, &excluded, &mut |id| emit_list.push(id))?;
+    }
+    for (root, kind) in other_roots {
+        match kind {
+            Kind::Tree => w.walk_tree(root, &mut seen, &excluded, &mut |id| emit_list.push(id))?,
+            _ => {
+                if seen.insert(root) {
+                    emit_list.push(root);
+                }
+            }
+        }
+    }
+    out.objects.extend(emit_list);
+    Ok(out)
+}
