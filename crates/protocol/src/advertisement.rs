@@ -1,0 +1,725 @@
+//! What the server says first: the v0/v1 ref advertisement
+//! (gitprotocol-pack(5) "Reference Discovery", gitprotocol-http(5) "Smart
+//! Clients"), the v2 capability advertisement (gitprotocol-v2(5)
+//! "Capability Advertisement"), and the v2 `ls-refs` command
+//! (gitprotocol-v2(5) "ls-refs").
+//!
+//! Facts confirmed against git 2.47 `git http-backend`:
+//!
+//! - v0 `GET info/refs?service=git-upload-pack`: `# service=git-upload-pack`
+//!   pkt, flush, `HEAD` first with `\0<caps>` (caps include
+//!   `symref=HEAD:refs/heads/main`), the other refs sorted, each annotated
+//!   tag followed by `<peeled> <name>^{}`, flush.
+//! - receive-pack advertises no `HEAD` and no peeled `^{}` lines.
+//! - An empty repository: `<40 zeros> capabilities^{}\0<caps>`; no symref
+//!   capability for an unborn HEAD.
+//! - `Git-Protocol: version=2`: **no** `# service=` header and no flush
+//!   before `version 2` (http-backend only writes the header when the
+//!   protocol is not v2). git's client accepts both forms.
+//! - `Git-Protocol: version=1`: header, flush, `version 1`, then the v0 refs.
+//! - receive-pack does not speak v2: with `version=2` http-backend still
+//!   omits the header but receive-pack answers a v0 advertisement. git's
+//!   client never asks for v2 on push (remote-curl downgrades to v0).
+
+use std::io::{self, Write};
+
+use gix_hash::ObjectId;
+
+use crate::fetch::FetchError;
+use crate::pktline::PktBatch;
+
+/// The two smart-HTTP services (gitprotocol-http(5)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// `git-upload-pack`: fetch and clone.
+    UploadPack,
+    /// `git-receive-pack`: push.
+    ReceivePack,
+}
+
+impl Service {
+    /// The service name as in `?service=` and the `# service=` line,
+    /// e.g. `"git-upload-pack"` (gitprotocol-http(5)).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Service::UploadPack => "git-upload-pack",
+            Service::ReceivePack => "git-receive-pack",
+        }
+    }
+
+    /// The service for `"git-upload-pack"` or `"git-receive-pack"`; `None`
+    /// for anything else (gitprotocol-http(5)).
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "git-upload-pack" => Some(Service::UploadPack),
+            "git-receive-pack" => Some(Service::ReceivePack),
+            _ => None,
+        }
+    }
+
+    /// Content-Type of the `info/refs` answer,
+    /// `application/x-git-upload-pack-advertisement` (gitprotocol-http(5)
+    /// "Smart Server Response"; git http-backend sends it for v2 too).
+    pub fn advertisement_content_type(&self) -> &'static str {
+        match self {
+            Service::UploadPack => "application/x-git-upload-pack-advertisement",
+            Service::ReceivePack => "application/x-git-receive-pack-advertisement",
+        }
+    }
+
+    /// Content-Type of the POST request body,
+    /// `application/x-git-upload-pack-request` (gitprotocol-http(5)).
+    pub fn request_content_type(&self) -> &'static str {
+        match self {
+            Service::UploadPack => "application/x-git-upload-pack-request",
+            Service::ReceivePack => "application/x-git-receive-pack-request",
+        }
+    }
+
+    /// Content-Type of the POST response,
+    /// `application/x-git-upload-pack-result` (gitprotocol-http(5)).
+    pub fn result_content_type(&self) -> &'static str {
+        match self {
+            Service::UploadPack => "application/x-git-upload-pack-result",
+            Service::ReceivePack => "application/x-git-receive-pack-result",
+        }
+    }
+}
+
+/// One advertised ref (gitprotocol-pack(5) "Reference Discovery",
+/// gitprotocol-v2(5) "ls-refs").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertisedRef {
+    /// The full name, e.g. `HEAD` or `refs/heads/main`.
+    pub name: String,
+    /// The object the ref points at (for a symref: what its target points at).
+    pub oid: ObjectId,
+    /// for annotated tags: the peeled (non-tag) object
+    pub peeled: Option<ObjectId>,
+    /// for symbolic refs (HEAD): the target ref name
+    pub symref_target: Option<String>,
+}
+
+/// `symref=<name>:<target>` for every ref in `refs` that has a
+/// `symref_target`, in order: the capabilities git's upload-pack adds to a
+/// v0 advertisement (gitprotocol-capabilities(5) "symref"). The caller puts
+/// them into the capability list it passes to [`write_v0_advertisement`]
+/// (git places them after `no-done` and before `object-format`).
+pub fn symref_capabilities(refs: &[AdvertisedRef]) -> Vec<String> {
+    refs.iter()
+        .filter_map(|r| {
+            r.symref_target
+                .as_ref()
+                .map(|t| format!("symref={}:{}", r.name, t))
+        })
+        .collect()
+}
+
+fn write_service_header(batch: &mut PktBatch<'_, impl Write>, service: Service) -> io::Result<()> {
+    batch.text(&format!("# service={}", service.name()))?;
+    batch.special(b"0000")
+}
+
+fn write_v0_refs(
+    batch: &mut PktBatch<'_, impl Write>,
+    service: Service,
+    refs: &[AdvertisedRef],
+    capabilities: &[String],
+) -> io::Result<()> {
+    let caps = capabilities.join(" ");
+    if refs.is_empty() {
+        let line = format!("{} capabilities^{{}}\0{caps}", crate::null_oid());
+        batch.text(&line)?;
+    }
+    for (i, r) in refs.iter().enumerate() {
+        let line = if i == 0 {
+            format!("{} {}\0{caps}", r.oid, r.name)
+        } else {
+            format!("{} {}", r.oid, r.name)
+        };
+        batch.text(&line)?;
+        if let (Service::UploadPack, Some(peeled)) = (service, r.peeled) {
+            batch.text(&format!("{peeled} {}^{{}}", r.name))?;
+        }
+    }
+    batch.special(b"0000")
+}
+
+/// The smart-HTTP v0 advertisement, as git http-backend sends it
+/// (gitprotocol-http(5) "Smart Clients", gitprotocol-pack(5) "Reference
+/// Discovery"): `# service=<name>\n` pkt, flush, then the refs: the first
+/// ref line carries `\0<caps>` (caps joined by ' '); HEAD first if present;
+/// peeled tags as `<oid> <name>^{}`; an empty list gives
+/// `<zero-oid> capabilities^{}\0<caps>`; then flush. `http_header` false
+/// omits the `# service` + flush prefix (for git:// or ssh style). Refs are written in
+/// the order given (caller sorts).
+///
+/// Capabilities are written exactly as given; add
+/// [`symref_capabilities`] for `HEAD` yourself. Peeled lines are written
+/// for [`Service::UploadPack`] only: git's receive-pack advertises none.
+/// Fails with `InvalidInput` if a line exceeds the pkt-line limit.
+pub fn write_v0_advertisement(
+    w: &mut impl Write,
+    service: Service,
+    refs: &[AdvertisedRef],
+    capabilities: &[String],
+    http_header: bool,
+) -> io::Result<()> {
+    let mut batch = PktBatch::new(w);
+    if http_header {
+        write_service_header(&mut batch, service)?;
+    }
+    write_v0_refs(&mut batch, service, refs, capabilities)?;
+    batch.finish()
+}
+
+/// The protocol v1 advertisement: like [`write_v0_advertisement`] with a
+/// `version 1` pkt before the refs (after the `# service` header and its
+/// flush), as git http-backend answers `Git-Protocol: version=1`
+/// (gitprotocol-pack(5), gitprotocol-http(5)).
+pub fn write_v1_advertisement(
+    w: &mut impl Write,
+    service: Service,
+    refs: &[AdvertisedRef],
+    capabilities: &[String],
+    http_header: bool,
+) -> io::Result<()> {
+    let mut batch = PktBatch::new(w);
+    if http_header {
+        write_service_header(&mut batch, service)?;
+    }
+    batch.text("version 1")?;
+    write_v0_refs(&mut batch, service, refs, capabilities)?;
+    batch.finish()
+}
+
+/// The v2 capability advertisement: "version 2" then one pkt per
+/// capability, then flush (gitprotocol-v2(5) "Capability Advertisement").
+///
+/// git 2.47 http-backend sends it **without** the `# service=` header and
+/// its flush (checked with `Git-Protocol: version=2`), so pass
+/// `http_header: false` to match canonical git; `true` prefixes the header
+/// and its flush for `service`, which git's client also accepts. Capabilities are
+/// written as given, e.g. `agent=…`, `ls-refs=unborn`, `fetch=shallow
+/// wait-for-done`, `server-option`, `object-format=sha1`.
+pub fn write_v2_capabilities(
+    w: &mut impl Write,
+    service: Service,
+    capabilities: &[String],
+    http_header: bool,
+) -> io::Result<()> {
+    let mut batch = PktBatch::new(w);
+    if http_header {
+        write_service_header(&mut batch, service)?;
+    }
+    batch.text("version 2")?;
+    for cap in capabilities {
+        batch.text(cap)?;
+    }
+    batch.special(b"0000")?;
+    batch.finish()
+}
+
+/// Arguments of a v2 `ls-refs` command (gitprotocol-v2(5) "ls-refs").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LsRefsArgs {
+    /// `peel`: show `peeled:<oid>` for annotated tags.
+    pub peel: bool,
+    /// `symrefs`: show `symref-target:<target>` for symbolic refs.
+    pub symrefs: bool,
+    /// `unborn`: show an unborn `HEAD` (needs `symrefs` too, as in git).
+    pub unborn: bool,
+    /// `ref-prefix <prefix>`: only refs starting with one of these; empty
+    /// means all refs.
+    pub ref_prefixes: Vec<String>,
+}
+
+/// More `ref-prefix` lines than this and git's ls-refs ignores them all
+/// and lists every ref (`TOO_MANY_PREFIXES` in ls-refs.c).
+const TOO_MANY_PREFIXES: usize = 65536;
+
+impl LsRefsArgs {
+    /// Parses the argument lines of `ls-refs` (gitprotocol-v2(5)): `peel`,
+    /// `symrefs`, `unborn`, `ref-prefix <prefix>`. An unknown line is an
+    /// error naming it, like git's "unexpected line: '…'". A trailing
+    /// `'\n'` on a line is ignored. More than 65536 prefixes clear the list
+    /// (all refs match), as git does.
+    pub fn parse(args: &[Vec<u8>]) -> Result<Self, FetchError> {
+        let mut out = LsRefsArgs::default();
+        for arg in args {
+            let line = arg.strip_suffix(b"\n").unwrap_or(arg);
+            match line {
+                b"peel" => out.peel = true,
+                b"symrefs" => out.symrefs = true,
+                b"unborn" => out.unborn = true,
+                _ => match line.strip_prefix(b"ref-prefix ") {
+                    Some(prefix) => {
+                        let prefix =
+                            std::str::from_utf8(prefix).map_err(|_| FetchError::NotUtf8 {
+                                line: crate::lossy(line),
+                            })?;
+                        out.ref_prefixes.push(prefix.to_owned());
+                    }
+                    None => {
+                        return Err(FetchError::UnexpectedLine {
+                            line: crate::lossy(line),
+                        })
+                    }
+                },
+            }
+        }
+        if out.ref_prefixes.len() > TOO_MANY_PREFIXES {
+            out.ref_prefixes.clear();
+        }
+        Ok(out)
+    }
+
+    /// does a ref name pass the prefixes (none = all)
+    pub fn matches(&self, name: &str) -> bool {
+        self.ref_prefixes.is_empty()
+            || self
+                .ref_prefixes
+                .iter()
+                .any(|p| name.starts_with(p.as_str()))
+    }
+}
+
+/// ls-refs output: `<oid> <name>[ symref-target:<t>][ peeled:<oid>]` per
+/// ref, then flush (gitprotocol-v2(5) "ls-refs"). `unborn_head`:
+/// `Some(target)` when HEAD points to a branch that does not exist yet and
+/// `args.unborn` → `unborn HEAD symref-target:<t>`.
+///
+/// As git's ls-refs does: refs not matching `args` prefixes are skipped;
+/// `symref-target` needs `args.symrefs`, `peeled` needs `args.peel`; the
+/// unborn line is written first and only when `args.unborn`,
+/// `args.symrefs` and the prefixes admit `HEAD` (git 2.47 sends nothing for
+/// an unborn HEAD without `symrefs`). `refs` are written in the order given.
+pub fn write_ls_refs(
+    w: &mut impl Write,
+    args: &LsRefsArgs,
+    refs: &[AdvertisedRef],
+    unborn_head: Option<&str>,
+) -> io::Result<()> {
+    let mut batch = PktBatch::new(w);
+    if let Some(target) = unborn_head {
+        if args.unborn && args.symrefs && args.matches("HEAD") {
+            batch.text(&format!("unborn HEAD symref-target:{target}"))?;
+        }
+    }
+    for r in refs.iter().filter(|r| args.matches(&r.name)) {
+        let mut line = format!("{} {}", r.oid, r.name);
+        if let (true, Some(target)) = (args.symrefs, &r.symref_target) {
+            line.push_str(" symref-target:");
+            line.push_str(target);
+        }
+        if let (true, Some(peeled)) = (args.peel, r.peeled) {
+            line.push_str(&format!(" peeled:{peeled}"));
+        }
+        batch.text(&line)?;
+    }
+    batch.special(b"0000")?;
+    batch.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pktline::{Packet, PktReader};
+
+    const GIT_UPLOAD_V0: &[u8] = include_bytes!("../tests/fixtures/upload_pack_v0.pkt");
+    const GIT_RECEIVE_V0: &[u8] = include_bytes!("../tests/fixtures/receive_pack_v0.pkt");
+    const GIT_UPLOAD_EMPTY: &[u8] = include_bytes!("../tests/fixtures/upload_pack_v0_empty.pkt");
+    const GIT_RECEIVE_EMPTY: &[u8] = include_bytes!("../tests/fixtures/receive_pack_v0_empty.pkt");
+    const GIT_UPLOAD_V2: &[u8] = include_bytes!("../tests/fixtures/upload_pack_v2_caps.pkt");
+    const GIT_LS_REFS: &[u8] = include_bytes!("../tests/fixtures/ls_refs.pkt");
+    const GIT_LS_REFS_PREFIX: &[u8] = include_bytes!("../tests/fixtures/ls_refs_prefix.pkt");
+    const GIT_LS_REFS_UNBORN: &[u8] = include_bytes!("../tests/fixtures/ls_refs_unborn.pkt");
+
+    fn oid(hex: &str) -> ObjectId {
+        ObjectId::from_hex(hex.as_bytes()).unwrap()
+    }
+
+    fn packets(bytes: &[u8]) -> Vec<Packet> {
+        let mut r = PktReader::new(bytes);
+        let mut out = Vec::new();
+        while let Some(p) = r.read_packet().unwrap() {
+            out.push(p);
+        }
+        out
+    }
+
+    /// What a v0 advertisement says, parsed back: (header?, refs, caps).
+    fn parse_v0(bytes: &[u8]) -> (Option<String>, Vec<AdvertisedRef>, Vec<String>) {
+        let mut ps = packets(bytes).into_iter().peekable();
+        let mut header = None;
+        if let Some(Packet::Data(d)) = ps.peek() {
+            if d.starts_with(b"# service=") {
+                header = Some(String::from_utf8(d.clone()).unwrap());
+                ps.next();
+                assert_eq!(
+                    ps.next(),
+                    Some(Packet::Flush),
+                    "flush after the service line"
+                );
+            }
+        }
+        let mut refs: Vec<AdvertisedRef> = Vec::new();
+        let mut caps = Vec::new();
+        let mut first = true;
+        loop {
+            match ps.next().expect("advertisement ends in a flush") {
+                Packet::Flush => break,
+                Packet::Data(d) => {
+                    assert_eq!(d.last(), Some(&b'\n'), "ref lines end in LF");
+                    let line = &d[..d.len() - 1];
+                    let (line, cap_part) = match line.iter().position(|&b| b == 0) {
+                        Some(nul) => (&line[..nul], Some(&line[nul + 1..])),
+                        None => (line, None),
+                    };
+                    assert_eq!(cap_part.is_some(), first, "caps on the first line only");
+                    if let Some(c) = cap_part {
+                        caps = std::str::from_utf8(c)
+                            .unwrap()
+                            .split(' ')
+                            .map(str::to_owned)
+                            .collect();
+                    }
+                    first = false;
+                    let line = std::str::from_utf8(line).unwrap();
+                    let (hex, name) = line.split_once(' ').unwrap();
+                    if name == "capabilities^{}" {
+                        assert!(refs.is_empty());
+                        assert_eq!(hex, "0".repeat(40));
+                        continue;
+                    }
+                    if let Some(base) = name.strip_suffix("^{}") {
+                        let last = refs.last_mut().unwrap();
+                        assert_eq!(last.name, base, "peeled line follows its tag");
+                        last.peeled = Some(oid(hex));
+                        continue;
+                    }
+                    refs.push(AdvertisedRef {
+                        name: name.to_owned(),
+                        oid: oid(hex),
+                        peeled: None,
+                        symref_target: None,
+                    });
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(ps.next().is_none(), "nothing after the final flush");
+        for cap in &caps {
+            if let Some(sym) = cap.strip_prefix("symref=") {
+                let (from, to) = sym.split_once(':').unwrap();
+                refs.iter_mut()
+                    .find(|r| r.name == from)
+                    .unwrap()
+                    .symref_target = Some(to.to_owned());
+            }
+        }
+        (header, refs, caps)
+    }
+
+    /// Parse what canonical git sent, regenerate it from the parsed refs and
+    /// capabilities, and compare byte for byte.
+    fn regenerate(git: &[u8], service: Service) -> (Vec<AdvertisedRef>, Vec<String>) {
+        let (header, refs, caps) = parse_v0(git);
+        assert_eq!(
+            header.as_deref(),
+            Some(format!("# service={}\n", service.name()).as_str())
+        );
+        let mut ours = Vec::new();
+        write_v0_advertisement(&mut ours, service, &refs, &caps, true).unwrap();
+        assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(git));
+        assert_eq!(ours, git);
+        (refs, caps)
+    }
+
+    #[test]
+    fn upload_pack_v0_matches_git() {
+        let (refs, caps) = regenerate(GIT_UPLOAD_V0, Service::UploadPack);
+        assert_eq!(refs[0].name, "HEAD");
+        assert_eq!(refs[0].symref_target.as_deref(), Some("refs/heads/main"));
+        let tag = refs.iter().find(|r| r.name == "refs/tags/v1").unwrap();
+        assert!(tag.peeled.is_some());
+        assert!(refs
+            .iter()
+            .filter(|r| r.name != "refs/tags/v1")
+            .all(|r| r.peeled.is_none()));
+        // symref capability derivable from the refs, at the position git uses
+        assert!(caps.contains(&symref_capabilities(&refs)[0]));
+        assert_eq!(
+            symref_capabilities(&refs),
+            vec!["symref=HEAD:refs/heads/main".to_owned()]
+        );
+    }
+
+    #[test]
+    fn receive_pack_v0_matches_git() {
+        let (refs, caps) = regenerate(GIT_RECEIVE_V0, Service::ReceivePack);
+        assert!(refs.iter().all(|r| r.name != "HEAD"));
+        assert!(caps.iter().any(|c| c == "report-status"));
+        // Peeled info given for receive-pack is not written, as git does not.
+        let mut with_peeled = refs.clone();
+        with_peeled.last_mut().unwrap().peeled = Some(refs[0].oid);
+        let mut ours = Vec::new();
+        write_v0_advertisement(&mut ours, Service::ReceivePack, &with_peeled, &caps, true).unwrap();
+        assert_eq!(ours, GIT_RECEIVE_V0);
+    }
+
+    #[test]
+    fn empty_repository_matches_git() {
+        let (refs, _) = regenerate(GIT_UPLOAD_EMPTY, Service::UploadPack);
+        assert!(refs.is_empty());
+        let (refs, _) = regenerate(GIT_RECEIVE_EMPTY, Service::ReceivePack);
+        assert!(refs.is_empty());
+    }
+
+    #[test]
+    fn empty_repository_exact_bytes() {
+        let mut out = Vec::new();
+        let caps = vec!["report-status".to_owned(), "agent=gitstow/0".to_owned()];
+        write_v0_advertisement(&mut out, Service::ReceivePack, &[], &caps, true).unwrap();
+        let mut want = b"001f# service=git-receive-pack\n0000".to_vec();
+        let line = format!(
+            "{} capabilities^{{}}\0report-status agent=gitstow/0\n",
+            "0".repeat(40)
+        );
+        want.extend_from_slice(format!("{:04x}", line.len() + 4).as_bytes());
+        want.extend_from_slice(line.as_bytes());
+        want.extend_from_slice(b"0000");
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn without_http_header() {
+        let (_, refs, caps) = parse_v0(GIT_UPLOAD_V0);
+        let mut out = Vec::new();
+        write_v0_advertisement(&mut out, Service::UploadPack, &refs, &caps, false).unwrap();
+        let header_len = b"001e# service=git-upload-pack\n0000".len();
+        assert_eq!(out, &GIT_UPLOAD_V0[header_len..]);
+    }
+
+    #[test]
+    fn v1_advertisement() {
+        let (_, refs, caps) = parse_v0(GIT_UPLOAD_V0);
+        let mut out = Vec::new();
+        write_v1_advertisement(&mut out, Service::UploadPack, &refs, &caps, true).unwrap();
+        let header_len = b"001e# service=git-upload-pack\n0000".len();
+        let mut want = GIT_UPLOAD_V0[..header_len].to_vec();
+        want.extend_from_slice(b"000eversion 1\n");
+        want.extend_from_slice(&GIT_UPLOAD_V0[header_len..]);
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn v2_capabilities_match_git() {
+        let ps = packets(GIT_UPLOAD_V2);
+        assert_eq!(
+            ps[0],
+            Packet::Data(b"version 2\n".to_vec()),
+            "git sends no # service header for v2"
+        );
+        assert_eq!(ps.last(), Some(&Packet::Flush));
+        let caps: Vec<String> = ps[1..ps.len() - 1]
+            .iter()
+            .map(|p| String::from_utf8(p.as_text().unwrap().to_vec()).unwrap())
+            .collect();
+        assert!(caps.iter().any(|c| c.starts_with("fetch")));
+        let mut out = Vec::new();
+        write_v2_capabilities(&mut out, Service::UploadPack, &caps, false).unwrap();
+        assert_eq!(out, GIT_UPLOAD_V2);
+        let mut out = Vec::new();
+        write_v2_capabilities(&mut out, Service::UploadPack, &caps, true).unwrap();
+        assert!(out.starts_with(b"001e# service=git-upload-pack\n0000000eversion 2\n"));
+        assert!(out.ends_with(GIT_UPLOAD_V2));
+    }
+
+    #[test]
+    fn service_names() {
+        assert_eq!(Service::UploadPack.name(), "git-upload-pack");
+        assert_eq!(Service::ReceivePack.name(), "git-receive-pack");
+        assert_eq!(
+            Service::from_name("git-upload-pack"),
+            Some(Service::UploadPack)
+        );
+        assert_eq!(
+            Service::from_name("git-receive-pack"),
+            Some(Service::ReceivePack)
+        );
+        assert_eq!(Service::from_name("git-upload-archive"), None);
+        assert_eq!(Service::from_name("upload-pack"), None);
+        // as git http-backend 2.47 sends them (v2 included)
+        assert_eq!(
+            Service::UploadPack.advertisement_content_type(),
+            "application/x-git-upload-pack-advertisement"
+        );
+        assert_eq!(
+            Service::ReceivePack.advertisement_content_type(),
+            "application/x-git-receive-pack-advertisement"
+        );
+        assert_eq!(
+            Service::UploadPack.request_content_type(),
+            "application/x-git-upload-pack-request"
+        );
+        assert_eq!(
+            Service::UploadPack.result_content_type(),
+            "application/x-git-upload-pack-result"
+        );
+        assert_eq!(
+            Service::ReceivePack.result_content_type(),
+            "application/x-git-receive-pack-result"
+        );
+    }
+
+    /// Parses git's ls-refs output back into refs (and the unborn target).
+    fn parse_ls_refs(bytes: &[u8]) -> (Vec<AdvertisedRef>, Option<String>) {
+        let ps = packets(bytes);
+        assert_eq!(ps.last(), Some(&Packet::Flush));
+        let mut refs = Vec::new();
+        let mut unborn = None;
+        for p in &ps[..ps.len() - 1] {
+            let line = std::str::from_utf8(p.as_data().unwrap()).unwrap();
+            let line = line.strip_suffix('\n').expect("ls-refs lines end in LF");
+            let mut words = line.split(' ');
+            let (first, name) = (words.next().unwrap(), words.next().unwrap());
+            let mut r = AdvertisedRef {
+                name: name.into(),
+                oid: crate::null_oid(),
+                peeled: None,
+                symref_target: None,
+            };
+            for attr in words {
+                if let Some(t) = attr.strip_prefix("symref-target:") {
+                    r.symref_target = Some(t.into());
+                } else if let Some(p) = attr.strip_prefix("peeled:") {
+                    r.peeled = Some(oid(p));
+                } else {
+                    panic!("unknown attribute {attr}");
+                }
+            }
+            if first == "unborn" {
+                unborn = r.symref_target;
+            } else {
+                r.oid = oid(first);
+                refs.push(r);
+            }
+        }
+        (refs, unborn)
+    }
+
+    /// The refs of the ls-refs fixture (the repository at capture time).
+    fn ls_refs_repo() -> Vec<AdvertisedRef> {
+        let (refs, unborn) = parse_ls_refs(GIT_LS_REFS);
+        assert!(unborn.is_none());
+        assert_eq!(refs[0].name, "HEAD");
+        assert!(refs[0].symref_target.is_some());
+        assert!(refs.iter().any(|r| r.peeled.is_some()));
+        refs
+    }
+
+    fn args(lines: &[&str]) -> LsRefsArgs {
+        LsRefsArgs::parse(
+            &lines
+                .iter()
+                .map(|l| l.as_bytes().to_vec())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ls_refs_matches_git() {
+        let refs = ls_refs_repo();
+        let mut out = Vec::new();
+        write_ls_refs(&mut out, &args(&["symrefs", "peel", "unborn"]), &refs, None).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(GIT_LS_REFS)
+        );
+
+        let mut out = Vec::new();
+        let a = args(&["symrefs", "peel", "unborn", "ref-prefix refs/tags/"]);
+        write_ls_refs(&mut out, &a, &refs, None).unwrap();
+        assert_eq!(out, GIT_LS_REFS_PREFIX);
+
+        let mut out = Vec::new();
+        write_ls_refs(
+            &mut out,
+            &args(&["symrefs", "peel", "unborn"]),
+            &[],
+            Some("refs/heads/main"),
+        )
+        .unwrap();
+        assert_eq!(out, GIT_LS_REFS_UNBORN);
+    }
+
+    #[test]
+    fn ls_refs_without_options() {
+        let refs = ls_refs_repo();
+        let mut out = Vec::new();
+        write_ls_refs(
+            &mut out,
+            &args(&["ref-prefix HEAD", "ref-prefix refs/tags/v"]),
+            &refs,
+            None,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "0032026a191405ac2b3ef86990d0ef907000cd1df7a5 HEAD\n\
+             003acd2c4c5c6240a5bf7c20d6d4bf0e20abb37d8a49 refs/tags/v1\n0000"
+        );
+        // unborn needs symrefs (git 2.47 sends nothing), and a HEAD-admitting prefix
+        for lines in [
+            &["unborn"][..],
+            &["unborn", "symrefs", "ref-prefix refs/heads/"],
+        ] {
+            let mut out = Vec::new();
+            write_ls_refs(&mut out, &args(lines), &[], Some("refs/heads/main")).unwrap();
+            assert_eq!(out, b"0000", "{lines:?}");
+        }
+        let mut out = Vec::new();
+        write_ls_refs(&mut out, &args(&["symrefs"]), &[], Some("refs/heads/main")).unwrap();
+        assert_eq!(out, b"0000", "no unborn line without the unborn argument");
+    }
+
+    #[test]
+    fn ls_refs_args_parse() {
+        let a = args(&[
+            "peel\n",
+            "symrefs",
+            "unborn",
+            "ref-prefix refs/heads/\n",
+            "ref-prefix HEAD",
+        ]);
+        assert_eq!(
+            a,
+            LsRefsArgs {
+                peel: true,
+                symrefs: true,
+                unborn: true,
+                ref_prefixes: vec!["refs/heads/".into(), "HEAD".into()]
+            }
+        );
+        assert!(a.matches("refs/heads/x"));
+        assert!(a.matches("HEAD"));
+        assert!(!a.matches("refs/tags/x"));
+        assert!(LsRefsArgs::default().matches("anything"));
+
+        let err = LsRefsArgs::parse(&[b"bogus".to_vec()]).unwrap_err();
+        assert!(matches!(&err, FetchError::UnexpectedLine { line } if line == "bogus"));
+        assert_eq!(err.to_string(), "unexpected line: 'bogus'");
+        assert!(LsRefsArgs::parse(&[b"ref-prefix \xff".to_vec()]).is_err());
+        assert!(LsRefsArgs::parse(&[b"peel extra".to_vec()]).is_err());
+
+        let many: Vec<Vec<u8>> = (0..=TOO_MANY_PREFIXES)
+            .map(|i| format!("ref-prefix p{i}").into_bytes())
+            .collect();
+        let a = LsRefsArgs::parse(&many).unwrap();
+        assert!(a.ref_prefixes.is_empty());
+        assert!(a.matches("refs/anything"));
+    }
+}

@@ -1,0 +1,660 @@
+//! The receive-pack request and its answer: gitprotocol-pack(5) "Reference
+//! Update Request and Packfile Transfer" and "Report Status", with
+//! gitprotocol-capabilities(5) "push-options" and "report-status-v2".
+//!
+//! A push request body is
+//!
+//! ```text
+//! *shallow-line              "shallow <oid>"
+//! command-line "\0" caps     "<old> <new> <ref>\0 report-status side-band-64k …"
+//! *command-line              "<old> <new> <ref>"
+//! flush
+//! [*push-option flush]       only when the client sent "push-options"
+//! [pack]                     raw, not pkt-framed; absent if every command deletes
+//! ```
+//!
+//! Facts confirmed against git 2.47 receive-pack (stateless RPC over HTTP):
+//! git's client puts a space after the NUL (`"\0 report-status-v2 …"`);
+//! command lines carry no trailing LF; the answer is
+//! `unpack ok`/`unpack <reason>`, then `ok <ref>` / `ng <ref> <reason>` per
+//! command, then a flush — identical for report-status and
+//! report-status-v2 when no hook rewrote refs. With side-band-64k, that
+//! whole report (its flush included) is the payload of band-1 packets,
+//! followed by one more flush outside: `0066\x01000eunpack ok\n…0000` `0000`.
+
+use std::io::{self, Write};
+
+use gix_hash::ObjectId;
+
+use crate::capabilities::Capabilities;
+use crate::pktline::{push_text, Packet, PktError, PktReader};
+use crate::sideband::{Band, SideBandWriter};
+
+/// Most `shallow` lines [`read_push_request`] accepts before failing with
+/// [`PushRequestError::TooManyShallowLines`]; a client sends one per shallow
+/// boundary commit it has.
+pub const MAX_PUSH_SHALLOW_LINES: usize = 100_000;
+
+/// One ref update command (gitprotocol-pack(5) "command").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefCommand {
+    /// The value the client believes the ref has; all zeros to create.
+    pub old: ObjectId,
+    /// The value to set; all zeros to delete.
+    pub new: ObjectId,
+    /// The full ref name, unvalidated (see [`crate::check_ref_format`]).
+    pub name: String,
+}
+
+impl RefCommand {
+    /// The command creates the ref (old id all zeros).
+    pub fn is_create(&self) -> bool {
+        self.old.is_null()
+    }
+
+    /// The command deletes the ref (new id all zeros).
+    pub fn is_delete(&self) -> bool {
+        self.new.is_null()
+    }
+}
+
+/// A parsed receive-pack request, the pack not included
+/// (gitprotocol-pack(5) "update-request").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushRequest {
+    /// The commands in the order sent.
+    pub commands: Vec<RefCommand>,
+    /// The client's capabilities from the first command line (and any
+    /// other line carrying a NUL, merged in order, as git accepts).
+    pub capabilities: Capabilities,
+    /// Push options (`git push -o …`), in order; invalid UTF-8 is replaced.
+    pub push_options: Vec<String>,
+    /// `shallow <oid>` lines: the client's shallow boundary commits.
+    pub shallow: Vec<ObjectId>,
+}
+
+impl PushRequest {
+    /// true when any command has a non-zero new id (a pack must follow)
+    /// (git's receive-pack unpacks unless every command is a delete).
+    pub fn expects_pack(&self) -> bool {
+        self.commands.iter().any(|c| !c.is_delete())
+    }
+}
+
+/// Why a receive-pack request could not be read (gitprotocol-pack(5)).
+#[derive(Debug, thiserror::Error)]
+pub enum PushRequestError {
+    /// The pkt-line layer failed (I/O, bad length, truncation).
+    #[error(transparent)]
+    Packet(#[from] PktError),
+    /// A command line is not `<old-oid> <new-oid> <ref>`.
+    #[error("protocol error: expected old/new/ref, got '{line}'")]
+    MalformedCommand {
+        /// The line as received (lossy UTF-8).
+        line: String,
+    },
+    /// A ref name in a command line is not UTF-8.
+    #[error("ref name in command '{line}' is not valid UTF-8")]
+    NonUtf8RefName {
+        /// The line as received (lossy UTF-8).
+        line: String,
+    },
+    /// A `shallow` line does not carry a 40-hex object id.
+    #[error("protocol error: expected shallow sha, got '{line}'")]
+    MalformedShallow {
+        /// The line as received (lossy UTF-8).
+        line: String,
+    },
+    /// The client sent a signed push; `push-cert` is never advertised.
+    #[error("push certificates are not supported (push-cert was not advertised)")]
+    PushCertUnsupported,
+    /// A delim or response-end packet where pkt-lines or a flush belong.
+    #[error("protocol error: unexpected {packet} packet in the {section}")]
+    UnexpectedPacket {
+        /// `"delim"` or `"response-end"`.
+        packet: &'static str,
+        /// `"command list"` or `"push options"`.
+        section: &'static str,
+    },
+    /// The input ended before the flush that ends a section.
+    #[error("the remote end hung up before the flush ending the {section}")]
+    MissingFlush {
+        /// `"command list"` or `"push options"`.
+        section: &'static str,
+    },
+    /// More commands than the caller allows.
+    #[error("too many ref update commands: more than {max}")]
+    TooManyCommands {
+        /// The limit passed to [`read_push_request`].
+        max: usize,
+    },
+    /// More shallow lines than [`MAX_PUSH_SHALLOW_LINES`].
+    #[error("too many shallow lines: more than {max}")]
+    TooManyShallowLines {
+        /// [`MAX_PUSH_SHALLOW_LINES`].
+        max: usize,
+    },
+    /// More push options than the caller allows (the command limit).
+    #[error("too many push options: more than {max}")]
+    TooManyPushOptions {
+        /// The limit passed to [`read_push_request`].
+        max: usize,
+    },
+}
+
+fn unexpected(packet: &Packet, section: &'static str) -> PushRequestError {
+    PushRequestError::UnexpectedPacket {
+        packet: if *packet == Packet::Delim {
+            "delim"
+        } else {
+            "response-end"
+        },
+        section,
+    }
+}
+
+/// Parses `<old> <new> <name>` (git's `queue_command`): the name is the
+/// rest of the line and may be anything; the caller validates it.
+fn parse_command(line: &[u8]) -> Result<RefCommand, PushRequestError> {
+    let malformed = || PushRequestError::MalformedCommand {
+        line: crate::lossy(line),
+    };
+    if line.len() < 83 || line[40] != b' ' || line[81] != b' ' {
+        return Err(malformed());
+    }
+    let old = crate::parse_oid(&line[..40]).ok_or_else(malformed)?;
+    let new = crate::parse_oid(&line[41..81]).ok_or_else(malformed)?;
+    let name = std::str::from_utf8(&line[82..]).map_err(|_| PushRequestError::NonUtf8RefName {
+        line: crate::lossy(line),
+    })?;
+    Ok(RefCommand {
+        old,
+        new,
+        name: name.to_owned(),
+    })
+}
+
+/// Reads optional `shallow <oid>` lines, then command lines
+/// `<old> <new> <name>` (the first with `\0<caps>`) up to the flush, then, if the
+/// client's capabilities contain "push-options", the option lines up to
+/// the next flush (gitprotocol-pack(5) "Reference Update Request",
+/// gitprotocol-capabilities(5) "push-options"). `max_commands` bounds the
+/// count (error beyond it). Does not validate ref names (the caller reports
+/// those per ref). An empty request (flush only, or EOF immediately)
+/// yields zero commands.
+///
+/// Like git's receive-pack: a trailing LF on a line is ignored; shallow
+/// lines are accepted anywhere in the command list; a NUL on a later
+/// command line adds its capabilities too; push options are read only when
+/// there is at least one command. Push options are bounded by
+/// `max_commands` as well, shallow lines by [`MAX_PUSH_SHALLOW_LINES`].
+/// On success the reader sits right after the last flush, at the pack.
+pub fn read_push_request<R: std::io::Read>(
+    reader: &mut PktReader<R>,
+    max_commands: usize,
+) -> Result<PushRequest, PushRequestError> {
+    const COMMANDS: &str = "command list";
+    const OPTIONS: &str = "push options";
+    let mut request = PushRequest::default();
+    let mut seen_any = false;
+    loop {
+        let packet = match reader.read_packet()? {
+            None if !seen_any => return Ok(request),
+            None => return Err(PushRequestError::MissingFlush { section: COMMANDS }),
+            Some(p) => p,
+        };
+        seen_any = true;
+        let line = match &packet {
+            Packet::Flush => break,
+            Packet::Delim | Packet::ResponseEnd => return Err(unexpected(&packet, COMMANDS)),
+            Packet::Data(_) => packet.as_text().unwrap_or_default(),
+        };
+        if let Some(hex) = line.strip_prefix(b"shallow ") {
+            let oid = crate::parse_oid(hex).ok_or_else(|| PushRequestError::MalformedShallow {
+                line: crate::lossy(line),
+            })?;
+            if request.shallow.len() >= MAX_PUSH_SHALLOW_LINES {
+                return Err(PushRequestError::TooManyShallowLines {
+                    max: MAX_PUSH_SHALLOW_LINES,
+                });
+            }
+            request.shallow.push(oid);
+            continue;
+        }
+        let (line, caps) = match line.iter().position(|&b| b == 0) {
+            Some(nul) => (&line[..nul], Some(&line[nul + 1..])),
+            None => (line, None),
+        };
+        if line == b"push-cert" {
+            return Err(PushRequestError::PushCertUnsupported);
+        }
+        if let Some(caps) = caps {
+            request.capabilities.extend(Capabilities::parse(caps));
+        }
+        let command = parse_command(line)?;
+        if request.commands.len() >= max_commands {
+            return Err(PushRequestError::TooManyCommands { max: max_commands });
+        }
+        request.commands.push(command);
+    }
+    if request.commands.is_empty() || !request.capabilities.contains("push-options") {
+        return Ok(request);
+    }
+    loop {
+        let packet = reader
+            .read_packet()?
+            .ok_or(PushRequestError::MissingFlush { section: OPTIONS })?;
+        match &packet {
+            Packet::Flush => break,
+            Packet::Delim | Packet::ResponseEnd => return Err(unexpected(&packet, OPTIONS)),
+            Packet::Data(_) => {
+                if request.push_options.len() >= max_commands {
+                    return Err(PushRequestError::TooManyPushOptions { max: max_commands });
+                }
+                let text = packet.as_text().unwrap_or_default();
+                request.push_options.push(crate::lossy(text));
+            }
+        }
+    }
+    Ok(request)
+}
+
+/// The outcome of one command in a report-status (gitprotocol-pack(5)
+/// "Report Status").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefStatus {
+    /// `ok <ref>`
+    Ok,
+    /// `ng <ref> <reason>`
+    Rejected(String),
+}
+
+/// report-status (v1): `unpack ok` | `unpack <reason>`, then `ok <ref>` /
+/// `ng <ref> <reason>` per command, then flush (gitprotocol-pack(5) "Report
+/// Status"). report-status-v2 has the same lines for these cases (option
+/// lines are not used). Written as pkt-lines to `w` (caller wraps `w` in a
+/// SideBandWriter(Band::Data) when side-band-64k was negotiated, then
+/// writes a final flush outside — or calls
+/// [`write_report_status_sideband`], which does both).
+///
+/// The whole report goes to `w` in one `write_all`, so a
+/// [`SideBandWriter`] frames it as one band-1 packet (several only when
+/// longer than 65515 bytes), byte-identical to git. Fails with
+/// `InvalidInput` if a line exceeds the pkt-line limit.
+pub fn write_report_status(
+    w: &mut impl Write,
+    unpack: Result<(), &str>,
+    statuses: &[(String, RefStatus)],
+) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(32 + statuses.len() * 48);
+    match unpack {
+        Ok(()) => push_text(&mut buf, "unpack ok")?,
+        Err(reason) => push_text(&mut buf, &format!("unpack {reason}"))?,
+    }
+    for (name, status) in statuses {
+        match status {
+            RefStatus::Ok => push_text(&mut buf, &format!("ok {name}"))?,
+            RefStatus::Rejected(reason) => push_text(&mut buf, &format!("ng {name} {reason}"))?,
+        }
+    }
+    buf.extend_from_slice(b"0000");
+    w.write_all(&buf)
+}
+
+/// The report-status as git sends it with `side-band-64k`: the
+/// [`write_report_status`] bytes inside band-1 packets, then a flush
+/// (gitprotocol-pack(5); confirmed against git 2.47 receive-pack).
+pub fn write_report_status_sideband(
+    w: &mut impl Write,
+    unpack: Result<(), &str>,
+    statuses: &[(String, RefStatus)],
+) -> io::Result<()> {
+    let mut band = SideBandWriter::new(&mut *w, Band::Data);
+    write_report_status(&mut band, unpack, statuses)?;
+    crate::pktline::write_flush(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pktline::{write_data, write_delim, write_flush, write_text};
+    use std::io::Read;
+
+    const GIT_REPORT_PLAIN: &[u8] = include_bytes!("../tests/fixtures/report_plain.pkt");
+    const GIT_REPORT_SIDEBAND: &[u8] = include_bytes!("../tests/fixtures/report_sideband.pkt");
+    const GIT_REPORT_UNPACK_ERROR: &[u8] =
+        include_bytes!("../tests/fixtures/report_unpack_error_sideband.pkt");
+
+    const A: &str = "a8865dad5bf23af83184dd124133bdab7c6646eb";
+    const B: &str = "026a191405ac2b3ef86990d0ef907000cd1df7a5";
+    const Z: &str = "0000000000000000000000000000000000000000";
+
+    fn oid(hex: &str) -> ObjectId {
+        ObjectId::from_hex(hex.as_bytes()).unwrap()
+    }
+
+    fn body(lines: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for line in lines {
+            match *line {
+                b"F" => write_flush(&mut out).unwrap(),
+                b"D" => write_delim(&mut out).unwrap(),
+                l => write_data(&mut out, l).unwrap(),
+            }
+        }
+        out
+    }
+
+    fn read(bytes: &[u8], max: usize) -> Result<PushRequest, PushRequestError> {
+        read_push_request(&mut PktReader::new(bytes), max)
+    }
+
+    #[test]
+    fn commands_with_caps_options_shallow_and_pack() {
+        let first = format!("{Z} {B} refs/heads/new\0 report-status-v2 side-band-64k quiet push-options object-format=sha1 agent=git/2.47.3");
+        let second = format!("{A} {B} refs/heads/main\n");
+        let third = format!("{A} {Z} refs/heads/gone");
+        let shallow = format!("shallow {A}");
+        let mut input = body(&[
+            shallow.as_bytes(),
+            first.as_bytes(),
+            second.as_bytes(),
+            third.as_bytes(),
+            b"F",
+            b"foo=bar\n",
+            b"with space",
+            b"F",
+        ]);
+        input.extend_from_slice(b"PACK\x00\x00\x00\x02");
+        let mut reader = PktReader::new(&input[..]);
+        let req = read_push_request(&mut reader, 10).unwrap();
+        assert_eq!(
+            req.commands,
+            vec![
+                RefCommand {
+                    old: oid(Z),
+                    new: oid(B),
+                    name: "refs/heads/new".into()
+                },
+                RefCommand {
+                    old: oid(A),
+                    new: oid(B),
+                    name: "refs/heads/main".into()
+                },
+                RefCommand {
+                    old: oid(A),
+                    new: oid(Z),
+                    name: "refs/heads/gone".into()
+                },
+            ]
+        );
+        assert!(req.commands[0].is_create());
+        assert!(req.commands[2].is_delete());
+        assert!(req.capabilities.contains("report-status-v2"));
+        assert!(req.capabilities.contains("side-band-64k"));
+        assert_eq!(req.capabilities.value("agent"), Some("git/2.47.3"));
+        assert_eq!(
+            req.push_options,
+            vec!["foo=bar".to_owned(), "with space".to_owned()]
+        );
+        assert_eq!(req.shallow, vec![oid(A)]);
+        assert!(req.expects_pack());
+        let mut rest = Vec::new();
+        reader.into_inner().read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"PACK\x00\x00\x00\x02", "positioned at the pack");
+    }
+
+    #[test]
+    fn options_only_read_when_negotiated() {
+        let first = format!("{A} {B} refs/heads/main\0report-status");
+        let mut input = body(&[first.as_bytes(), b"F"]);
+        input.extend_from_slice(b"0008opt\n0000");
+        let mut reader = PktReader::new(&input[..]);
+        let req = read_push_request(&mut reader, 10).unwrap();
+        assert!(req.push_options.is_empty());
+        assert_eq!(
+            reader.read_packet().unwrap(),
+            Some(Packet::Data(b"opt\n".to_vec()))
+        );
+    }
+
+    #[test]
+    fn empty_requests() {
+        assert_eq!(read(b"", 10).unwrap(), PushRequest::default());
+        let req = read(b"0000", 10).unwrap();
+        assert!(req.commands.is_empty());
+        assert!(!req.expects_pack());
+    }
+
+    #[test]
+    fn delete_only_expects_no_pack() {
+        let line = format!("{A} {Z} refs/heads/x\0report-status push-options");
+        let req = read(&body(&[line.as_bytes(), b"F", b"F"]), 1).unwrap();
+        assert!(!req.expects_pack());
+        assert_eq!(req.commands.len(), 1);
+    }
+
+    #[test]
+    fn later_nul_caps_are_merged_and_names_are_not_validated() {
+        let first = format!("{A} {B} refs/heads/a..b");
+        let second = format!("{A} {B} HEAD\0atomic");
+        let req = read(&body(&[first.as_bytes(), second.as_bytes(), b"F"]), 10).unwrap();
+        assert!(req.capabilities.contains("atomic"));
+        assert_eq!(req.commands[0].name, "refs/heads/a..b");
+        assert_eq!(req.commands[1].name, "HEAD");
+    }
+
+    #[test]
+    fn malformed_lines() {
+        let cases: Vec<Vec<u8>> = vec![
+            b"garbage".to_vec(),
+            format!("{A} {B}").into_bytes(),
+            format!("{A} {B} ").into_bytes(),
+            format!("{A}  {B} refs/heads/x").into_bytes(),
+            format!("{A}x{B} refs/heads/x").into_bytes(),
+            format!("{} {B} refs/heads/x", &A[..39]).into_bytes(),
+            format!("g{} {B} refs/heads/x", &A[1..]).into_bytes(),
+            format!("{A} {B}_refs/heads/x").into_bytes(),
+        ];
+        for line in cases {
+            let err = read(&body(&[&line, b"F"]), 10).unwrap_err();
+            assert!(
+                matches!(err, PushRequestError::MalformedCommand { .. }),
+                "{:?}: {err}",
+                crate::lossy(&line)
+            );
+            assert!(err.to_string().contains("expected old/new/ref"), "{err}");
+        }
+        let err = read(&body(&[b"shallow 1234", b"F"]), 10).unwrap_err();
+        assert!(
+            matches!(err, PushRequestError::MalformedShallow { ref line } if line == "shallow 1234")
+        );
+        let line = [format!("{A} {B} refs/heads/").as_bytes(), b"\xff"].concat();
+        let err = read(&body(&[&line, b"F"]), 10).unwrap_err();
+        assert!(
+            matches!(err, PushRequestError::NonUtf8RefName { .. }),
+            "{err}"
+        );
+        let err = read(&body(&[b"push-cert\0report-status", b"F"]), 10).unwrap_err();
+        assert!(matches!(err, PushRequestError::PushCertUnsupported));
+    }
+
+    #[test]
+    fn structural_errors() {
+        let line = format!("{A} {B} refs/heads/x\0push-options");
+        // EOF before the command flush
+        let err = read(&body(&[line.as_bytes()]), 10).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PushRequestError::MissingFlush {
+                    section: "command list"
+                }
+            ),
+            "{err}"
+        );
+        // EOF before the options flush
+        let err = read(&body(&[line.as_bytes(), b"F", b"opt"]), 10).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PushRequestError::MissingFlush {
+                    section: "push options"
+                }
+            ),
+            "{err}"
+        );
+        // delim in the command list
+        let err = read(&body(&[line.as_bytes(), b"D"]), 10).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PushRequestError::UnexpectedPacket {
+                    packet: "delim",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // a truncated packet
+        let err = read(b"00ff0000", 10).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PushRequestError::Packet(PktError::TruncatedData { .. })
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn oversized_counts() {
+        let line = format!("{A} {B} refs/heads/x");
+        let lines: Vec<&[u8]> = std::iter::repeat_n(line.as_bytes(), 4)
+            .chain([&b"F"[..]])
+            .collect();
+        assert_eq!(read(&body(&lines), 4).unwrap().commands.len(), 4);
+        let err = read(&body(&lines), 3).unwrap_err();
+        assert!(
+            matches!(err, PushRequestError::TooManyCommands { max: 3 }),
+            "{err}"
+        );
+        assert_eq!(err.to_string(), "too many ref update commands: more than 3");
+        let err = read(&body(&lines), 0).unwrap_err();
+        assert!(matches!(err, PushRequestError::TooManyCommands { max: 0 }));
+
+        let first = format!("{A} {B} refs/heads/x\0push-options");
+        let err = read(&body(&[first.as_bytes(), b"F", b"o1", b"o2", b"F"]), 1).unwrap_err();
+        assert!(
+            matches!(err, PushRequestError::TooManyPushOptions { max: 1 }),
+            "{err}"
+        );
+
+        let shallow = format!("shallow {A}");
+        let mut input = Vec::new();
+        for _ in 0..=MAX_PUSH_SHALLOW_LINES {
+            write_text(&mut input, &shallow).unwrap();
+        }
+        let err = read(&input, 1).unwrap_err();
+        assert!(
+            matches!(err, PushRequestError::TooManyShallowLines { .. }),
+            "{err}"
+        );
+    }
+
+    fn statuses(list: &[(&str, Option<&str>)]) -> Vec<(String, RefStatus)> {
+        list.iter()
+            .map(|(n, r)| {
+                (
+                    n.to_string(),
+                    r.map_or(RefStatus::Ok, |r| RefStatus::Rejected(r.into())),
+                )
+            })
+            .collect()
+    }
+
+    /// Strips band-2 (progress/error text) packets: what remains is what
+    /// our report writer produces.
+    fn without_band2(bytes: &[u8]) -> Vec<u8> {
+        let mut r = PktReader::new(bytes);
+        let mut out = Vec::new();
+        while let Some(p) = r.read_packet().unwrap() {
+            match p {
+                Packet::Data(d) if d[0] == 2 => {}
+                Packet::Data(d) => write_data(&mut out, &d).unwrap(),
+                Packet::Flush => write_flush(&mut out).unwrap(),
+                other => panic!("{other:?}"),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn report_status_matches_git() {
+        let mut out = Vec::new();
+        let st = statuses(&[
+            ("refs/heads/t1", None),
+            ("refs/heads/a..b", Some("funny refname")),
+        ]);
+        write_report_status(&mut out, Ok(()), &st).unwrap();
+        assert_eq!(out, GIT_REPORT_PLAIN);
+        assert_eq!(
+            out,
+            b"000eunpack ok\n0015ok refs/heads/t1\n0025ng refs/heads/a..b funny refname\n0000"
+        );
+    }
+
+    #[test]
+    fn report_status_in_sideband_matches_git() {
+        let st = statuses(&[
+            ("refs/heads/s1", None),
+            ("refs/heads/s2", None),
+            ("refs/heads/a..b", Some("funny refname")),
+        ]);
+        let mut out = Vec::new();
+        write_report_status_sideband(&mut out, Ok(()), &st).unwrap();
+        assert_eq!(out, without_band2(GIT_REPORT_SIDEBAND));
+
+        // the same through a caller-held SideBandWriter + outer flush
+        let mut manual = Vec::new();
+        let mut band = SideBandWriter::new(&mut manual, Band::Data);
+        write_report_status(&mut band, Ok(()), &st).unwrap();
+        write_flush(&mut manual).unwrap();
+        assert_eq!(manual, out);
+
+        let mut out = Vec::new();
+        let st = statuses(&[("refs/heads/y1", Some("unpacker error"))]);
+        write_report_status_sideband(&mut out, Err("eof before pack header was fully read"), &st)
+            .unwrap();
+        assert_eq!(out, GIT_REPORT_UNPACK_ERROR);
+    }
+
+    #[test]
+    fn report_status_large_is_split_across_band_packets() {
+        let st: Vec<_> = (0..3000)
+            .map(|i| (format!("refs/heads/branch-{i:05}"), RefStatus::Ok))
+            .collect();
+        let mut plain = Vec::new();
+        write_report_status(&mut plain, Ok(()), &st).unwrap();
+        assert!(plain.len() > 65515);
+        let mut out = Vec::new();
+        write_report_status_sideband(&mut out, Ok(()), &st).unwrap();
+        let mut r = PktReader::new(&out[..]);
+        let mut joined = Vec::new();
+        let mut n = 0;
+        loop {
+            match r.read_packet().unwrap().unwrap() {
+                Packet::Data(d) => {
+                    assert_eq!(d[0], 1);
+                    joined.extend_from_slice(&d[1..]);
+                    n += 1;
+                }
+                Packet::Flush => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(n, 2);
+        assert_eq!(joined, plain);
+        assert!(r.read_packet().unwrap().is_none());
+    }
+}
