@@ -35,7 +35,7 @@ use gitstow_odb::{ObjectDb, Repository};
 use gitstow_protocol::pktline::{write_flush, PktReader};
 use gitstow_protocol::push::{read_push_request, write_report_status, PushRequest, RefStatus};
 use gitstow_protocol::sideband::{Band, SideBandWriter};
-use gitstow_protocol::{check_ref_format, Capabilities};
+use gitstow_protocol::{check_ref_format, check_ref_format_for_delete, Capabilities};
 
 use crate::progress::Progress;
 use crate::resolve::{Counters, ResolveError, ResolveOptions};
@@ -252,10 +252,11 @@ fn unpack(
         max_stored_depth: opts.max_stored_depth,
         max_chain_depth: opts.max_chain_depth,
     };
+    let main = std::thread::current();
     let resolved = std::thread::scope(|scope| {
-        let main = std::thread::current();
-        let worker = scope.spawn(|| {
-            let result = resolve::resolve(request, &pack, db, &staging, ropts, &counters);
+        let (main, pack, staging, counters) = (&main, &pack, &staging, &counters);
+        let worker = scope.spawn(move || {
+            let result = resolve::resolve(request, pack, db, staging, ropts, counters);
             main.unpark();
             result
         });
@@ -306,7 +307,12 @@ fn decide(
 ) -> Vec<RefStatus> {
     let mut rejected: Vec<Option<String>> = Vec::with_capacity(push.commands.len());
     for (i, cmd) in push.commands.iter().enumerate() {
-        let reason = if check_ref_format(&cmd.name).is_err() {
+        let name_ok = if cmd.new.is_null() {
+            check_ref_format_for_delete(&cmd.name).is_ok()
+        } else {
+            check_ref_format(&cmd.name).is_ok()
+        };
+        let reason = if !name_ok {
             Some("funny refname".to_owned())
         } else if push.commands[..i].iter().any(|c| c.name == cmd.name) {
             Some("duplicate ref name in one push".to_owned())

@@ -156,7 +156,7 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     let mut out = Vec::new();
     let result = match service {
         Service::UploadPack if wants_v2(headers) => {
-            write_v2_capabilities(&mut out, service, &gitstow_upload::advertise::upload_pack_v2_capabilities(), true)
+            write_v2_capabilities(&mut out, service, &gitstow_upload::advertise::upload_pack_v2_capabilities(), false)
         }
         Service::UploadPack => {
             let refs = gitstow_upload::advertise::refs(&state, true);
