@@ -40,6 +40,7 @@ pub fn upload_pack_v0_capabilities(state: &RepoState) -> Vec<String> {
         "side-band-64k",
         "ofs-delta",
         "no-progress",
+        "include-tag",
         "multi_ack_detailed",
         "allow-tip-sha1-in-want",
         "allow-reachable-sha1-in-want",

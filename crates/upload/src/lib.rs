@@ -112,7 +112,10 @@ pub fn serve_v0(repo: &Repository, state: &RepoState, request: &mut dyn Read, ou
     } else {
         None
     };
-    let walk = walk::objects_to_send(&db, &req.wants, &common, opts.cache_bytes)?;
+    let mut walk = walk::objects_to_send(&db, &req.wants, &common, opts.cache_bytes)?;
+    if req.capabilities.contains("include-tag") {
+        walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
+    }
     let popts = pack::PackOptions {
         ofs_delta: req.capabilities.contains("ofs-delta"),
         cache_bytes: opts.cache_bytes,
@@ -120,6 +123,15 @@ pub fn serve_v0(repo: &Repository, state: &RepoState, request: &mut dyn Read, ou
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
     Ok(outcome)
+}
+
+/// (tag oid, peeled oid) of every ref that points at an annotated tag.
+fn peeled_tags(state: &RepoState) -> Vec<(gix_hash::ObjectId, gix_hash::ObjectId)> {
+    state
+        .peeled
+        .iter()
+        .filter_map(|(name, peeled)| state.refs.get(name).map(|oid| (*oid, *peeled)))
+        .collect()
 }
 
 /// Streams the pack, framed in side-band when `sideband` gives the payload size.
@@ -224,7 +236,10 @@ fn fetch_v2(repo: &Repository, state: &RepoState, args: &[Vec<u8>], out: &mut dy
         }
     }
     write_text(&mut &mut *out, "packfile")?;
-    let walk = walk::objects_to_send(&db, &args.wants, &common, opts.cache_bytes)?;
+    let mut walk = walk::objects_to_send(&db, &args.wants, &common, opts.cache_bytes)?;
+    if args.include_tag {
+        walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
+    }
     let popts = pack::PackOptions {
         ofs_delta: args.ofs_delta,
         cache_bytes: opts.cache_bytes,

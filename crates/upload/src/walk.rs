@@ -215,3 +215,26 @@ pub fn objects_to_send(db: &ObjectDb, wants: &[ObjectId], haves: &[ObjectId], ca
     out.objects.extend(emit_list);
     Ok(out)
 }
+
+/// `include-tag`: adds the annotated tags (from `tags`: tag oid → peeled oid)
+/// whose peeled object is sent, as git's upload-pack does for auto-following tags.
+/// Tags pointing at tags are followed through `db`.
+pub fn include_tags(db: &ObjectDb, walk: &mut Walk, tags: &[(ObjectId, ObjectId)]) -> Result<(), WalkError> {
+    let mut sent: HashSet<ObjectId> = walk.objects.iter().copied().collect();
+    let mut w = Walker {
+        db,
+        cache: ObjectCache::new(1 << 20),
+    };
+    for (tag, peeled) in tags {
+        if sent.contains(tag) || !sent.contains(peeled) {
+            continue;
+        }
+        let (chain, _, _) = w.peel(*tag)?;
+        for t in chain {
+            if sent.insert(t) {
+                walk.objects.push(t);
+            }
+        }
+    }
+    Ok(())
+}
