@@ -183,8 +183,14 @@ mod tests {
             apply(base, &[3, 2, 1, b'x'], 100, &mut out),
             Err(DeltaError::ResultSizeMismatch { .. })
         ));
-        assert_eq!(apply(base, &[3, 1, 0], 100, &mut out), Err(DeltaError::ReservedInstruction));
-        assert_eq!(apply(base, &[3, 9, 5, b'x'], 100, &mut out), Err(DeltaError::Truncated));
+        assert_eq!(
+            apply(base, &[3, 1, 0], 100, &mut out),
+            Err(DeltaError::ReservedInstruction)
+        );
+        assert_eq!(
+            apply(base, &[3, 9, 5, b'x'], 100, &mut out),
+            Err(DeltaError::Truncated)
+        );
         assert!(matches!(
             apply(base, &[3, 0xff, 0xff, 0xff, 0x7f], 100, &mut out),
             Err(DeltaError::TooLarge { .. })

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gix_hash::ObjectId;
 use gitstow_store::ObjectStore;
+use gix_hash::ObjectId;
 
 use crate::container::{ContainerIndex, IndexEntry};
 use crate::{delta, record, zlib, Error, Result};
@@ -76,7 +76,10 @@ pub struct ObjectDb {
 
 impl ObjectDb {
     /// `containers`: (key of the `.bin`, its index), oldest first.
-    pub fn new(store: Arc<dyn ObjectStore>, containers: Vec<(String, Arc<ContainerIndex>)>) -> Self {
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        containers: Vec<(String, Arc<ContainerIndex>)>,
+    ) -> Self {
         ObjectDb { store, containers }
     }
 
@@ -96,7 +99,12 @@ impl ObjectDb {
             .iter()
             .enumerate()
             .rev()
-            .find_map(|(i, (_, idx))| idx.lookup(oid).map(|entry| Location { container: i, entry }))
+            .find_map(|(i, (_, idx))| {
+                idx.lookup(oid).map(|entry| Location {
+                    container: i,
+                    entry,
+                })
+            })
     }
 
     /// True when the repository has `oid`.
@@ -107,7 +115,9 @@ impl ObjectDb {
     /// The raw record bytes (pack entry header + zlib stream) of an entry.
     pub fn read_record(&self, container: usize, entry: &IndexEntry) -> Result<Vec<u8>> {
         let key = &self.containers[container].0;
-        Ok(self.store.get_range(key, entry.offset..entry.offset + entry.length)?)
+        Ok(self
+            .store
+            .get_range(key, entry.offset..entry.offset + entry.length)?)
     }
 
     /// Reads and resolves `oid`; `Ok(None)` when the repository does not have it.
@@ -134,7 +144,9 @@ impl ObjectDb {
                 base_obj = Some(obj);
                 break;
             }
-            let base_loc = self.lookup(&base).ok_or(Error::MissingBase { oid: cur, base })?;
+            let base_loc = self
+                .lookup(&base)
+                .ok_or(Error::MissingBase { oid: cur, base })?;
             chain.push((base, base_loc));
         }
         let mut buf = Vec::new();
@@ -144,14 +156,17 @@ impl ObjectDb {
             let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
             let header = record::decode_header(&raw).map_err(|e| corrupt(e.to_string()))?;
             let body = &raw[header.len..];
-            let kind = record::kind_from_type_id(loc.entry.kind).ok_or_else(|| corrupt("bad kind".into()))?;
+            let kind = record::kind_from_type_id(loc.entry.kind)
+                .ok_or_else(|| corrupt("bad kind".into()))?;
             let data = match &base_obj {
                 None => {
-                    zlib::inflate_exact(body, header.size, &mut buf).map_err(|e| corrupt(e.to_string()))?;
+                    zlib::inflate_exact(body, header.size, &mut buf)
+                        .map_err(|e| corrupt(e.to_string()))?;
                     std::mem::take(&mut buf)
                 }
                 Some(base) => {
-                    zlib::inflate_exact(body, header.size, &mut delta_buf).map_err(|e| corrupt(e.to_string()))?;
+                    zlib::inflate_exact(body, header.size, &mut delta_buf)
+                        .map_err(|e| corrupt(e.to_string()))?;
                     let mut out = Vec::new();
                     delta::apply(&base.data, &delta_buf, MAX_OBJECT_BYTES, &mut out)
                         .map_err(|e| corrupt(e.to_string()))?;

@@ -182,13 +182,23 @@ mod tests {
             (OFS_DELTA, 1234, BaseRef::Distance(128)),
             (OFS_DELTA, 1, BaseRef::Distance(16511)),
             (OFS_DELTA, 1, BaseRef::Distance(u32::MAX as u64 * 7)),
-            (REF_DELTA, 99, BaseRef::Oid(ObjectId::from_bytes_or_panic(&[7; 20]))),
+            (
+                REF_DELTA,
+                99,
+                BaseRef::Oid(ObjectId::from_bytes_or_panic(&[7; 20])),
+            ),
         ] {
             let mut out = Vec::new();
             write_header(t, size, base, &mut out);
             let h = decode_header(&out).unwrap();
-            assert_eq!((h.type_id, h.size, h.base, h.len), (t, size, base, out.len()));
-            assert_eq!(decode_header(&out[..out.len() - 1]), Err(HeaderError::Truncated));
+            assert_eq!(
+                (h.type_id, h.size, h.base, h.len),
+                (t, size, base, out.len())
+            );
+            assert_eq!(
+                decode_header(&out[..out.len() - 1]),
+                Err(HeaderError::Truncated)
+            );
         }
     }
 

@@ -103,16 +103,22 @@ impl Repository {
 
     /// Writes `state` if the stored state is still at `expected` (or, with `None`,
     /// if no state exists yet). This single conditional PUT is the commit point.
-    pub fn commit_state(&self, state: &RepoState, expected: Option<&ETag>) -> Result<CommitOutcome> {
+    pub fn commit_state(
+        &self,
+        state: &RepoState,
+        expected: Option<&ETag>,
+    ) -> Result<CommitOutcome> {
         let condition = match expected {
             Some(etag) => PutCondition::IfMatch(etag.clone()),
             None => PutCondition::IfAbsent,
         };
-        match self.store.put(&self.state_key(), &state.encode(), condition) {
+        match self
+            .store
+            .put(&self.state_key(), &state.encode(), condition)
+        {
             Ok(etag) => Ok(CommitOutcome::Committed(etag)),
-            Err(gitstow_store::Error::PreconditionFailed { .. }) | Err(gitstow_store::Error::NotFound { .. }) => {
-                Ok(CommitOutcome::Conflict)
-            }
+            Err(gitstow_store::Error::PreconditionFailed { .. })
+            | Err(gitstow_store::Error::NotFound { .. }) => Ok(CommitOutcome::Conflict),
             Err(e) => Err(e.into()),
         }
     }
@@ -120,9 +126,11 @@ impl Repository {
     /// Uploads a sealed container: the `.bin` first, then its `.idx`, so an index
     /// never names bytes that are not there. Returns the entry for the state.
     pub fn upload_container(&self, sealed: &SealedContainer) -> Result<ContainerRef> {
-        self.store.put_file(&self.bin_key(&sealed.id), &sealed.bin)?;
+        self.store
+            .put_file(&self.bin_key(&sealed.id), &sealed.bin)?;
         let idx = sealed.index.encode();
-        self.store.put(&self.idx_key(&sealed.id), &idx, PutCondition::None)?;
+        self.store
+            .put(&self.idx_key(&sealed.id), &idx, PutCondition::None)?;
         self.indexes
             .map
             .lock()
@@ -138,17 +146,25 @@ impl Repository {
     /// The index of container `id`, from the cache or the store.
     pub fn container_index(&self, id: &str) -> Result<Arc<ContainerIndex>> {
         let key = self.idx_key(id);
-        if let Some(idx) = self.indexes.map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some(idx) = self
+            .indexes
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return Ok(idx.clone());
         }
         let (bytes, _) = self
             .store
             .get(&key)?
             .ok_or_else(|| gitstow_store::Error::NotFound { key: key.clone() })?;
-        let idx = Arc::new(ContainerIndex::decode(&bytes).map_err(|source| Error::Index {
-            container: id.to_owned(),
-            source,
-        })?);
+        let idx = Arc::new(
+            ContainerIndex::decode(&bytes).map_err(|source| Error::Index {
+                container: id.to_owned(),
+                source,
+            })?,
+        );
         self.indexes
             .map
             .lock()

@@ -121,13 +121,23 @@ impl EncodedObjectStore for ContainerStaging {
             return Ok(());
         }
         match object.encoding {
-            Encoding::Whole { zlib } => w.append_whole(object.id, object.kind, object.size, zlib)?,
+            Encoding::Whole { zlib } => {
+                w.append_whole(object.id, object.kind, object.size, zlib)?
+            }
             Encoding::Delta {
                 base,
                 delta_size,
                 zlib,
                 depth,
-            } => w.append_delta(object.id, object.kind, object.size, depth, base, delta_size, zlib)?,
+            } => w.append_delta(
+                object.id,
+                object.kind,
+                object.size,
+                depth,
+                base,
+                delta_size,
+                zlib,
+            )?,
         }
         inner.staged += 1;
         Ok(())

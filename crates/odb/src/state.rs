@@ -56,7 +56,8 @@ pub enum StateError {
 }
 
 fn parse_oid(hex: &str) -> Result<ObjectId, StateError> {
-    ObjectId::from_hex(hex.as_bytes()).map_err(|e| StateError::Malformed(format!("bad oid {hex:?}: {e}")))
+    ObjectId::from_hex(hex.as_bytes())
+        .map_err(|e| StateError::Malformed(format!("bad oid {hex:?}: {e}")))
 }
 
 impl RepoState {
@@ -65,8 +66,16 @@ impl RepoState {
         let file = StateFile {
             format: FORMAT,
             head: self.head.clone(),
-            refs: self.refs.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
-            peeled: self.peeled.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            refs: self
+                .refs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
+            peeled: self
+                .peeled
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
             containers: self.containers.clone(),
         };
         let json = serde_json::to_vec(&file).expect("state serializes");
@@ -75,8 +84,10 @@ impl RepoState {
 
     /// Decodes what [`RepoState::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Self, StateError> {
-        let json = zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
-        let file: StateFile = serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))?;
+        let json =
+            zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
+        let file: StateFile =
+            serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))?;
         if file.format != FORMAT {
             return Err(StateError::UnknownFormat(file.format));
         }

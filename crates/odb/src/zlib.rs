@@ -90,7 +90,10 @@ mod tests {
         let mut z = Vec::new();
         deflate(&data, &mut z);
         let mut out = Vec::new();
-        assert_eq!(inflate_exact(&z, data.len() as u64, &mut out).unwrap(), z.len());
+        assert_eq!(
+            inflate_exact(&z, data.len() as u64, &mut out).unwrap(),
+            z.len()
+        );
         assert_eq!(out, data);
         assert!(matches!(
             inflate_exact(&z, 10, &mut out),

@@ -239,6 +239,10 @@ pub struct UploadRequestV0 {
     pub filter: Option<String>,
     /// The request ended with `done`: send the pack now.
     pub done: bool,
+    /// Flush-terminated `have` rounds after the want list. A stateless request
+    /// that ends right after its want list (zero rounds, no `done`) only asks for
+    /// the shallow update: git answers it without any ACK/NAK.
+    pub have_rounds: usize,
 }
 
 /// Reads a stateless-RPC (smart HTTP) v0/v1 upload-pack request body:
@@ -313,7 +317,10 @@ pub fn read_upload_request_v0<R: std::io::Read>(
     }
     while let Some(packet) = input.next()? {
         match &packet {
-            Packet::Flush => continue,
+            Packet::Flush => {
+                req.have_rounds += 1;
+                continue;
+            }
             Packet::Data(_) => {
                 let line = packet.as_text().unwrap_or_default();
                 if line == b"done" {

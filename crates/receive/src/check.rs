@@ -19,7 +19,12 @@ pub struct Collected {
 
 /// Parses `data` as an object of `kind`; on success records what it names.
 /// The error is the reason reported to the client.
-pub fn check_object(oid: &ObjectId, kind: Kind, data: &[u8], out: &mut Collected) -> Result<(), String> {
+pub fn check_object(
+    oid: &ObjectId,
+    kind: Kind,
+    data: &[u8],
+    out: &mut Collected,
+) -> Result<(), String> {
     let parsed = ObjectRef::from_bytes(data, kind, gix_hash::Kind::Sha1)
         .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?;
     match parsed {

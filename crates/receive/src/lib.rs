@@ -145,9 +145,15 @@ enum UnpackFailure {
 /// Returns `Err` only when the request could not be read at all and nothing
 /// was written; every later failure is reported to the client (`unpack …`,
 /// `ng <ref> <reason>`) and in the [`Outcome`].
-pub fn receive_pack(repo: &Repository, request: &File, response: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+pub fn receive_pack(
+    repo: &Repository,
+    request: &File,
+    response: &mut dyn Write,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let push = read_push_request(&mut reader, opts.max_commands).map_err(|e| Error::Protocol(e.to_string()))?;
+    let push = read_push_request(&mut reader, opts.max_commands)
+        .map_err(|e| Error::Protocol(e.to_string()))?;
     let mut file = reader.into_inner();
     let pack_start = file.stream_position()?;
     let mut outcome = Outcome {
@@ -171,11 +177,18 @@ pub fn receive_pack(repo: &Repository, request: &File, response: &mut dyn Write,
     };
     let mut progress = Progress::new(&mut *response, sideband && !quiet);
     let unpacked = if push.expects_pack() {
-        unpack(request, pack_start, &db, &staging_dir.path().to_owned(), opts, &mut progress, &mut outcome)
+        unpack(
+            request,
+            pack_start,
+            &db,
+            staging_dir.path(),
+            opts,
+            &mut progress,
+            &mut outcome,
+        )
     } else {
         Ok(Unpacked::default())
     };
-    drop(progress);
 
     let (statuses, unpack_line) = match unpacked {
         Err(UnpackFailure::Client(reason)) | Err(UnpackFailure::Server(reason)) => {
@@ -184,11 +197,27 @@ pub fn receive_pack(repo: &Repository, request: &File, response: &mut dyn Write,
             let statuses = vec![RefStatus::Rejected("unpacker error".into()); push.commands.len()];
             (statuses, Err(reason))
         }
-        Ok(unpacked) => (decide(repo, &push, &db, unpacked, opts, &mut outcome), Ok(())),
+        Ok(unpacked) => (
+            decide(repo, &push, &db, unpacked, opts, &mut outcome),
+            Ok(()),
+        ),
     };
-    outcome.updated = statuses.iter().filter(|s| matches!(s, RefStatus::Ok)).count();
-    let named: Vec<(String, RefStatus)> = push.commands.iter().map(|c| c.name.clone()).zip(statuses).collect();
-    write_report(response, caps, unpack_line.as_ref().map(|_| ()).map_err(|e| e.as_str()), &named)?;
+    outcome.updated = statuses
+        .iter()
+        .filter(|s| matches!(s, RefStatus::Ok))
+        .count();
+    let named: Vec<(String, RefStatus)> = push
+        .commands
+        .iter()
+        .map(|c| c.name.clone())
+        .zip(statuses)
+        .collect();
+    write_report(
+        response,
+        caps,
+        unpack_line.as_ref().map(|_| ()).map_err(|e| e.as_str()),
+        &named,
+    )?;
     Ok(outcome)
 }
 
@@ -263,7 +292,12 @@ fn unpack(
         while !worker.is_finished() {
             std::thread::park_timeout(std::time::Duration::from_millis(500));
             if !worker.is_finished() && total_deltas > 0 {
-                progress.update("Resolving deltas", counters.deltas.load(Ordering::Relaxed), total_deltas, false);
+                progress.update(
+                    "Resolving deltas",
+                    counters.deltas.load(Ordering::Relaxed),
+                    total_deltas,
+                    false,
+                );
             }
         }
         worker.join().expect("resolver panicked")
@@ -318,9 +352,9 @@ fn decide(
             Some("duplicate ref name in one push".to_owned())
         } else if cmd.new.is_null() {
             None
-        } else if unpacked.oids.binary_search(&cmd.new).is_err() && !db.contains(&cmd.new) {
-            Some("missing necessary objects".to_owned())
-        } else if unpacked.missing_references > 0 {
+        } else if (unpacked.oids.binary_search(&cmd.new).is_err() && !db.contains(&cmd.new))
+            || unpacked.missing_references > 0
+        {
             Some("missing necessary objects".to_owned())
         } else {
             None
@@ -337,7 +371,10 @@ fn decide(
                 }
                 Err(e) => {
                     tracing::error!(repo = repo.name(), error = %e, "container upload failed");
-                    return vec![RefStatus::Rejected(format!("failed to store objects: {e}")); push.commands.len()];
+                    return vec![
+                        RefStatus::Rejected(format!("failed to store objects: {e}"));
+                        push.commands.len()
+                    ];
                 }
             }
         }

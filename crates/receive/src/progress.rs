@@ -21,7 +21,7 @@ impl<'a> Progress<'a> {
     /// A progress line for `done` of `total`; `last` ends it with ", done.".
     pub fn update(&mut self, title: &str, done: u64, total: u64, last: bool) {
         let Some(out) = self.out.as_mut() else { return };
-        let pct = if total == 0 { 100 } else { done * 100 / total };
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
         let line = if last {
             format!("{title}: {pct:3}% ({done}/{total}), done.\n")
         } else {
@@ -34,6 +34,7 @@ impl<'a> Progress<'a> {
     /// A free-form progress message (a line).
     pub fn message(&mut self, text: &str) {
         let Some(out) = self.out.as_mut() else { return };
-        let _ = write_band(out, Band::Progress, format!("{text}\n").as_bytes()).and_then(|_| out.flush());
+        let _ = write_band(out, Band::Progress, format!("{text}\n").as_bytes())
+            .and_then(|_| out.flush());
     }
 }

@@ -147,7 +147,9 @@ pub fn resolve(
     };
 
     // Phase A: whole objects and everything below them.
-    let mut workers = run_parallel(&shared, roots.len(), |s, w, k| s.resolve_root(w, roots[k] as usize))?;
+    let mut workers = run_parallel(&shared, roots.len(), |s, w, k| {
+        s.resolve_root(w, roots[k] as usize)
+    })?;
     // Phase B: thin-pack bases from the repository (keys not resolved in phase A).
     let pending: Vec<ObjectId> = shared
         .ref_children
@@ -192,7 +194,11 @@ pub fn resolve(
 }
 
 /// Runs `job(k)` for k in 0..jobs on `threads` threads; returns the workers' collections.
-fn run_parallel<'a, F>(shared: &Shared<'a>, jobs: usize, job: F) -> Result<Vec<Worker>, ResolveError>
+fn run_parallel<'a, F>(
+    shared: &Shared<'a>,
+    jobs: usize,
+    job: F,
+) -> Result<Vec<Worker>, ResolveError>
 where
     F: Fn(&Shared<'a>, &mut Worker, usize) -> Result<(), ResolveError> + Sync,
 {
@@ -236,7 +242,12 @@ where
             .map(|h| h.join().expect("resolver thread panicked"))
             .collect::<Vec<_>>()
     });
-    if let Some(e) = shared.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    if let Some(e) = shared
+        .error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
         return Err(e);
     }
     Ok(workers)
@@ -271,7 +282,8 @@ impl Shared<'_> {
         let kind = record::kind_from_type_id(type_id).expect("scan admits only types 1-4");
         self.read_compressed(w, i)?;
         let mut data = take_buf(w, 0);
-        zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data).map_err(|err| self.invalid(i, err))?;
+        zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
+            .map_err(|err| self.invalid(i, err))?;
         let oid = hash(kind, &data).map_err(|err| self.invalid(i, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
         if !self.db.contains(&oid) {
@@ -279,7 +291,9 @@ impl Shared<'_> {
                 id: oid,
                 kind,
                 size: e.decompressed_size,
-                encoding: Encoding::Whole { zlib: &w.compressed },
+                encoding: Encoding::Whole {
+                    zlib: &w.compressed,
+                },
             })?;
             self.staged.fetch_add(1, Ordering::Relaxed);
         }
@@ -319,7 +333,9 @@ impl Shared<'_> {
         chain: u32,
     ) -> Result<(), ResolveError> {
         let ofs: &[u32] = match base_index {
-            Some(i) => &self.children[self.child_start[i] as usize..self.child_start[i + 1] as usize],
+            Some(i) => {
+                &self.children[self.child_start[i] as usize..self.child_start[i + 1] as usize]
+            }
             None => &[],
         };
         let refs = self
@@ -341,10 +357,12 @@ impl Shared<'_> {
             let c = c as usize;
             let e = self.pack.entries[c];
             self.read_compressed(w, c)?;
-            zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut w.delta).map_err(|err| self.invalid(c, err))?;
+            zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut w.delta)
+                .map_err(|err| self.invalid(c, err))?;
             let level = chain as usize + 1;
             let mut data = take_buf(w, level);
-            delta::apply(base, &w.delta, self.opts.max_object_bytes, &mut data).map_err(|err| self.invalid(c, err))?;
+            delta::apply(base, &w.delta, self.opts.max_object_bytes, &mut data)
+                .map_err(|err| self.invalid(c, err))?;
             let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
             check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
             let mut depth = stored_depth + 1;

@@ -81,12 +81,14 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
     }
     let version = u32::from_be_bytes(header[4..8].try_into().expect("4 bytes"));
     if version != 2 && version != 3 {
-        return Err(invalid(format!("protocol error (pack version {version} unsupported)")));
+        return Err(invalid(format!(
+            "protocol error (pack version {version} unsupported)"
+        )));
     }
     let count = u32::from_be_bytes(header[8..12].try_into().expect("4 bytes")) as u64;
-    // Every entry takes at least 2 bytes of header and 8 of zlib: bound the count
-    // (and any allocation from it) by the bytes actually received.
-    if count > pack_bytes / 10 + 1 {
+    // Every entry takes at least 1 byte of header and 8 of zlib (header, empty
+    // block, adler32): bound the count (and any allocation from it) by the bytes received.
+    if count > pack_bytes.saturating_sub(32) / 9 {
         return Err(invalid(format!(
             "pack claims {count} objects but has only {pack_bytes} bytes"
         )));
@@ -119,16 +121,26 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
             )));
         }
         let kind = match entry.header {
-            Header::Commit | Header::Tree | Header::Blob | Header::Tag => EntryKind::Base(entry.header.as_type_id()),
+            Header::Commit | Header::Tree | Header::Blob | Header::Tag => {
+                EntryKind::Base(entry.header.as_type_id())
+            }
             Header::OfsDelta { base_distance } => {
                 let base_offset = entry
                     .pack_offset
                     .checked_sub(base_distance)
                     .filter(|_| base_distance > 0)
-                    .ok_or_else(|| invalid(format!("delta base offset is out of bound at offset {}", entry.pack_offset)))?;
-                let idx = offsets
-                    .binary_search(&base_offset)
-                    .map_err(|_| invalid(format!("delta base offset is out of bound at offset {}", entry.pack_offset)))?;
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "delta base offset is out of bound at offset {}",
+                            entry.pack_offset
+                        ))
+                    })?;
+                let idx = offsets.binary_search(&base_offset).map_err(|_| {
+                    invalid(format!(
+                        "delta base offset is out of bound at offset {}",
+                        entry.pack_offset
+                    ))
+                })?;
                 EntryKind::OfsDelta(idx as u32)
             }
             Header::RefDelta { base_id } => {
@@ -155,7 +167,12 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
     Ok(out)
 }
 
-fn check_empty_pack(file: &File, pack_start: u64, pack_bytes: u64, header: &[u8; 12]) -> Result<ScannedPack, ScanError> {
+fn check_empty_pack(
+    file: &File,
+    pack_start: u64,
+    pack_bytes: u64,
+    header: &[u8; 12],
+) -> Result<ScannedPack, ScanError> {
     use std::os::unix::fs::FileExt;
     if pack_bytes < 32 {
         return Err(invalid("pack is truncated"));
@@ -181,9 +198,14 @@ fn check_empty_pack(file: &File, pack_start: u64, pack_bytes: u64, header: &[u8;
 /// Maps gix-pack's messages to the short reasons git's index-pack gives, where they correspond.
 fn describe_gix_error(msg: &str) -> String {
     let lower = msg.to_ascii_lowercase();
-    if lower.contains("mismatch") && (lower.contains("hash") || lower.contains("checksum") || lower.contains("trailer")) {
+    if lower.contains("mismatch")
+        && (lower.contains("hash") || lower.contains("checksum") || lower.contains("trailer"))
+    {
         "pack is corrupted (SHA1 mismatch)".into()
-    } else if lower.contains("unexpected end") || lower.contains("eof") || lower.contains("fill whole buffer") {
+    } else if lower.contains("unexpected end")
+        || lower.contains("eof")
+        || lower.contains("fill whole buffer")
+    {
         "pack is truncated".into()
     } else {
         msg.to_string()

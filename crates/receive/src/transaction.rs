@@ -10,8 +10,12 @@ use gix_hash::ObjectId;
 
 /// Reason git gives when a ref's old value does not match (or the update cannot apply).
 pub const FAILED_TO_UPDATE: &str = "failed to update ref";
-/// Reason given to the other commands of a failed `--atomic` push.
+/// Reason given to the other commands of an `--atomic` push when one failed a check.
 pub const ATOMIC_FAILED: &str = "atomic push failure";
+/// Reason given to every command of an `--atomic` push whose ref transaction failed.
+pub const ATOMIC_TRANSACTION_FAILED: &str = "atomic transaction failed";
+/// Reason git gives for deleting the branch HEAD points at.
+pub const DELETE_CURRENT: &str = "deletion of the current branch prohibited";
 
 /// Inputs of one transaction.
 pub struct Transaction<'a> {
@@ -53,7 +57,11 @@ pub enum TransactionError {
     TooManyConflicts(u32),
 }
 
-fn df_conflict(refs: &BTreeMap<String, ObjectId>, name: &str, deleted: &dyn Fn(&str) -> bool) -> bool {
+fn df_conflict(
+    refs: &BTreeMap<String, ObjectId>,
+    name: &str,
+    deleted: &dyn Fn(&str) -> bool,
+) -> bool {
     // An existing ref that is a prefix directory of `name`, or lives below `name/`.
     let mut prefix = String::new();
     for part in name.split('/') {
@@ -119,6 +127,24 @@ impl Transaction<'_> {
     /// changes, the new state.
     fn plan(&self, state: &RepoState) -> (Vec<RefStatus>, Option<RepoState>) {
         let mut reasons = self.rejected.clone();
+        // Checks git's receive-pack makes before its ref transaction.
+        for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+            if reason.is_none()
+                && cmd.new.is_null()
+                && state.head.as_deref() == Some(cmd.name.as_str())
+            {
+                *reason = Some(DELETE_CURRENT.to_owned());
+            }
+        }
+        let prechecks_failed = reasons.iter().any(Option::is_some);
+        if self.atomic && prechecks_failed {
+            for r in reasons.iter_mut() {
+                if r.is_none() {
+                    *r = Some(ATOMIC_FAILED.to_owned());
+                }
+            }
+        }
+        // The ref transaction: old values and directory/file conflicts.
         let deleted_names: Vec<&str> = self
             .commands
             .iter()
@@ -128,6 +154,7 @@ impl Transaction<'_> {
             .collect();
         let is_deleted = |n: &str| deleted_names.contains(&n);
         let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
+        let mut transaction_failed = false;
         for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
             if reason.is_some() {
                 continue;
@@ -135,31 +162,25 @@ impl Transaction<'_> {
             let current = state.refs.get(&cmd.name);
             let old_matches = match current {
                 Some(cur) => *cur == cmd.old,
-                None => cmd.old.is_null(),
+                None => cmd.old.is_null() || cmd.new.is_null(),
             };
-            if !old_matches {
-                *reason = Some(if cmd.new.is_null() && current.is_none() {
-                    "failed to delete".to_owned()
-                } else {
-                    FAILED_TO_UPDATE.to_owned()
-                });
-                continue;
-            }
-            if !cmd.new.is_null()
+            let conflict = !cmd.new.is_null()
                 && current.is_none()
-                && (df_conflict(&state.refs, &cmd.name, &is_deleted) || df_conflict(&created, &cmd.name, &|_| false))
-            {
+                && (df_conflict(&state.refs, &cmd.name, &is_deleted)
+                    || df_conflict(&created, &cmd.name, &|_| false));
+            if !old_matches || conflict {
                 *reason = Some(FAILED_TO_UPDATE.to_owned());
+                transaction_failed = true;
                 continue;
             }
             if !cmd.new.is_null() {
                 created.insert(cmd.name.clone(), cmd.new);
             }
         }
-        if self.atomic && reasons.iter().any(Option::is_some) {
-            for r in reasons.iter_mut() {
-                if r.is_none() {
-                    *r = Some(ATOMIC_FAILED.to_owned());
+        if self.atomic && transaction_failed {
+            for (r, pre) in reasons.iter_mut().zip(&self.rejected) {
+                if pre.is_none() {
+                    *r = Some(ATOMIC_TRANSACTION_FAILED.to_owned());
                 }
             }
         }
@@ -195,11 +216,16 @@ impl Transaction<'_> {
                 .commands
                 .iter()
                 .zip(&reasons)
-                .filter(|(c, r)| r.is_none() && !c.new.is_null() && c.name.starts_with("refs/heads/"))
+                .filter(|(c, r)| {
+                    r.is_none() && !c.new.is_null() && c.name.starts_with("refs/heads/")
+                })
                 .map(|(c, _)| &c.name)
                 .collect();
             let main = "refs/heads/main".to_owned();
-            let head_exists = next.head.as_ref().is_some_and(|h| next.refs.contains_key(h));
+            let head_exists = next
+                .head
+                .as_ref()
+                .is_some_and(|h| next.refs.contains_key(h));
             if !head_exists {
                 if pushed_branches.contains(&&main) {
                     next.head = Some(main);

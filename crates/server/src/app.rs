@@ -83,7 +83,9 @@ fn is_gzip(headers: &HeaderMap) -> bool {
 fn body_error(e: BodyError) -> Response {
     match e {
         BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
-        BodyError::BadGzip(_) | BodyError::Transport(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        BodyError::BadGzip(_) | BodyError::Transport(_) => {
+            error(StatusCode::BAD_REQUEST, e.to_string())
+        }
         BodyError::Io(_) => {
             tracing::error!(error = %e, "spool failed");
             error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
@@ -91,7 +93,13 @@ fn body_error(e: BodyError) -> Response {
     }
 }
 
-async fn handle(State(app): State<Arc<App>>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Response {
+async fn handle(
+    State(app): State<Arc<App>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let Some(route) = repo_name::route(uri.path()) else {
         return error(StatusCode::NOT_FOUND, "not found");
     };
@@ -103,13 +111,18 @@ async fn handle(State(app): State<Arc<App>>, method: Method, uri: Uri, headers: 
     }
     let name = name.to_owned();
     match (route, method) {
-        (Route::InfoRefs(_), Method::GET) => info_refs(app, name, uri.query().unwrap_or(""), &headers).await,
+        (Route::InfoRefs(_), Method::GET) => {
+            info_refs(app, name, uri.query().unwrap_or(""), &headers).await
+        }
         (Route::UploadPack(_), Method::POST) => upload_pack(app, name, headers, body).await,
         (Route::ReceivePack(_), Method::POST) => receive_pack(app, name, headers, body).await,
         (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
-        (Route::Other(_), _) => error(StatusCode::NOT_FOUND, "not found (gitstow serves smart HTTP only)"),
+        (Route::Other(_), _) => error(
+            StatusCode::NOT_FOUND,
+            "not found (gitstow serves smart HTTP only)",
+        ),
     }
 }
 
@@ -120,21 +133,30 @@ fn service_from_query(query: &str) -> Option<Service> {
         .and_then(Service::from_name)
 }
 
-async fn load_state(app: &Arc<App>, name: &str) -> Result<Option<gitstow_odb::RepoState>, Response> {
+async fn load_state(
+    app: &Arc<App>,
+    name: &str,
+) -> Result<Option<gitstow_odb::RepoState>, Response> {
     let repo = app.repo(name);
     let loaded = tokio::task::spawn_blocking(move || repo.load_state()).await;
     match loaded {
         Ok(Ok(v)) => Ok(v.map(|v| v.state)),
         Ok(Err(e)) => {
             tracing::error!(repo = name, error = %e, "reading the repository state failed");
-            Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read repository: {e}")))
+            Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read repository: {e}"),
+            ))
         }
         Err(_) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")),
     }
 }
 
 fn not_found(name: &str) -> Response {
-    error(StatusCode::NOT_FOUND, format!("repository '{name}.git' not found"))
+    error(
+        StatusCode::NOT_FOUND,
+        format!("repository '{name}.git' not found"),
+    )
 }
 
 async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap) -> Response {
@@ -155,9 +177,12 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     };
     let mut out = Vec::new();
     let result = match service {
-        Service::UploadPack if wants_v2(headers) => {
-            write_v2_capabilities(&mut out, service, &gitstow_upload::advertise::upload_pack_v2_capabilities(), false)
-        }
+        Service::UploadPack if wants_v2(headers) => write_v2_capabilities(
+            &mut out,
+            service,
+            &gitstow_upload::advertise::upload_pack_v2_capabilities(),
+            false,
+        ),
         Service::UploadPack => {
             let refs = gitstow_upload::advertise::refs(&state, true);
             let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(&state);
@@ -165,7 +190,10 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
         }
         Service::ReceivePack => {
             let refs = gitstow_upload::advertise::refs(&state, false);
-            let mut caps: Vec<String> = gitstow_receive::CAPABILITIES.iter().map(|s| s.to_string()).collect();
+            let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
             caps.push(format!("agent={}", gitstow_upload::advertise::AGENT));
             write_v0_advertisement(&mut out, service, &refs, &caps, true)
         }
@@ -178,17 +206,20 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
         Service::ReceivePack => "application/x-git-receive-pack-advertisement",
     };
     let mut resp = Response::new(Body::from(out));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
     response::no_cache(&mut resp);
     resp
 }
 
 async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
-    let request = match body::read_all(body, is_gzip(&headers), app.config.max_fetch_request_bytes).await {
-        Ok(r) => r,
-        Err(e) => return body_error(e),
-    };
+    let request =
+        match body::read_all(body, is_gzip(&headers), app.config.max_fetch_request_bytes).await {
+            Ok(r) => r,
+            Err(e) => return body_error(e),
+        };
     let state = match load_state(&app, &name).await {
         Ok(Some(s)) => s,
         Ok(None) => return not_found(&name),
@@ -223,7 +254,9 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
             result
         },
         |e: gitstow_upload::Error| match e {
-            gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
+            gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => {
+                error(StatusCode::BAD_REQUEST, e.to_string())
+            }
             other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
         },
     )
@@ -239,7 +272,14 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         }
     }
     let staging_dir = app.config.receive.staging_dir.clone();
-    let request = match body::spool(body, is_gzip(&headers), app.config.max_push_bytes, staging_dir.as_deref()).await {
+    let request = match body::spool(
+        body,
+        is_gzip(&headers),
+        app.config.max_push_bytes,
+        staging_dir.as_deref(),
+    )
+    .await
+    {
         Ok(f) => f,
         Err(e) => return body_error(e),
     };

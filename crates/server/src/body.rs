@@ -34,7 +34,10 @@ struct Bounded<W> {
 impl<W: Write> Write for Bounded<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.written + buf.len() as u64 > self.limit {
-            return Err(std::io::Error::new(std::io::ErrorKind::FileTooLarge, "limit"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                "limit",
+            ));
         }
         let n = self.inner.write(buf)?;
         self.written += n as u64;
@@ -48,7 +51,9 @@ impl<W: Write> Write for Bounded<W> {
 fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
     if e.kind() == std::io::ErrorKind::FileTooLarge {
         BodyError::TooLarge(limit)
-    } else if gzip && e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::InvalidData {
+    } else if gzip && e.kind() == std::io::ErrorKind::InvalidInput
+        || e.kind() == std::io::ErrorKind::InvalidData
+    {
         BodyError::BadGzip(e)
     } else {
         BodyError::Io(e)
@@ -67,7 +72,8 @@ async fn copy_body<W: Write>(body: Body, sink: W, gzip: bool, limit: u64) -> Res
         let mut dec = flate2::write::GzDecoder::new(bounded);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| BodyError::Transport(e.to_string()))?;
-            tokio::task::block_in_place(|| dec.write_all(&chunk)).map_err(|e| map_write_error(e, limit, true))?;
+            tokio::task::block_in_place(|| dec.write_all(&chunk))
+                .map_err(|e| map_write_error(e, limit, true))?;
         }
         let bounded = dec.finish().map_err(|e| map_write_error(e, limit, true))?;
         Ok(bounded.inner)
@@ -75,14 +81,20 @@ async fn copy_body<W: Write>(body: Body, sink: W, gzip: bool, limit: u64) -> Res
         let mut bounded = bounded;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| BodyError::Transport(e.to_string()))?;
-            tokio::task::block_in_place(|| bounded.write_all(&chunk)).map_err(|e| map_write_error(e, limit, false))?;
+            tokio::task::block_in_place(|| bounded.write_all(&chunk))
+                .map_err(|e| map_write_error(e, limit, false))?;
         }
         Ok(bounded.inner)
     }
 }
 
 /// Spools the body to an anonymous temp file (rewound to the start).
-pub async fn spool(body: Body, gzip: bool, limit: u64, dir: Option<&std::path::Path>) -> Result<std::fs::File, BodyError> {
+pub async fn spool(
+    body: Body,
+    gzip: bool,
+    limit: u64,
+    dir: Option<&std::path::Path>,
+) -> Result<std::fs::File, BodyError> {
     use std::io::Seek;
     let file = match dir {
         Some(d) => tempfile::tempfile_in(d),
@@ -91,7 +103,9 @@ pub async fn spool(body: Body, gzip: bool, limit: u64, dir: Option<&std::path::P
     .map_err(BodyError::Io)?;
     let writer = std::io::BufWriter::with_capacity(256 * 1024, file);
     let writer = copy_body(body, writer, gzip, limit).await?;
-    let mut file = writer.into_inner().map_err(|e| BodyError::Io(e.into_error()))?;
+    let mut file = writer
+        .into_inner()
+        .map_err(|e| BodyError::Io(e.into_error()))?;
     file.rewind().map_err(BodyError::Io)?;
     Ok(file)
 }

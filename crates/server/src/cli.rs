@@ -63,7 +63,9 @@ pub struct ServeArgs {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GITSTOW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -102,7 +104,10 @@ fn serve(args: ServeArgs) -> i32 {
         receive,
         upload: gitstow_upload::Options::default(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("gitstow: cannot start the runtime: {e}");
@@ -117,7 +122,10 @@ fn serve(args: ServeArgs) -> i32 {
                 return 1;
             }
         };
-        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         {
             use std::io::Write;
             let mut stdout = std::io::stdout();

@@ -39,7 +39,10 @@ pub fn validate(name: &str) -> Result<(), InvalidName> {
         if s.ends_with(".git") {
             return bad("only the last segment carries '.git'");
         }
-        if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        if !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        {
             return bad("only letters, digits, '.', '_' and '-' are allowed");
         }
     }
@@ -83,16 +86,28 @@ mod tests {
         for ok in ["repo", "org/repo", "a-b_c.d", "x/y/z"] {
             assert_eq!(validate(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "..", "a/../b", "/abs", "a//b", ".hidden", "a/.x", "a%2fb", "a\0b", "a b", "x.git/y", "a/"] {
+        for bad in [
+            "", "..", "a/../b", "/abs", "a//b", ".hidden", "a/.x", "a%2fb", "a\0b", "a b",
+            "x.git/y", "a/",
+        ] {
             assert!(validate(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn routes() {
-        assert_eq!(route("/org/r.git/info/refs"), Some(Route::InfoRefs("org/r")));
-        assert_eq!(route("/r.git/git-upload-pack"), Some(Route::UploadPack("r")));
-        assert_eq!(route("/r.git/git-receive-pack"), Some(Route::ReceivePack("r")));
+        assert_eq!(
+            route("/org/r.git/info/refs"),
+            Some(Route::InfoRefs("org/r"))
+        );
+        assert_eq!(
+            route("/r.git/git-upload-pack"),
+            Some(Route::UploadPack("r"))
+        );
+        assert_eq!(
+            route("/r.git/git-receive-pack"),
+            Some(Route::ReceivePack("r"))
+        );
         assert_eq!(route("/r.git/HEAD"), Some(Route::Other("r")));
         assert_eq!(route("/nothing"), None);
     }

@@ -68,16 +68,27 @@ impl Drop for ChannelWriter {
 /// Headers git http-backend sends on dynamic responses (no caching).
 pub fn no_cache(resp: &mut Response) {
     let h = resp.headers_mut();
-    h.insert(header::EXPIRES, HeaderValue::from_static("Fri, 01 Jan 1980 00:00:00 GMT"));
+    h.insert(
+        header::EXPIRES,
+        HeaderValue::from_static("Fri, 01 Jan 1980 00:00:00 GMT"),
+    );
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, max-age=0, must-revalidate"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, max-age=0, must-revalidate"),
+    );
 }
 
 /// A plain-text error response.
 pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let mut msg = message.into();
     msg.push('\n');
-    let mut resp = (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], msg).into_response();
+    let mut resp = (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        msg,
+    )
+        .into_response();
     no_cache(&mut resp);
     resp
 }
@@ -85,7 +96,11 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 /// Runs `produce` on a blocking thread and streams what it writes as a
 /// `content_type` response. If it fails before writing, `on_error` turns the
 /// error into the response.
-pub async fn stream<T, E, F>(content_type: &'static str, produce: F, on_error: fn(E) -> Response) -> Response
+pub async fn stream<T, E, F>(
+    content_type: &'static str,
+    produce: F,
+    on_error: fn(E) -> Response,
+) -> Response
 where
     T: Send + 'static,
     E: Send + 'static,

@@ -41,6 +41,10 @@ pub fn upload_pack_v0_capabilities(state: &RepoState) -> Vec<String> {
         "ofs-delta",
         "no-progress",
         "include-tag",
+        "shallow",
+        "deepen-since",
+        "deepen-not",
+        "deepen-relative",
         "multi_ack_detailed",
         "allow-tip-sha1-in-want",
         "allow-reachable-sha1-in-want",
@@ -61,7 +65,7 @@ pub fn upload_pack_v2_capabilities() -> Vec<String> {
     vec![
         format!("agent={AGENT}"),
         "ls-refs=unborn".into(),
-        "fetch".into(),
+        "fetch=shallow".into(),
         "server-option".into(),
         "object-format=sha1".into(),
     ]

@@ -12,6 +12,7 @@
 pub mod advertise;
 pub mod negotiate;
 pub mod pack;
+pub mod shallow;
 pub mod walk;
 
 use std::io::{BufWriter, Read, Write};
@@ -20,7 +21,7 @@ use gitstow_odb::{RepoState, Repository};
 use gitstow_protocol::fetch::{read_command_v2, read_upload_request_v0, FetchArgsV2};
 use gitstow_protocol::pktline::{write_flush, write_text, PktReader};
 use gitstow_protocol::sideband::{write_band, Band, SideBandWriter};
-use gitstow_protocol::LsRefsArgs;
+use gitstow_protocol::{write_shallow_info, write_shallow_update_v0, LsRefsArgs};
 
 /// Knobs of upload-pack.
 #[derive(Debug, Clone)]
@@ -74,9 +75,16 @@ pub enum Error {
 }
 
 /// Serves one stateless v0/v1 upload-pack request (`POST /git-upload-pack`).
-pub fn serve_v0(repo: &Repository, state: &RepoState, request: &mut dyn Read, out: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+pub fn serve_v0(
+    repo: &Repository,
+    state: &RepoState,
+    request: &mut dyn Read,
+    out: &mut dyn Write,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let req = read_upload_request_v0(&mut reader, opts.max_request_lines).map_err(|e| Error::Protocol(e.to_string()))?;
+    let req = read_upload_request_v0(&mut reader, opts.max_request_lines)
+        .map_err(|e| Error::Protocol(e.to_string()))?;
     let db = repo.objects(state)?;
     let mut outcome = Outcome {
         wants: req.wants.len(),
@@ -90,6 +98,27 @@ pub fn serve_v0(repo: &Repository, state: &RepoState, request: &mut dyn Read, ou
         if !db.contains(want) {
             return Err(Error::Walk(walk::WalkError::NotOurRef(*want)));
         }
+    }
+    let shallow_req = shallow::ShallowRequest {
+        client_shallows: req.shallows.clone(),
+        deepen: req.deepen,
+        deepen_relative: req.deepen_relative,
+        deepen_since: req.deepen_since,
+        deepen_not: shallow::resolve_deepen_not(state, &req.deepen_not).map_err(Error::Protocol)?,
+    };
+    let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
+    if shallow_req.needs_shallow_section() {
+        write_shallow_update_v0(
+            &mut &mut *out,
+            &shallow_plan.shallows,
+            &shallow_plan.unshallows,
+        )?;
+    }
+    if !req.done && req.have_rounds == 0 {
+        // Only the want list (and shallow update) was asked for, as git's
+        // stateless upload-pack answers a request that ends after its wants.
+        out.flush()?;
+        return Ok(outcome);
     }
     let common = negotiate::common(&db, &req.haves);
     outcome.common = common.len();
@@ -112,7 +141,8 @@ pub fn serve_v0(repo: &Repository, state: &RepoState, request: &mut dyn Read, ou
     } else {
         None
     };
-    let mut walk = walk::objects_to_send(&db, &req.wants, &common, opts.cache_bytes)?;
+    let mut walk =
+        walk::objects_to_send(&db, &req.wants, &common, &shallow_plan, opts.cache_bytes)?;
     if req.capabilities.contains("include-tag") {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
@@ -156,7 +186,11 @@ fn send_pack(
                 Ok(s) => s,
                 Err(e) => {
                     drop(buffered);
-                    let _ = write_band(&mut &mut *out, Band::Error, format!("fatal: {e}\n").as_bytes());
+                    let _ = write_band(
+                        &mut &mut *out,
+                        Band::Error,
+                        format!("fatal: {e}\n").as_bytes(),
+                    );
                     return Err(e.into());
                 }
             };
@@ -185,9 +219,17 @@ fn send_pack(
 
 /// Serves one v2 command request (`POST /git-upload-pack` with `Git-Protocol: version=2`):
 /// `ls-refs` or `fetch` (gitprotocol-v2(5)).
-pub fn serve_v2(repo: &Repository, state: &RepoState, request: &mut dyn Read, out: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+pub fn serve_v2(
+    repo: &Repository,
+    state: &RepoState,
+    request: &mut dyn Read,
+    out: &mut dyn Write,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let Some(cmd) = read_command_v2(&mut reader, opts.max_request_lines).map_err(|e| Error::Protocol(e.to_string()))? else {
+    let Some(cmd) = read_command_v2(&mut reader, opts.max_request_lines)
+        .map_err(|e| Error::Protocol(e.to_string()))?
+    else {
         return Ok(Outcome::default());
     };
     match cmd.command.as_str() {
@@ -212,7 +254,13 @@ pub fn serve_v2(repo: &Repository, state: &RepoState, request: &mut dyn Read, ou
     }
 }
 
-fn fetch_v2(repo: &Repository, state: &RepoState, args: &[Vec<u8>], out: &mut dyn Write, opts: &Options) -> Result<Outcome, Error> {
+fn fetch_v2(
+    repo: &Repository,
+    state: &RepoState,
+    args: &[Vec<u8>],
+    out: &mut dyn Write,
+    opts: &Options,
+) -> Result<Outcome, Error> {
     let args = FetchArgsV2::parse(args).map_err(|e| Error::Protocol(e.to_string()))?;
     let db = repo.objects(state)?;
     let mut outcome = Outcome {
@@ -235,8 +283,25 @@ fn fetch_v2(repo: &Repository, state: &RepoState, args: &[Vec<u8>], out: &mut dy
             return Ok(outcome);
         }
     }
+    let shallow_req = shallow::ShallowRequest {
+        client_shallows: args.shallows.clone(),
+        deepen: args.deepen,
+        deepen_relative: args.deepen_relative,
+        deepen_since: args.deepen_since,
+        deepen_not: shallow::resolve_deepen_not(state, &args.deepen_not)
+            .map_err(Error::Protocol)?,
+    };
+    let shallow_plan = shallow::plan(&db, &args.wants, &shallow_req)?;
+    if shallow_req.needs_shallow_section() {
+        write_shallow_info(
+            &mut &mut *out,
+            &shallow_plan.shallows,
+            &shallow_plan.unshallows,
+        )?;
+    }
     write_text(&mut &mut *out, "packfile")?;
-    let mut walk = walk::objects_to_send(&db, &args.wants, &common, opts.cache_bytes)?;
+    let mut walk =
+        walk::objects_to_send(&db, &args.wants, &common, &shallow_plan, opts.cache_bytes)?;
     if args.include_tag {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
@@ -244,6 +309,13 @@ fn fetch_v2(repo: &Repository, state: &RepoState, args: &[Vec<u8>], out: &mut dy
         ofs_delta: args.ofs_delta,
         cache_bytes: opts.cache_bytes,
     };
-    outcome.pack = Some(send_pack(&db, &walk, out, Some(65515), !args.no_progress, popts)?);
+    outcome.pack = Some(send_pack(
+        &db,
+        &walk,
+        out,
+        Some(65515),
+        !args.no_progress,
+        popts,
+    )?);
     Ok(outcome)
 }

@@ -26,7 +26,12 @@ pub fn ready(common: &[ObjectId]) -> bool {
 /// One v0/v1 negotiation round without `done`: `ACK <oid> common` per common
 /// have (multi_ack_detailed) or `ACK <oid> continue` (multi_ack), `ACK <oid> ready`
 /// when ready, then `NAK`.
-pub fn write_v0_round(out: &mut impl Write, common: &[ObjectId], multi: bool, detailed: bool) -> std::io::Result<()> {
+pub fn write_v0_round(
+    out: &mut impl Write,
+    common: &[ObjectId],
+    multi: bool,
+    detailed: bool,
+) -> std::io::Result<()> {
     if multi {
         for oid in common {
             let kind = if detailed { "common" } else { "continue" };
@@ -48,7 +53,11 @@ pub fn write_v0_round(out: &mut impl Write, common: &[ObjectId], multi: bool, de
 
 /// The v2 "acknowledgments" section: `NAK` or `ACK <oid>` lines, `ready` if
 /// ready (then a delim: the packfile section follows), else a flush.
-pub fn write_v2_acknowledgments(out: &mut impl Write, common: &[ObjectId], ready: bool) -> std::io::Result<()> {
+pub fn write_v2_acknowledgments(
+    out: &mut impl Write,
+    common: &[ObjectId],
+    ready: bool,
+) -> std::io::Result<()> {
     write_text(out, "acknowledgments")?;
     if common.is_empty() {
         write_text(out, "NAK")?;

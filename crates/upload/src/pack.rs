@@ -69,7 +69,12 @@ impl Write for HashingWriter<'_> {
 }
 
 /// Writes a version-2 pack of `objects` (no duplicates) to `out`.
-pub fn write_pack(db: &ObjectDb, objects: &[ObjectId], out: &mut dyn Write, opts: PackOptions) -> Result<PackStats, PackError> {
+pub fn write_pack(
+    db: &ObjectDb,
+    objects: &[ObjectId],
+    out: &mut dyn Write,
+    opts: PackOptions,
+) -> Result<PackStats, PackError> {
     let mut located = Vec::with_capacity(objects.len());
     for oid in objects {
         let loc = db.lookup(oid).ok_or(PackError::Missing(*oid))?;
@@ -102,10 +107,11 @@ pub fn write_pack(db: &ObjectDb, objects: &[ObjectId], out: &mut dyn Write, opts
             }
             Some(base) if sending.contains(&base) => {
                 let raw = db.read_record(container, entry)?;
-                let h = record::decode_header(&raw).map_err(|e| gitstow_odb::Error::CorruptObject {
-                    oid: entry.oid,
-                    reason: e.to_string(),
-                })?;
+                let h =
+                    record::decode_header(&raw).map_err(|e| gitstow_odb::Error::CorruptObject {
+                        oid: entry.oid,
+                        reason: e.to_string(),
+                    })?;
                 header.clear();
                 let base_ref = match written_at.get(&base) {
                     Some(&at) if opts.ofs_delta => BaseRef::Distance(offset - at),
@@ -122,9 +128,16 @@ pub fn write_pack(db: &ObjectDb, objects: &[ObjectId], out: &mut dyn Write, opts
                 stats.deltas += 1;
             }
             Some(_) => {
-                let obj = db.read(&entry.oid, &mut cache)?.ok_or(PackError::Missing(entry.oid))?;
+                let obj = db
+                    .read(&entry.oid, &mut cache)?
+                    .ok_or(PackError::Missing(entry.oid))?;
                 header.clear();
-                record::write_header(record::type_id_from_kind(obj.kind), obj.data.len() as u64, BaseRef::None, &mut header);
+                record::write_header(
+                    record::type_id_from_kind(obj.kind),
+                    obj.data.len() as u64,
+                    BaseRef::None,
+                    &mut header,
+                );
                 deflated.clear();
                 zlib::deflate(&obj.data, &mut deflated);
                 w.write_all(&header)?;

@@ -11,6 +11,8 @@ use gitstow_odb::{ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
 use gix_object::Kind;
 
+use crate::shallow::ShallowPlan;
+
 /// Why the walk failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WalkError {
@@ -53,7 +55,11 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
-    fn read(&mut self, oid: &ObjectId, context: &'static str) -> Result<gitstow_odb::Object, WalkError> {
+    fn read(
+        &mut self,
+        oid: &ObjectId,
+        context: &'static str,
+    ) -> Result<gitstow_odb::Object, WalkError> {
         self.db
             .read(oid, &mut self.cache)?
             .ok_or(WalkError::Missing { oid: *oid, context })
@@ -61,10 +67,13 @@ impl Walker<'_> {
 
     fn commit_links(&mut self, oid: &ObjectId) -> Result<(ObjectId, Vec<ObjectId>), WalkError> {
         let obj = self.read(oid, "commit")?;
-        let commit = gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| WalkError::Corrupt {
-            oid: *oid,
-            reason: e.to_string(),
-        })?;
+        let commit =
+            gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
+                WalkError::Corrupt {
+                    oid: *oid,
+                    reason: e.to_string(),
+                }
+            })?;
         Ok((commit.tree(), commit.parents().collect()))
     }
 
@@ -77,10 +86,13 @@ impl Walker<'_> {
             if obj.kind != Kind::Tag || tags.len() > 64 {
                 return Ok((tags, cur, obj.kind));
             }
-            let tag = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| WalkError::Corrupt {
-                oid: cur,
-                reason: e.to_string(),
-            })?;
+            let tag =
+                gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
+                    WalkError::Corrupt {
+                        oid: cur,
+                        reason: e.to_string(),
+                    }
+                })?;
             tags.push(cur);
             cur = tag.target();
         }
@@ -124,8 +136,17 @@ impl Walker<'_> {
 }
 
 /// Computes the objects to send for `wants` given the client's `haves`
-/// (haves the repository lacks are ignored). `cache_bytes` bounds the delta-base cache.
-pub fn objects_to_send(db: &ObjectDb, wants: &[ObjectId], haves: &[ObjectId], cache_bytes: usize) -> Result<Walk, WalkError> {
+/// (haves the repository lacks are ignored) and its shallow state: commits in
+/// `shallow.boundary` are sent without their parents, the client's shallow
+/// commits count as haves whose parents it lacks, and the parents of
+/// `shallow.unshallows` are sent. `cache_bytes` bounds the delta-base cache.
+pub fn objects_to_send(
+    db: &ObjectDb,
+    wants: &[ObjectId],
+    haves: &[ObjectId],
+    shallow: &ShallowPlan,
+    cache_bytes: usize,
+) -> Result<Walk, WalkError> {
     let mut w = Walker {
         db,
         cache: ObjectCache::new(cache_bytes),
@@ -138,13 +159,20 @@ pub fn objects_to_send(db: &ObjectDb, wants: &[ObjectId], haves: &[ObjectId], ca
     // 1. Commits the client has: everything reachable from its haves.
     let mut have_commits: HashSet<ObjectId> = HashSet::new();
     let mut queue: VecDeque<ObjectId> = VecDeque::new();
-    for have in haves.iter().filter(|h| db.contains(h)) {
+    for have in haves
+        .iter()
+        .chain(&shallow.client_shallows)
+        .filter(|h| db.contains(h))
+    {
         let (_, target, kind) = w.peel(*have)?;
         if kind == Kind::Commit && have_commits.insert(target) {
             queue.push_back(target);
         }
     }
     while let Some(c) = queue.pop_front() {
+        if shallow.client_shallows.contains(&c) {
+            continue;
+        }
         let (_, parents) = w.commit_links(&c)?;
         for p in parents {
             if db.contains(&p) && have_commits.insert(p) {
@@ -174,11 +202,22 @@ pub fn objects_to_send(db: &ObjectDb, wants: &[ObjectId], haves: &[ObjectId], ca
             _ => other_roots.push((target, kind)),
         }
     }
+    for u in &shallow.unshallows {
+        let (_, parents) = w.commit_links(u)?;
+        for p in parents {
+            if !have_commits.contains(&p) && seen.insert(p) {
+                queue.push_back(p);
+            }
+        }
+    }
     while let Some(c) = queue.pop_front() {
         out.objects.push(c);
         out.commits += 1;
         let (tree, parents) = w.commit_links(&c)?;
         commits.push((c, tree));
+        if shallow.boundary.contains(&c) {
+            continue;
+        }
         for p in parents {
             if have_commits.contains(&p) {
                 edges.insert(p);
@@ -219,7 +258,11 @@ pub fn objects_to_send(db: &ObjectDb, wants: &[ObjectId], haves: &[ObjectId], ca
 /// `include-tag`: adds the annotated tags (from `tags`: tag oid → peeled oid)
 /// whose peeled object is sent, as git's upload-pack does for auto-following tags.
 /// Tags pointing at tags are followed through `db`.
-pub fn include_tags(db: &ObjectDb, walk: &mut Walk, tags: &[(ObjectId, ObjectId)]) -> Result<(), WalkError> {
+pub fn include_tags(
+    db: &ObjectDb,
+    walk: &mut Walk,
+    tags: &[(ObjectId, ObjectId)],
+) -> Result<(), WalkError> {
     let mut sent: HashSet<ObjectId> = walk.objects.iter().copied().collect();
     let mut w = Walker {
         db,

@@ -64,7 +64,7 @@ pub struct ContainerIndex {
 impl ContainerIndex {
     /// Builds an index from entries in any order (sorted here; duplicate oids keep the first).
     pub fn from_entries(mut entries: Vec<IndexEntry>) -> Self {
-        entries.sort_by(|a, b| a.oid.cmp(&b.oid));
+        entries.sort_by_key(|e| e.oid);
         entries.dedup_by(|a, b| a.oid == b.oid);
         let mut fanout = vec![0u32; 256];
         for e in &entries {
@@ -96,7 +96,11 @@ impl ContainerIndex {
     /// The entry of `oid`, found through the fanout and a binary search (O(log n)).
     pub fn lookup(&self, oid: &gix_hash::oid) -> Option<&IndexEntry> {
         let first = oid.as_bytes()[0] as usize;
-        let lo = if first == 0 { 0 } else { self.fanout[first - 1] as usize };
+        let lo = if first == 0 {
+            0
+        } else {
+            self.fanout[first - 1] as usize
+        };
         let hi = self.fanout[first] as usize;
         let slice = &self.entries[lo..hi];
         slice
@@ -136,14 +140,17 @@ impl ContainerIndex {
     /// Decompresses and checks an index written by [`ContainerIndex::encode`].
     pub fn decode(bytes: &[u8]) -> Result<Self, IndexError> {
         use std::io::Read;
-        let decoder = zstd::stream::read::Decoder::new(bytes).map_err(|e| IndexError::Decompress(e.to_string()))?;
+        let decoder = zstd::stream::read::Decoder::new(bytes)
+            .map_err(|e| IndexError::Decompress(e.to_string()))?;
         let mut raw = Vec::new();
         decoder
             .take(MAX_INDEX_BYTES as u64 + 1)
             .read_to_end(&mut raw)
             .map_err(|e| IndexError::Decompress(e.to_string()))?;
         if raw.len() > MAX_INDEX_BYTES {
-            return Err(IndexError::Decompress("index is larger than the limit".into()));
+            return Err(IndexError::Decompress(
+                "index is larger than the limit".into(),
+            ));
         }
         if raw.len() < HEADER + 32 {
             return Err(IndexError::Corrupt("too short"));
@@ -162,7 +169,9 @@ impl ContainerIndex {
         }
         let count = u32_at(8) as usize;
         if body.len() != HEADER + count * ROW {
-            return Err(IndexError::Corrupt("length does not match the object count"));
+            return Err(IndexError::Corrupt(
+                "length does not match the object count",
+            ));
         }
         let fanout: Vec<u32> = (0..256).map(|i| u32_at(12 + 4 * i)).collect();
         if fanout[255] as usize != count || fanout.windows(2).any(|w| w[0] > w[1]) {
@@ -222,7 +231,9 @@ mod tests {
         for e in &entries {
             assert_eq!(back.lookup(&e.oid), Some(e));
         }
-        assert!(back.lookup(&ObjectId::from_bytes_or_panic(&[1; 20])).is_none());
+        assert!(back
+            .lookup(&ObjectId::from_bytes_or_panic(&[1; 20]))
+            .is_none());
     }
 
     #[test]

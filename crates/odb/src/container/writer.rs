@@ -92,7 +92,13 @@ impl ContainerWriter {
     }
 
     /// Appends a whole object: `zlib` is the zlib stream of its `size` bytes, kept verbatim.
-    pub fn append_whole(&mut self, oid: ObjectId, kind: gix_object::Kind, size: u64, zlib: &[u8]) -> io::Result<()> {
+    pub fn append_whole(
+        &mut self,
+        oid: ObjectId,
+        kind: gix_object::Kind,
+        size: u64,
+        zlib: &[u8],
+    ) -> io::Result<()> {
         let type_id = record::type_id_from_kind(kind);
         self.header.clear();
         record::write_header(type_id, size, BaseRef::None, &mut self.header);

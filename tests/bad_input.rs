@@ -1,0 +1,343 @@
+//! Malformed pushes that git itself never sends, made by hand and POSTed
+//! raw: each is refused with the reason canonical git gives, the repository
+//! is unchanged, and the server goes on serving.
+
+mod common;
+
+use std::path::Path;
+
+fn fs_entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+use common::*;
+
+/// A repository pushed with git: main = C1 - C2.
+struct Setup {
+    server: Server,
+    tmp: tempfile::TempDir,
+    url: String,
+    c1: String,
+    c2: String,
+    before: String,
+}
+
+const REPO: &str = "victim";
+
+fn setup() -> Setup {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "C1");
+    let c2 = commit_files(&work, &[("a.txt", "one\ntwo\n")], "C2");
+    let url = server.url(REPO);
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let before = ls_remote(&url);
+    Setup {
+        server,
+        tmp,
+        url,
+        c1,
+        c2,
+        before,
+    }
+}
+
+impl Setup {
+    /// A valid pack holding a new commit C3 on top of C2 (blob, tree,
+    /// commit, in that order) and C3's id.
+    fn c3_pack(&self) -> (PackBuilder, String) {
+        let text: String = (0..200)
+            .map(|i| format!("line {i} of the new file\n"))
+            .collect();
+        let blob = text.into_bytes();
+        let blob_id = object_id(Kind::Blob, &blob);
+        let tree = tree_data(&[("100644", "new.txt", &blob_id)]);
+        let tree_id = object_id(Kind::Tree, &tree);
+        let commit = commit_data(&tree_id, &[&self.c2], "C3\n");
+        let c3 = object_id(Kind::Commit, &commit);
+        let pack = PackBuilder::default()
+            .add(Kind::Blob, &blob)
+            .add(Kind::Tree, &tree)
+            .add(Kind::Commit, &commit);
+        (pack, c3)
+    }
+
+    fn push_raw(&self, commands: &[(&str, &str, &str)], caps: &str, pack: Option<&[u8]>) -> Report {
+        let body = receive_pack_request(commands, caps, pack);
+        let resp = post_receive_pack(&self.server, REPO, &body);
+        // canonical: 200 with Content-Type application/x-git-receive-pack-result
+        assert_eq!(resp.status, 200, "{resp:?}");
+        assert_eq!(
+            resp.header("content-type"),
+            Some("application/x-git-receive-pack-result")
+        );
+        report_status(&resp.body)
+    }
+
+    /// Nothing changed and the server still serves a correct clone.
+    fn assert_unchanged_and_serving(&self) {
+        assert_eq!(ls_remote(&self.url), self.before, "the repository changed");
+        let dir = self.tmp.path().join("after");
+        git(
+            self.tmp.path(),
+            &["clone", "--quiet", "--mirror", &self.url, "after"],
+        );
+        assert_eq!(git_out(&dir, &["rev-parse", "main"]), self.c2);
+        fsck(Path::new(&dir));
+        // and a good push still works
+        let (pack, c3) = self.c3_pack();
+        let report = self.push_raw(
+            &[(&self.c2, &c3, "refs/heads/main")],
+            "report-status",
+            Some(&pack.build()),
+        );
+        assert_eq!(report.unpack, "ok");
+        assert_eq!(report.refs, vec!["ok refs/heads/main".to_owned()]);
+    }
+}
+
+/// The pack itself is bad. canonical (all three damaged-pack cases):
+///   unpack unpack-objects abnormal exit      (packs below receive.unpackLimit,
+///   unpack index-pack abnormal exit           100 objects; index-pack above)
+///   ng refs/heads/main unpacker error
+/// The unpack reason names git's internals, so only "not ok" is asserted.
+fn assert_unpacker_error(r: &Report, refname: &str) {
+    assert!(!r.unpack.is_empty() && r.unpack != "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        vec![format!("ng {refname} unpacker error")],
+        "{r:?}"
+    );
+}
+
+/// (a) a byte flipped inside an object's zlib stream (trailer recomputed).
+#[test]
+fn corrupt_zlib_stream() {
+    let s = setup();
+    let (pack, c3) = s.c3_pack();
+    let (at, len) = pack.offsets()[0];
+    let mut bytes = pack.build();
+    bytes[at + len / 2] ^= 0x55;
+    fix_trailer(&mut bytes);
+    let r = s.push_raw(
+        &[(&s.c2, &c3, "refs/heads/main")],
+        "report-status",
+        Some(&bytes),
+    );
+    assert_unpacker_error(&r, "refs/heads/main");
+    s.assert_unchanged_and_serving();
+}
+
+/// (b) the pack cut in the middle.
+#[test]
+fn truncated_pack() {
+    let s = setup();
+    let (pack, c3) = s.c3_pack();
+    let bytes = pack.build();
+    let r = s.push_raw(
+        &[(&s.c2, &c3, "refs/heads/main")],
+        "report-status",
+        Some(&bytes[..bytes.len() / 2]),
+    );
+    assert_unpacker_error(&r, "refs/heads/main");
+    s.assert_unchanged_and_serving();
+}
+
+/// (c) a wrong SHA-1 trailer.
+#[test]
+fn wrong_trailer() {
+    let s = setup();
+    let (pack, c3) = s.c3_pack();
+    let mut bytes = pack.build();
+    *bytes.last_mut().unwrap() ^= 1;
+    let r = s.push_raw(
+        &[(&s.c2, &c3, "refs/heads/main")],
+        "report-status",
+        Some(&bytes),
+    );
+    assert_unpacker_error(&r, "refs/heads/main");
+    s.assert_unchanged_and_serving();
+}
+
+/// (d) a commit that does not parse (no tree line).
+#[test]
+fn unparseable_commit() {
+    let s = setup();
+    let commit = b"author A U Thor <author@example.com> 1700000000 +0000\n\
+committer C O Mitter <committer@example.com> 1700000000 +0000\n\nno tree\n";
+    let id = object_id(Kind::Commit, commit);
+    let pack = PackBuilder::default().add(Kind::Commit, commit).build();
+    let r = s.push_raw(
+        &[(ZERO_OID, &id, "refs/heads/broken")],
+        "report-status",
+        Some(&pack),
+    );
+    // canonical, default config (no object checks; the connectivity walk
+    // cannot parse it):
+    //   unpack ok
+    //   ng refs/heads/broken missing necessary objects
+    // canonical with receive.fsckObjects=true (checked while unpacking):
+    //   unpack unpack-objects abnormal exit   (or index-pack abnormal exit)
+    //   ng refs/heads/broken unpacker error
+    // gitstow checks objects while indexing, so either refusal is right.
+    let checked = r.unpack != "ok" && r.refs == ["ng refs/heads/broken unpacker error"];
+    let walked = r.unpack == "ok" && r.refs == ["ng refs/heads/broken missing necessary objects"];
+    assert!(checked || walked, "{r:?}");
+    s.assert_unchanged_and_serving();
+}
+
+/// (e) a commit whose tree is in neither the pack nor the repository.
+#[test]
+fn missing_object() {
+    let s = setup();
+    let absent_tree = object_id(Kind::Tree, &tree_data(&[("100644", "ghost", &s.c1)]));
+    let commit = commit_data(&absent_tree, &[&s.c2], "points at nothing\n");
+    let id = object_id(Kind::Commit, &commit);
+    let pack = PackBuilder::default().add(Kind::Commit, &commit).build();
+    let r = s.push_raw(
+        &[(&s.c2, &id, "refs/heads/main")],
+        "report-status",
+        Some(&pack),
+    );
+    // canonical (default config; the pack is fine, connectivity is not):
+    //   unpack ok
+    //   ng refs/heads/main missing necessary objects
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        ["ng refs/heads/main missing necessary objects"],
+        "{r:?}"
+    );
+    // a ref at an object that is nowhere, with an empty pack
+    let empty = PackBuilder::default().build();
+    let r = s.push_raw(
+        &[(ZERO_OID, &id, "refs/heads/ghost")],
+        "report-status",
+        Some(&empty),
+    );
+    // canonical: "unpack ok", "ng refs/heads/ghost missing necessary objects"
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        ["ng refs/heads/ghost missing necessary objects"],
+        "{r:?}"
+    );
+    s.assert_unchanged_and_serving();
+}
+
+/// (f) an invalid ref name, at a commit the server has (empty pack).
+#[test]
+fn invalid_ref_name() {
+    let s = setup();
+    let empty = PackBuilder::default().build();
+    let r = s.push_raw(
+        &[(ZERO_OID, &s.c2, "refs/heads/bad..name")],
+        "report-status",
+        Some(&empty),
+    );
+    // canonical: "unpack ok", "ng refs/heads/bad..name funny refname"
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, ["ng refs/heads/bad..name funny refname"], "{r:?}");
+    s.assert_unchanged_and_serving();
+}
+
+/// (g) a stale old value (main is at C2, the command says C1).
+#[test]
+fn stale_old_value() {
+    let s = setup();
+    let (pack, c3) = s.c3_pack();
+    let r = s.push_raw(
+        &[(&s.c1, &c3, "refs/heads/main")],
+        "report-status side-band-64k",
+        Some(&pack.build()),
+    );
+    // canonical (report inside side-band channel 1):
+    //   unpack ok
+    //   ng refs/heads/main failed to update ref
+    // and on channel 2: "error: cannot lock ref 'refs/heads/main': is at
+    // <C2> but expected <C1>"
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, ["ng refs/heads/main failed to update ref"], "{r:?}");
+    s.assert_unchanged_and_serving();
+}
+
+/// (h) atomic: a valid create plus a stale update; neither lands.
+#[test]
+fn atomic_with_a_stale_old_value() {
+    let s = setup();
+    let (pack, c3) = s.c3_pack();
+    let r = s.push_raw(
+        &[
+            (ZERO_OID, &s.c2, "refs/heads/side"),
+            (&s.c1, &c3, "refs/heads/main"),
+        ],
+        "report-status atomic",
+        Some(&pack.build()),
+    );
+    // canonical:
+    //   unpack ok
+    //   ng refs/heads/side atomic transaction failed
+    //   ng refs/heads/main atomic transaction failed
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        [
+            "ng refs/heads/side atomic transaction failed",
+            "ng refs/heads/main atomic transaction failed"
+        ],
+        "{r:?}"
+    );
+    s.assert_unchanged_and_serving();
+}
+
+/// (i) not pkt-lines at all.
+#[test]
+fn garbage_request() {
+    let s = setup();
+    let resp = post_receive_pack(&s.server, REPO, b"hello, this is not a pkt-line stream\n");
+    // canonical: 200, Content-Type application/x-git-receive-pack-result,
+    // empty body (receive-pack dies on "bad line length character")
+    assert!(
+        resp.status == 200 || (400..500).contains(&resp.status),
+        "{resp:?}"
+    );
+    let r = report_status(&resp.body);
+    assert!(
+        r.unpack != "ok" && r.refs.iter().all(|l| !l.starts_with("ok")),
+        "{r:?}"
+    );
+    s.assert_unchanged_and_serving();
+}
+
+/// A repository that does not exist: clone fails, info/refs is 404.
+#[test]
+fn missing_repository() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let err = git_fail(tmp.path(), &["clone", &server.url("absent"), "x"]);
+    // canonical: "fatal: repository 'http://127.0.0.1:PORT/absent.git/' not found"
+    assert!(err.contains("absent.git/' not found"), "{err}");
+    let resp = http(
+        server.port(),
+        "GET",
+        "/absent.git/info/refs?service=git-upload-pack",
+        &[],
+        b"",
+    );
+    // canonical: "HTTP/1.1 404 Not Found", empty body
+    assert_eq!(resp.status, 404, "{resp:?}");
+    // and reading it did not create it
+    let entries = fs_entries(server.store_dir());
+    assert!(
+        !entries.iter().any(|e| e.starts_with("absent")),
+        "{entries:?}"
+    );
+}
