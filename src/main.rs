@@ -1,1 +1,3 @@
-fn main() { std::process::exit(gitstow_server::cli::main()) }
+fn main() {
+    std::process::exit(gitstow_server::cli::main())
+}
