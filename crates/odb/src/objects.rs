@@ -1,7 +1,6 @@
 //! Reading objects back: lookups across container indexes and delta-chain
 //! resolution with a bounded cache of resolved bases.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use gitstow_store::ObjectStore;
@@ -34,7 +33,7 @@ pub struct Location<'a> {
 /// A bounded cache of resolved objects (delta bases), by oid.
 #[derive(Debug)]
 pub struct ObjectCache {
-    map: HashMap<ObjectId, Object>,
+    map: gix_hashtable::HashMap<ObjectId, Object>,
     bytes: usize,
     limit: usize,
 }
@@ -43,7 +42,7 @@ impl ObjectCache {
     /// A cache holding at most `limit` bytes of object data; when full it is emptied.
     pub fn new(limit: usize) -> Self {
         ObjectCache {
-            map: HashMap::new(),
+            map: Default::default(),
             bytes: 0,
             limit,
         }

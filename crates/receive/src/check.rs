@@ -1,8 +1,6 @@
 //! Object checks done while resolving: every object must parse (gix-object),
 //! and the objects it names are collected for the connectivity check.
 
-use std::collections::HashSet;
-
 use gix_hash::ObjectId;
 use gix_object::{Kind, ObjectRef};
 
@@ -10,7 +8,7 @@ use gix_object::{Kind, ObjectRef};
 #[derive(Debug, Default)]
 pub struct Collected {
     /// Every object named by a pushed commit, tree (except gitlinks) or tag.
-    pub references: HashSet<ObjectId>,
+    pub references: gix_hashtable::HashSet,
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// Every object of the push, in resolution order.

@@ -8,7 +8,6 @@
 //! threads × chain depth × object size; nothing is inflated twice but roots
 //! (once in pass 1 to find their end, as git's index-pack does).
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -77,7 +76,7 @@ struct Shared<'a> {
     opts: ResolveOptions,
     child_start: Vec<u32>,
     children: Vec<u32>,
-    ref_children: Mutex<HashMap<ObjectId, Vec<u32>>>,
+    ref_children: Mutex<gix_hashtable::HashMap<ObjectId, Vec<u32>>>,
     counters: &'a Counters,
     staged: AtomicU64,
     thin_bases: AtomicU64,
@@ -107,7 +106,7 @@ pub fn resolve(
     let n = pack.entries.len();
     // OFS children in CSR form: children[child_start[i]..child_start[i+1]].
     let mut child_start = vec![0u32; n + 1];
-    let mut ref_children: HashMap<ObjectId, Vec<u32>> = HashMap::new();
+    let mut ref_children: gix_hashtable::HashMap<ObjectId, Vec<u32>> = Default::default();
     for (i, e) in pack.entries.iter().enumerate() {
         match e.kind {
             EntryKind::OfsDelta(base) => child_start[base as usize + 1] += 1,

@@ -7,7 +7,6 @@
 //! `ofs-delta`) or REF_DELTA oid. A delta whose base is not sent is resolved
 //! and deflated as a whole object. No delta search is done.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use gitstow_odb::record::{self, BaseRef};
@@ -81,8 +80,9 @@ pub fn write_pack(
         located.push((loc.container, loc.entry.offset, loc.entry));
     }
     located.sort_unstable_by_key(|(c, off, _)| (*c, *off));
-    let sending: std::collections::HashSet<ObjectId> = objects.iter().copied().collect();
-    let mut written_at: HashMap<ObjectId, u64> = HashMap::with_capacity(objects.len());
+    let sending: gix_hashtable::HashSet = objects.iter().copied().collect();
+    let mut written_at: gix_hashtable::HashMap<ObjectId, u64> =
+        gix_hashtable::HashMap::with_capacity_and_hasher(objects.len(), Default::default());
     let mut cache = ObjectCache::new(opts.cache_bytes);
     let mut stats = PackStats::default();
     let mut w = HashingWriter {

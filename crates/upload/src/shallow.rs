@@ -7,7 +7,9 @@
 //! boundary. It returns the `shallow`/`unshallow` lines to send and the
 //! boundary the reachability walk must respect.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use gix_hashtable::{HashMap, HashSet};
 
 use gitstow_odb::{ObjectCache, ObjectDb, RepoState};
 use gix_hash::ObjectId;
@@ -50,9 +52,9 @@ pub struct ShallowPlan {
     pub unshallows: Vec<ObjectId>,
     /// Commits whose parents must not be sent: the new shallows and the
     /// client's shallows that stay shallow.
-    pub boundary: HashSet<ObjectId>,
+    pub boundary: HashSet,
     /// The client's shallow commits as it sent them (it lacks their parents).
-    pub client_shallows: HashSet<ObjectId>,
+    pub client_shallows: HashSet,
 }
 
 /// Resolves `deepen-not` names as git's `dwim_ref` does for the common cases:
@@ -114,7 +116,7 @@ pub fn plan(
     wants: &[ObjectId],
     req: &ShallowRequest,
 ) -> Result<ShallowPlan, WalkError> {
-    let client: HashSet<ObjectId> = req.client_shallows.iter().copied().collect();
+    let client: HashSet = req.client_shallows.iter().copied().collect();
     let mut out = ShallowPlan {
         client_shallows: client.clone(),
         ..Default::default()
@@ -126,12 +128,12 @@ pub fn plan(
     let mut commits = Commits {
         db,
         cache: ObjectCache::new(8 << 20),
-        memo: HashMap::new(),
+        memo: HashMap::default(),
     };
-    let excluded: HashSet<ObjectId> = if req.deepen_not.is_empty() {
-        HashSet::new()
+    let excluded: HashSet = if req.deepen_not.is_empty() {
+        HashSet::default()
     } else {
-        let mut set = HashSet::new();
+        let mut set = HashSet::default();
         let mut queue: VecDeque<ObjectId> = req.deepen_not.iter().copied().collect();
         while let Some(c) = queue.pop_front() {
             if set.insert(c) {
@@ -167,7 +169,7 @@ pub fn plan(
     }
     let seeds = seeds_peeled;
     let start_depth = if req.deepen_relative { 0 } else { 1 };
-    let mut depth: HashMap<ObjectId, u32> = HashMap::new();
+    let mut depth: HashMap<ObjectId, u32> = HashMap::default();
     let mut queue: VecDeque<ObjectId> = VecDeque::new();
     for s in seeds {
         if db.contains(&s) && !depth.contains_key(&s) {
@@ -175,7 +177,7 @@ pub fn plan(
             queue.push_back(s);
         }
     }
-    let mut expanded: HashSet<ObjectId> = HashSet::new();
+    let mut expanded: HashSet = HashSet::default();
     while let Some(c) = queue.pop_front() {
         let d = depth[&c];
         let (parents, _) = commits.get(&c)?;
@@ -203,7 +205,7 @@ pub fn plan(
         }
         expanded.insert(c);
         for p in parents {
-            if let std::collections::hash_map::Entry::Vacant(e) = depth.entry(p) {
+            if let gix_hashtable::hash_map::Entry::Vacant(e) = depth.entry(p) {
                 e.insert(d.saturating_add(1));
                 queue.push_back(p);
             }

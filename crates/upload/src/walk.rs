@@ -5,7 +5,9 @@
 //! from the trees of the boundary commits (the haves' side of the edge), plus
 //! tags named by the wants.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use gix_hashtable::HashSet;
 
 use gitstow_odb::{ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
@@ -102,8 +104,8 @@ impl Walker<'_> {
     fn walk_tree(
         &mut self,
         tree: ObjectId,
-        seen: &mut HashSet<ObjectId>,
-        exclude: &HashSet<ObjectId>,
+        seen: &mut HashSet,
+        exclude: &HashSet,
         emit: &mut dyn FnMut(ObjectId),
     ) -> Result<(), WalkError> {
         if exclude.contains(&tree) || !seen.insert(tree) {
@@ -157,7 +159,7 @@ pub fn objects_to_send(
         }
     }
     // 1. Commits the client has: everything reachable from its haves.
-    let mut have_commits: HashSet<ObjectId> = HashSet::new();
+    let mut have_commits: HashSet = HashSet::default();
     let mut queue: VecDeque<ObjectId> = VecDeque::new();
     for have in haves
         .iter()
@@ -181,11 +183,11 @@ pub fn objects_to_send(
         }
     }
     // 2. Commits to send, and the boundary commits on the client's side.
-    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut seen: HashSet = HashSet::default();
     let mut out = Walk::default();
     let mut commits: Vec<(ObjectId, ObjectId)> = Vec::new();
     let mut other_roots: Vec<(ObjectId, Kind)> = Vec::new();
-    let mut edges: HashSet<ObjectId> = HashSet::new();
+    let mut edges: HashSet = HashSet::default();
     for want in wants {
         let (tags, target, kind) = w.peel(*want)?;
         for t in tags {
@@ -227,11 +229,11 @@ pub fn objects_to_send(
         }
     }
     // 3. Trees and blobs the client has through the boundary commits.
-    let mut excluded: HashSet<ObjectId> = HashSet::new();
-    let none = HashSet::new();
+    let mut excluded: HashSet = HashSet::default();
+    let none = HashSet::default();
     for e in &edges {
         let (tree, _) = w.commit_links(e)?;
-        let mut scratch = HashSet::new();
+        let mut scratch = HashSet::default();
         std::mem::swap(&mut scratch, &mut excluded);
         w.walk_tree(tree, &mut scratch, &none, &mut |_| {})?;
         excluded = scratch;
@@ -263,7 +265,7 @@ pub fn include_tags(
     walk: &mut Walk,
     tags: &[(ObjectId, ObjectId)],
 ) -> Result<(), WalkError> {
-    let mut sent: HashSet<ObjectId> = walk.objects.iter().copied().collect();
+    let mut sent: HashSet = walk.objects.iter().copied().collect();
     let mut w = Walker {
         db,
         cache: ObjectCache::new(1 << 20),

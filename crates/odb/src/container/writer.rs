@@ -1,7 +1,6 @@
 //! Writing a container: records are appended to a staging file while its
 //! SHA-256 is computed; sealing names the container by that hash.
 
-use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
@@ -17,7 +16,7 @@ pub struct ContainerWriter {
     hasher: Sha256,
     len: u64,
     entries: Vec<IndexEntry>,
-    offsets: HashMap<ObjectId, u64>,
+    offsets: gix_hashtable::HashMap<ObjectId, u64>,
     header: Vec<u8>,
 }
 
@@ -51,7 +50,7 @@ impl ContainerWriter {
             hasher: Sha256::new(),
             len: 0,
             entries: Vec::new(),
-            offsets: HashMap::new(),
+            offsets: Default::default(),
             header: Vec::with_capacity(32),
         })
     }
