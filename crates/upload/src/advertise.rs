@@ -45,6 +45,7 @@ pub fn upload_pack_v0_capabilities(state: &RepoState) -> Vec<String> {
         "deepen-since",
         "deepen-not",
         "deepen-relative",
+        "filter",
         "multi_ack_detailed",
         "allow-tip-sha1-in-want",
         "allow-reachable-sha1-in-want",
@@ -65,7 +66,7 @@ pub fn upload_pack_v2_capabilities() -> Vec<String> {
     vec![
         format!("agent={AGENT}"),
         "ls-refs=unborn".into(),
-        "fetch=shallow".into(),
+        "fetch=shallow filter".into(),
         "server-option".into(),
         "object-format=sha1".into(),
     ]

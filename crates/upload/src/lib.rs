@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod advertise;
+pub mod filter;
 pub mod negotiate;
 pub mod pack;
 pub mod shallow;
@@ -99,6 +100,7 @@ pub fn serve_v0(
             return Err(Error::Walk(walk::WalkError::NotOurRef(*want)));
         }
     }
+    let filter = parse_filter(req.filter.as_deref())?;
     let shallow_req = shallow::ShallowRequest {
         client_shallows: req.shallows.clone(),
         deepen: req.deepen,
@@ -141,8 +143,16 @@ pub fn serve_v0(
     } else {
         None
     };
-    let mut walk =
-        walk::objects_to_send(&db, &req.wants, &common, &shallow_plan, opts.cache_bytes)?;
+    let mut walk = walk::objects_to_send(
+        &db,
+        &req.wants,
+        &walk::WalkOptions {
+            haves: &common,
+            shallow: &shallow_plan,
+            filter,
+            cache_bytes: opts.cache_bytes,
+        },
+    )?;
     if req.capabilities.contains("include-tag") {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
@@ -153,6 +163,12 @@ pub fn serve_v0(
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
     Ok(outcome)
+}
+
+fn parse_filter(spec: Option<&str>) -> Result<Option<filter::Filter>, Error> {
+    spec.map(filter::Filter::parse)
+        .transpose()
+        .map_err(Error::Protocol)
 }
 
 /// (tag oid, peeled oid) of every ref that points at an annotated tag.
@@ -283,6 +299,7 @@ fn fetch_v2(
             return Ok(outcome);
         }
     }
+    let filter = parse_filter(args.filter.as_deref())?;
     let shallow_req = shallow::ShallowRequest {
         client_shallows: args.shallows.clone(),
         deepen: args.deepen,
@@ -300,8 +317,16 @@ fn fetch_v2(
         )?;
     }
     write_text(&mut &mut *out, "packfile")?;
-    let mut walk =
-        walk::objects_to_send(&db, &args.wants, &common, &shallow_plan, opts.cache_bytes)?;
+    let mut walk = walk::objects_to_send(
+        &db,
+        &args.wants,
+        &walk::WalkOptions {
+            haves: &common,
+            shallow: &shallow_plan,
+            filter,
+            cache_bytes: opts.cache_bytes,
+        },
+    )?;
     if args.include_tag {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }

@@ -13,6 +13,7 @@ use gitstow_odb::{ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
 use gix_object::Kind;
 
+use crate::filter::Filter;
 use crate::shallow::ShallowPlan;
 
 /// Why the walk failed.
@@ -100,21 +101,30 @@ impl Walker<'_> {
         }
     }
 
-    /// Adds `tree` and everything below it to `seen`, calling `emit` for each new object.
+    /// Adds `tree` and everything below it to `seen`, calling `emit` for each
+    /// new object that `filter` keeps.
     fn walk_tree(
         &mut self,
         tree: ObjectId,
         seen: &mut HashSet,
         exclude: &HashSet,
+        filter: Option<Filter>,
         emit: &mut dyn FnMut(ObjectId),
     ) -> Result<(), WalkError> {
+        if filter.is_some_and(|f| !f.keeps_depth(0)) {
+            return Ok(());
+        }
         if exclude.contains(&tree) || !seen.insert(tree) {
             return Ok(());
         }
         emit(tree);
-        let mut stack = vec![tree];
-        while let Some(t) = stack.pop() {
+        let mut stack = vec![(tree, 0u64)];
+        while let Some((t, depth)) = stack.pop() {
             let obj = self.read(&t, "tree")?;
+            let child_depth = depth + 1;
+            if filter.is_some_and(|f| !f.keeps_depth(child_depth)) {
+                continue;
+            }
             for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
                 let entry = entry.map_err(|e| WalkError::Corrupt {
                     oid: t,
@@ -124,12 +134,20 @@ impl Walker<'_> {
                     continue;
                 }
                 let id = entry.oid.to_owned();
+                if let Some(f) = filter {
+                    if !entry.mode.is_tree() {
+                        let size = self.db.lookup(&id).map_or(0, |l| l.entry.size);
+                        if !f.keeps_blob(size) {
+                            continue;
+                        }
+                    }
+                }
                 if exclude.contains(&id) || !seen.insert(id) {
                     continue;
                 }
                 emit(id);
                 if entry.mode.is_tree() {
-                    stack.push(id);
+                    stack.push((id, child_depth));
                 }
             }
         }
@@ -137,18 +155,31 @@ impl Walker<'_> {
     }
 }
 
-/// Computes the objects to send for `wants` given the client's `haves`
-/// (haves the repository lacks are ignored) and its shallow state: commits in
+/// What the client has and asked for, besides its wants.
+#[derive(Debug, Clone, Copy)]
+pub struct WalkOptions<'a> {
+    /// `have` lines the repository has.
+    pub haves: &'a [ObjectId],
+    /// The shallow boundary.
+    pub shallow: &'a ShallowPlan,
+    /// The partial-clone filter, if any.
+    pub filter: Option<Filter>,
+    /// Bytes of the delta-base cache.
+    pub cache_bytes: usize,
+}
+
+/// Computes the objects to send for `wants` given the client's haves (haves
+/// the repository lacks are ignored), its shallow state and filter: commits in
 /// `shallow.boundary` are sent without their parents, the client's shallow
-/// commits count as haves whose parents it lacks, and the parents of
-/// `shallow.unshallows` are sent. `cache_bytes` bounds the delta-base cache.
+/// commits count as haves whose parents it lacks, the parents of
+/// `shallow.unshallows` are sent, and the filter drops trees and blobs reached
+/// through trees (never objects named by a want).
 pub fn objects_to_send(
     db: &ObjectDb,
     wants: &[ObjectId],
-    haves: &[ObjectId],
-    shallow: &ShallowPlan,
-    cache_bytes: usize,
+    opts: &WalkOptions<'_>,
 ) -> Result<Walk, WalkError> {
+    let (haves, shallow, cache_bytes) = (opts.haves, opts.shallow, opts.cache_bytes);
     let mut w = Walker {
         db,
         cache: ObjectCache::new(cache_bytes),
@@ -235,17 +266,30 @@ pub fn objects_to_send(
         let (tree, _) = w.commit_links(e)?;
         let mut scratch = HashSet::default();
         std::mem::swap(&mut scratch, &mut excluded);
-        w.walk_tree(tree, &mut scratch, &none, &mut |_| {})?;
+        w.walk_tree(tree, &mut scratch, &none, None, &mut |_| {})?;
         excluded = scratch;
     }
     // 4. Trees and blobs to send.
     let mut emit_list = Vec::new();
     for (_, tree) in &commits {
-        w.walk_tree(*tree, &mut seen, &excluded, &mut |id| emit_list.push(id))?;
+        w.walk_tree(*tree, &mut seen, &excluded, opts.filter, &mut |id| {
+            emit_list.push(id)
+        })?;
     }
     for (root, kind) in other_roots {
         match kind {
-            Kind::Tree => w.walk_tree(root, &mut seen, &excluded, &mut |id| emit_list.push(id))?,
+            Kind::Tree => {
+                // A wanted tree is sent whatever the filter; its contents are filtered.
+                if seen.insert(root) {
+                    emit_list.push(root);
+                }
+                seen.remove(&root);
+                w.walk_tree(root, &mut seen, &excluded, opts.filter, &mut |id| {
+                    if id != root {
+                        emit_list.push(id)
+                    }
+                })?
+            }
             _ => {
                 if seen.insert(root) {
                     emit_list.push(root);
