@@ -32,6 +32,7 @@ pub fn check_object(
             out.references.extend(c.parents());
         }
         ObjectRef::Tree(t) => {
+            fsck_tree(data).map_err(|why| format!("invalid tree object {oid}: {why}"))?;
             for e in &t.entries {
                 if !e.mode.is_commit() {
                     out.references.insert(e.oid.to_owned());
@@ -46,4 +47,133 @@ pub fn check_object(
     }
     out.oids.push(*oid);
     Ok(())
+}
+
+/// The tree rules of git's `fsck` (fsck.c `fsck_tree`) that matter to a
+/// server: every mode is one git writes, names are plain path components
+/// (not empty, no `/`, not `.`, `..` or `.git` in any spelling HFS+ or NTFS
+/// would fold to it), and entries are sorted in git's tree order without
+/// duplicates. Zero-padded modes (`040000`) are accepted: git's fsck only warns
+/// about them and old histories carry them. The error names the fsck message id.
+pub fn fsck_tree(mut data: &[u8]) -> Result<(), String> {
+    let opts = gix_validate::path::component::Options {
+        protect_windows: false,
+        protect_hfs: true,
+        protect_ntfs: true,
+    };
+    let mut prev: Option<(&[u8], bool)> = None;
+    while !data.is_empty() {
+        let sp = data
+            .iter()
+            .position(|&b| b == b' ')
+            .ok_or("badTree: truncated entry")?;
+        let mode = &data[..sp];
+        let rest = &data[sp + 1..];
+        let nul = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or("badTree: truncated entry")?;
+        let name = &rest[..nul];
+        if rest.len() < nul + 1 + 20 {
+            return Err("badTree: truncated entry".into());
+        }
+        data = &rest[nul + 1 + 20..];
+        let is_tree = match mode {
+            // git fsck only warns about zero-padded modes (old histories have them): accept.
+            b"40000" | b"040000" => true,
+            b"100644" | b"100755" | b"120000" | b"160000" | b"100664" => false,
+            m if m.first() == Some(&b'0')
+                && m.len() == 7
+                && matches!(&m[1..], b"100644" | b"100755" | b"120000" | b"160000") =>
+            {
+                false
+            }
+            _ => return Err("badFilemode: contains bad file modes".into()),
+        };
+        if name.contains(&b'/') {
+            return Err("fullPathname: contains full pathnames".into());
+        }
+        if let Err(e) = gix_validate::path::component(name.into(), None, opts) {
+            use gix_validate::path::component::Error as E;
+            return Err(match e {
+                E::Empty => "emptyName: contains empty pathname".into(),
+                E::DotGitDir => "hasDotgit: contains '.git'".into(),
+                other => format!("badTree: {other}"),
+            });
+        }
+        if let Some((p_name, p_tree)) = prev {
+            if p_name == name {
+                return Err("duplicateEntries: contains duplicate file entries".into());
+            }
+            if tree_order(p_name, p_tree, name, is_tree) != std::cmp::Ordering::Less {
+                return Err("treeNotSorted: not properly sorted".into());
+            }
+        }
+        prev = Some((name, is_tree));
+    }
+    Ok(())
+}
+
+/// git's `base_name_compare`: names compare bytewise, a tree as if it ended in `/`.
+fn tree_order(a: &[u8], a_tree: bool, b: &[u8], b_tree: bool) -> std::cmp::Ordering {
+    let n = a.len().min(b.len());
+    match a[..n].cmp(&b[..n]) {
+        std::cmp::Ordering::Equal => {}
+        other => return other,
+    }
+    let end = |s: &[u8], tree: bool| s.get(n).copied().or(if tree { Some(b'/') } else { None });
+    end(a, a_tree).cmp(&end(b, b_tree))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(entries: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (mode, name) in entries {
+            out.extend_from_slice(mode.as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            out.extend_from_slice(&[0x11; 20]);
+        }
+        out
+    }
+
+    #[test]
+    fn tree_rules() {
+        assert_eq!(
+            fsck_tree(&tree(&[
+                ("100644", "a"),
+                ("40000", "a.b"),
+                ("100644", "a0")
+            ])),
+            Ok(())
+        );
+        // "a" as a tree sorts as "a/", after "a.b"
+        assert_eq!(
+            fsck_tree(&tree(&[
+                ("100644", "a.b"),
+                ("40000", "a"),
+                ("100644", "a0")
+            ])),
+            Ok(())
+        );
+        let err = |t: &[(&str, &str)]| fsck_tree(&tree(t)).unwrap_err();
+        assert!(err(&[("100644", "b"), ("100644", "a")]).starts_with("treeNotSorted"));
+        assert!(err(&[("100644", "a"), ("100644", "a")]).starts_with("duplicateEntries"));
+        assert!(err(&[("100644", "a"), ("40000", "a")]).starts_with("duplicateEntries"));
+        assert!(err(&[("100645", "a")]).starts_with("badFilemode"));
+        assert_eq!(
+            fsck_tree(&tree(&[("040000", "a")])),
+            Ok(()),
+            "zero-padded modes are a warning in git"
+        );
+        assert!(err(&[("40000", ".git")]).starts_with("hasDotgit"));
+        assert!(err(&[("40000", ".GIT")]).starts_with("hasDotgit"));
+        assert!(err(&[("100644", "..")]).starts_with("badTree"));
+        assert!(err(&[("100644", "")]).starts_with("emptyName"));
+        assert!(fsck_tree(b"100644 a\0short").is_err());
+    }
 }
