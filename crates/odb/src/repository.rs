@@ -107,7 +107,11 @@ impl Repository {
     /// A failure other than a lost race is ambiguous (a timeout may come after
     /// the store applied the write), so the state is read back: if it is
     /// exactly what this call wrote, the commit happened.
-    pub fn commit_state(&self, state: &RepoState, expected: Option<&ETag>) -> Result<CommitOutcome> {
+    pub fn commit_state(
+        &self,
+        state: &RepoState,
+        expected: Option<&ETag>,
+    ) -> Result<CommitOutcome> {
         let condition = match expected {
             Some(etag) => PutCondition::IfMatch(etag.clone()),
             None => PutCondition::IfAbsent,
@@ -115,9 +119,8 @@ impl Repository {
         let encoded = state.encode();
         match self.store.put(&self.state_key(), &encoded, condition) {
             Ok(etag) => Ok(CommitOutcome::Committed(etag)),
-            Err(gitstow_store::Error::PreconditionFailed { .. }) | Err(gitstow_store::Error::NotFound { .. }) => {
-                Ok(CommitOutcome::Conflict)
-            }
+            Err(gitstow_store::Error::PreconditionFailed { .. })
+            | Err(gitstow_store::Error::NotFound { .. }) => Ok(CommitOutcome::Conflict),
             Err(e) => match self.store.get(&self.state_key()) {
                 Ok(Some((bytes, etag))) if bytes == encoded => {
                     tracing::warn!(repo = self.name, error = %e, "state write reported an error but landed");

@@ -123,7 +123,7 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The command list is malformed.
-    #[error("protocol error: {0}")]
+    #[error("{0}")]
     Protocol(String),
     /// The repository state could not be read.
     #[error(transparent)]
@@ -219,6 +219,41 @@ pub fn receive_pack(
         &named,
     )?;
     Ok(outcome)
+}
+
+/// Answers a push whose pack is refused before it is read (e.g. larger than
+/// the server's limit): every command gets `ng <ref> unpacker error` after
+/// `unpack <reason>`, as git's receive-pack reports an index-pack failure.
+/// Only the command list at the start of `request` is read.
+pub fn refuse_pack(
+    request: &File,
+    response: &mut dyn Write,
+    reason: &str,
+    opts: &Options,
+) -> Result<Outcome, Error> {
+    let mut reader = PktReader::new(request);
+    let push = read_push_request(&mut reader, opts.max_commands)
+        .map_err(|e| Error::Protocol(e.to_string()))?;
+    let caps = &push.capabilities;
+    if caps.contains("side-band-64k") {
+        let _ = gitstow_protocol::sideband::write_band(
+            &mut &mut *response,
+            Band::Progress,
+            format!("fatal: {reason}\n").as_bytes(),
+        );
+    }
+    let named: Vec<(String, RefStatus)> = push
+        .commands
+        .iter()
+        .map(|c| (c.name.clone(), RefStatus::Rejected("unpacker error".into())))
+        .collect();
+    write_report(response, caps, Err(reason), &named)?;
+    Ok(Outcome {
+        commands: push.commands.len(),
+        unpack_error: Some(reason.to_owned()),
+        push_options: push.push_options,
+        ..Default::default()
+    })
 }
 
 fn write_report(
@@ -330,6 +365,15 @@ fn unpack(
     })
 }
 
+/// The pack type id of an object's kind, from the push's containers or the repository.
+fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> Option<u8> {
+    unpacked
+        .sealed
+        .iter()
+        .find_map(|c| c.index.lookup(oid).map(|e| e.kind))
+        .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
+}
+
 /// Per-command checks, container upload and the ref transaction.
 fn decide(
     repo: &Repository,
@@ -356,6 +400,12 @@ fn decide(
             || unpacked.missing_references > 0
         {
             Some("missing necessary objects".to_owned())
+        } else if cmd.name.starts_with("refs/heads/")
+            && object_kind(&unpacked, db, &cmd.new)
+                .is_some_and(|k| k != gitstow_odb::record::COMMIT)
+        {
+            // git: "trying to write non-commit object … to branch"
+            Some(transaction::FAILED_TO_UPDATE.to_owned())
         } else {
             None
         };

@@ -162,7 +162,8 @@ impl Transaction<'_> {
             let current = state.refs.get(&cmd.name);
             let old_matches = match current {
                 Some(cur) => *cur == cmd.old,
-                None => cmd.old.is_null() || cmd.new.is_null(),
+                // Deleting an absent ref is fine only without an expected value (git's lease check).
+                None => cmd.old.is_null(),
             };
             let conflict = !cmd.new.is_null()
                 && current.is_none()

@@ -80,6 +80,13 @@ fn is_gzip(headers: &HeaderMap) -> bool {
         })
 }
 
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 fn body_error(e: BodyError) -> Response {
     match e {
         BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
@@ -114,8 +121,18 @@ async fn handle(
         (Route::InfoRefs(_), Method::GET) => {
             info_refs(app, name, uri.query().unwrap_or(""), &headers).await
         }
-        (Route::UploadPack(_), Method::POST) => upload_pack(app, name, headers, body).await,
-        (Route::ReceivePack(_), Method::POST) => receive_pack(app, name, headers, body).await,
+        (Route::UploadPack(_), Method::POST) => {
+            match expect_content_type(&headers, "application/x-git-upload-pack-request") {
+                Some(resp) => resp,
+                None => upload_pack(app, name, headers, body).await,
+            }
+        }
+        (Route::ReceivePack(_), Method::POST) => {
+            match expect_content_type(&headers, "application/x-git-receive-pack-request") {
+                Some(resp) => resp,
+                None => receive_pack(app, name, headers, body).await,
+            }
+        }
         (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
@@ -124,6 +141,20 @@ async fn handle(
             "not found (gitstow serves smart HTTP only)",
         ),
     }
+}
+
+/// git http-backend's check: a POST must carry the service's request type (415 otherwise).
+fn expect_content_type(headers: &HeaderMap, expected: &str) -> Option<Response> {
+    let got = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    (got != expected).then(|| {
+        error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Expected POST with Content-Type '{expected}'"),
+        )
+    })
 }
 
 fn service_from_query(query: &str) -> Option<Service> {
@@ -160,11 +191,15 @@ fn not_found(name: &str) -> Response {
 }
 
 async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap) -> Response {
+    let requested = query.split('&').find_map(|kv| kv.strip_prefix("service="));
     let Some(service) = service_from_query(query) else {
-        return error(
-            StatusCode::FORBIDDEN,
-            "dumb HTTP is not supported: request info/refs with ?service=git-upload-pack or git-receive-pack",
-        );
+        return match requested {
+            Some(other) => error(StatusCode::FORBIDDEN, format!("unsupported service '{other}'")),
+            None => error(
+                StatusCode::FORBIDDEN,
+                "dumb HTTP is not supported: request info/refs with ?service=git-upload-pack or git-receive-pack",
+            ),
+        };
     };
     let state = match load_state(&app, &name).await {
         Ok(s) => s,
@@ -271,16 +306,18 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
             Err(resp) => return resp,
         }
     }
+    let limit = app.config.max_push_bytes;
+    if let Some(declared) = content_length(&headers) {
+        if declared > limit.saturating_mul(2) {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("push of {declared} bytes exceeds the limit of {limit} bytes"),
+            );
+        }
+    }
     let staging_dir = app.config.receive.staging_dir.clone();
-    let request = match body::spool(
-        body,
-        is_gzip(&headers),
-        app.config.max_push_bytes,
-        staging_dir.as_deref(),
-    )
-    .await
-    {
-        Ok(f) => f,
+    let spooled = match body::spool(body, is_gzip(&headers), limit, staging_dir.as_deref()).await {
+        Ok(s) => s,
         Err(e) => return body_error(e),
     };
     let repo = app.repo(&name);
@@ -289,7 +326,17 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         "application/x-git-receive-pack-result",
         move |out| {
             let started = std::time::Instant::now();
-            let result = gitstow_receive::receive_pack(&repo, &request, out, &opts);
+            let request = spooled.file;
+            let result = if spooled.truncated {
+                gitstow_receive::refuse_pack(
+                    &request,
+                    out,
+                    "pack exceeds maximum allowed size",
+                    &opts,
+                )
+            } else {
+                gitstow_receive::receive_pack(&repo, &request, out, &opts)
+            };
             match &result {
                 Ok(o) => tracing::info!(
                     repo = repo.name(),

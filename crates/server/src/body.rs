@@ -24,20 +24,29 @@ pub enum BodyError {
     Io(std::io::Error),
 }
 
-/// A `Write` that counts bytes and refuses to pass `limit`.
+/// A `Write` that counts bytes and stops at `limit`. With `drain`, bytes past
+/// the limit are counted and dropped (so the client can still read an answer
+/// that names the limit) until twice the limit; without it, or past that, it errors.
 struct Bounded<W> {
     inner: W,
     written: u64,
     limit: u64,
+    drain: bool,
+    exceeded: bool,
 }
 
 impl<W: Write> Write for Bounded<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.written + buf.len() as u64 > self.limit {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::FileTooLarge,
-                "limit",
-            ));
+        if self.exceeded || self.written + buf.len() as u64 > self.limit {
+            self.exceeded = true;
+            self.written += buf.len() as u64;
+            if !self.drain || self.written > self.limit.saturating_mul(2) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::FileTooLarge,
+                    "limit",
+                ));
+            }
+            return Ok(buf.len());
         }
         let n = self.inner.write(buf)?;
         self.written += n as u64;
@@ -60,12 +69,22 @@ fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
     }
 }
 
-/// Streams `body` into `sink`, gunzipping when `gzip`, refusing more than `limit` decoded bytes.
-async fn copy_body<W: Write>(body: Body, sink: W, gzip: bool, limit: u64) -> Result<W, BodyError> {
+/// Streams `body` into `sink`, gunzipping when `gzip`, keeping at most `limit`
+/// decoded bytes. Returns the sink and whether the body was longer (only with
+/// `drain`; otherwise that is [`BodyError::TooLarge`]).
+async fn copy_body<W: Write>(
+    body: Body,
+    sink: W,
+    gzip: bool,
+    limit: u64,
+    drain: bool,
+) -> Result<(W, bool), BodyError> {
     let bounded = Bounded {
         inner: sink,
         written: 0,
         limit,
+        drain,
+        exceeded: false,
     };
     let mut stream = body.into_data_stream();
     if gzip {
@@ -76,7 +95,7 @@ async fn copy_body<W: Write>(body: Body, sink: W, gzip: bool, limit: u64) -> Res
                 .map_err(|e| map_write_error(e, limit, true))?;
         }
         let bounded = dec.finish().map_err(|e| map_write_error(e, limit, true))?;
-        Ok(bounded.inner)
+        Ok((bounded.inner, bounded.exceeded))
     } else {
         let mut bounded = bounded;
         while let Some(chunk) = stream.next().await {
@@ -84,17 +103,27 @@ async fn copy_body<W: Write>(body: Body, sink: W, gzip: bool, limit: u64) -> Res
             tokio::task::block_in_place(|| bounded.write_all(&chunk))
                 .map_err(|e| map_write_error(e, limit, false))?;
         }
-        Ok(bounded.inner)
+        Ok((bounded.inner, bounded.exceeded))
     }
 }
 
-/// Spools the body to an anonymous temp file (rewound to the start).
+/// A spooled request body.
+pub struct Spooled {
+    /// The first `limit` bytes of the decoded body, rewound to the start.
+    pub file: std::fs::File,
+    /// The body was longer than the limit (the rest was read and dropped).
+    pub truncated: bool,
+}
+
+/// Spools the body to an anonymous temp file. A body longer than `limit` is
+/// read to its end (up to twice the limit) so the caller can still answer in
+/// the protocol; longer than that is [`BodyError::TooLarge`].
 pub async fn spool(
     body: Body,
     gzip: bool,
     limit: u64,
     dir: Option<&std::path::Path>,
-) -> Result<std::fs::File, BodyError> {
+) -> Result<Spooled, BodyError> {
     use std::io::Seek;
     let file = match dir {
         Some(d) => tempfile::tempfile_in(d),
@@ -102,15 +131,17 @@ pub async fn spool(
     }
     .map_err(BodyError::Io)?;
     let writer = std::io::BufWriter::with_capacity(256 * 1024, file);
-    let writer = copy_body(body, writer, gzip, limit).await?;
+    let (writer, truncated) = copy_body(body, writer, gzip, limit, true).await?;
     let mut file = writer
         .into_inner()
         .map_err(|e| BodyError::Io(e.into_error()))?;
     file.rewind().map_err(BodyError::Io)?;
-    Ok(file)
+    Ok(Spooled { file, truncated })
 }
 
 /// Reads the whole body into memory (for small requests such as upload-pack negotiation).
 pub async fn read_all(body: Body, gzip: bool, limit: u64) -> Result<Vec<u8>, BodyError> {
-    copy_body(body, Vec::new(), gzip, limit).await
+    copy_body(body, Vec::new(), gzip, limit, false)
+        .await
+        .map(|(v, _)| v)
 }

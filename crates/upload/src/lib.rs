@@ -22,7 +22,7 @@ use gitstow_odb::{RepoState, Repository};
 use gitstow_protocol::fetch::{read_command_v2, read_upload_request_v0, FetchArgsV2};
 use gitstow_protocol::pktline::{write_flush, write_text, PktReader};
 use gitstow_protocol::sideband::{write_band, Band, SideBandWriter};
-use gitstow_protocol::{write_shallow_info, write_shallow_update_v0, LsRefsArgs};
+use gitstow_protocol::{write_error, write_shallow_info, write_shallow_update_v0, LsRefsArgs};
 
 /// Knobs of upload-pack.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The request is malformed (HTTP 400 if nothing was written yet).
-    #[error("protocol error: {0}")]
+    #[error("{0}")]
     Protocol(String),
     /// The walk refused a want or found the repository inconsistent.
     #[error(transparent)]
@@ -95,10 +95,14 @@ pub fn serve_v0(
     if req.wants.is_empty() {
         return Ok(outcome);
     }
-    for want in &req.wants {
-        if !db.contains(want) {
-            return Err(Error::Walk(walk::WalkError::NotOurRef(*want)));
-        }
+    if let Some(missing) = req.wants.iter().find(|w| !db.contains(w)) {
+        // As git: an ERR packet the client prints ("remote error: upload-pack: not our ref …").
+        write_error(
+            &mut &mut *out,
+            &format!("upload-pack: not our ref {missing}"),
+        )?;
+        out.flush()?;
+        return Ok(outcome);
     }
     let filter = parse_filter(req.filter.as_deref())?;
     let shallow_req = shallow::ShallowRequest {
@@ -109,7 +113,9 @@ pub fn serve_v0(
         deepen_not: shallow::resolve_deepen_not(state, &req.deepen_not).map_err(Error::Protocol)?,
     };
     let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
-    if shallow_req.needs_shallow_section() {
+    // v0 answers with a shallow update only to a deepen request (git's
+    // receive_needs); v2 also sends shallow-info to a shallow client.
+    if shallow_req.deepens() {
         write_shallow_update_v0(
             &mut &mut *out,
             &shallow_plan.shallows,
@@ -284,10 +290,13 @@ fn fetch_v2(
         haves: args.haves.len(),
         ..Default::default()
     };
-    for want in &args.wants {
-        if !db.contains(want) {
-            return Err(Error::Walk(walk::WalkError::NotOurRef(*want)));
-        }
+    if let Some(missing) = args.wants.iter().find(|w| !db.contains(w)) {
+        write_error(
+            &mut &mut *out,
+            &format!("upload-pack: not our ref {missing}"),
+        )?;
+        out.flush()?;
+        return Ok(outcome);
     }
     let common = negotiate::common(&db, &args.haves);
     outcome.common = common.len();
