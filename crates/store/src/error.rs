@@ -51,7 +51,27 @@ pub enum Error {
     UnsupportedUrl {
         /// The URL, verbatim.
         url: String,
-        /// Why it cannot be opened, e.g. `"the s3 backend is not built yet"`.
+        /// Why it cannot be opened, e.g. `"no bucket after s3://"`.
+        reason: String,
+    },
+    /// A remote backend (S3) refused a request or could not be reached,
+    /// after the retries the backend allows (see
+    /// [`S3Config::max_attempts`](crate::S3Config::max_attempts)).
+    #[error("{op} of key {key:?} failed: {message}")]
+    Backend {
+        /// The operation, e.g. `"get"`, `"put"`, `"upload_part"`.
+        op: &'static str,
+        /// The object key (or list prefix) being worked on.
+        key: String,
+        /// What the backend said, with HTTP status and error code when
+        /// there was a response.
+        message: String,
+    },
+    /// A store's configuration is incomplete or contradictory, e.g. an S3
+    /// store without credentials, or a part size below S3's 5 MiB minimum.
+    #[error("store configuration: {reason}")]
+    Config {
+        /// What is missing or wrong.
         reason: String,
     },
     /// The backend's I/O failed. `key` is the object key being worked on;

@@ -7,9 +7,10 @@
 //!
 //! # Data flow
 //!
-//! [`open`] turns a store URL (`file:///srv/git`, a plain path, later
-//! `s3://bucket/prefix`) into an `Arc<dyn ObjectStore>`. Writers hand it
-//! bytes ([`ObjectStore::put`]) or a finished local file
+//! [`open`] turns a store URL (`file:///srv/git`, a plain path,
+//! `s3://bucket/prefix`) into an `Arc<dyn ObjectStore>`; [`open_with`]
+//! takes explicit [`S3Options`] too. Writers hand it bytes
+//! ([`ObjectStore::put`]) or a finished local file
 //! ([`ObjectStore::put_file`], streamed) and get back the new object's
 //! [`ETag`]. Readers fetch whole objects ([`ObjectStore::get`]) or byte
 //! ranges of them ([`ObjectStore::get_range`]), or only their
@@ -29,8 +30,17 @@
 //!   per key; atomic writes (temp file + `rename`), SHA-256 etags, and
 //!   conditional puts serialised by a per-key `flock` so they are safe across
 //!   processes sharing the directory. Unix only.
-//! - `s3` (not built yet): [`open`] refuses `s3://` URLs with
-//!   [`Error::UnsupportedUrl`].
+//! - [`S3Store`]: a bucket and key prefix on AWS S3 or an S3-compatible
+//!   server (Ceph RGW, MinIO, …) through `aws-sdk-s3`: conditional puts with
+//!   `If-None-Match`/`If-Match` (and the servers' ETag quirks handled),
+//!   multipart uploads of large files, retries with backoff, request
+//!   counters ([`S3Stats`]).
+//!
+//! [`CachedStore`] wraps any store with a size-bounded local disk cache of
+//! immutable objects (gitstow's content-addressed containers), so repeated
+//! ranged reads of them cost a `pread` instead of a request.
+//! [`ObjectStore::metrics`] reports what a store counted
+//! ([`StoreMetrics`]).
 //!
 //! # Example
 //!
@@ -51,25 +61,37 @@
 #![deny(missing_docs)]
 
 use std::fmt;
+use std::fs::File;
+use std::io::{Seek, Write};
 use std::ops::Range;
 use std::path::Path;
 
+mod cache;
 mod error;
+pub mod fault;
 mod fs;
 mod key;
 mod open;
+mod retry;
+mod s3;
+mod stats;
 
+pub use cache::{default_cache_dir, CachedStore};
 pub use error::{Error, Result};
 pub use fs::FsStore;
 pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX};
-pub use open::open;
+pub use open::{open, open_with};
+pub use s3::{is_s3_url, S3Config, S3Options, S3Stats, S3Store};
+pub use stats::{CacheStats, RequestStats, StoreMetrics};
 
 /// An entity tag: an opaque version string of one stored object.
 ///
 /// Two etags of the same key are equal exactly when the content is (for
-/// [`FsStore`] it is the lowercase hex SHA-256 of the content; for S3 it will
-/// be S3's `ETag`). Compare them, hand them back in
-/// [`PutCondition::IfMatch`]; do not parse them.
+/// [`FsStore`] it is the lowercase hex SHA-256 of the content; for
+/// [`S3Store`] it is S3's `ETag` without the surrounding quotes — there a
+/// multipart upload's ETag differs from a single PUT's of the same bytes).
+/// Compare them, hand them back in [`PutCondition::IfMatch`]; do not parse
+/// them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ETag(pub String);
 
@@ -109,7 +131,9 @@ pub enum PutCondition {
 /// Every method that takes a key first checks it with [`validate_key`] and
 /// returns [`Error::InvalidKey`] if it breaks a rule. Every write is atomic:
 /// a reader sees the old object or the new one, never a mixture or a prefix.
-/// Backend failures surface as [`Error::Io`]. No method panics on bad input.
+/// Backend failures surface as [`Error::Io`] (local I/O) or
+/// [`Error::Backend`] (a remote store, after its retries). No method panics
+/// on bad input.
 pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Store `data` at `key` under `condition` and return the new [`ETag`].
     ///
@@ -154,4 +178,33 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Remove the object at `key`. Removing an absent object is not an
     /// error.
     fn delete(&self, key: &str) -> Result<()>;
+
+    /// Write the whole object at `key` into `file` and return its size and
+    /// [`ETag`]; `Ok(None)` when absent. `file` is truncated first, and
+    /// again before any retry, so on success it holds exactly the object.
+    ///
+    /// The default reads the object into memory with [`ObjectStore::get`];
+    /// backends that can stream ([`S3Store`]) override it, so a download
+    /// into a local cache never holds a large object in memory.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`]; [`Error::Io`] when `file` cannot be written.
+    fn get_to_file(&self, key: &str, file: &mut File) -> Result<Option<ObjectMeta>> {
+        let Some((data, etag)) = self.get(key)? else {
+            return Ok(None);
+        };
+        file.set_len(0).map_err(|e| Error::io(key, e))?;
+        file.rewind().map_err(|e| Error::io(key, e))?;
+        file.write_all(&data).map_err(|e| Error::io(key, e))?;
+        Ok(Some(ObjectMeta {
+            size: data.len() as u64,
+            etag,
+        }))
+    }
+
+    /// What the store counted about its own work, for `/metrics`. The
+    /// default (and [`FsStore`]) counts nothing.
+    fn metrics(&self) -> StoreMetrics {
+        StoreMetrics::default()
+    }
 }

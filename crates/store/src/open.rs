@@ -5,12 +5,34 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::{Error, FsStore, ObjectStore, Result};
+use crate::{is_s3_url, Error, FsStore, ObjectStore, Result, S3Config, S3Options, S3Store};
 
-/// Open the store that `url` names, creating its directory if missing.
+/// Open the store that `url` names, creating its directory if missing;
+/// S3 settings come from the environment only. Same as
+/// [`open_with`]`(url, &S3Options::default())`.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let url = format!("file://{}/store", dir.path().display());
+/// let store = gitstow_store::open(&url).unwrap();
+/// assert!(store.list("").unwrap().is_empty());
+/// assert!(gitstow_store::open("ftp://host/x").is_err());
+/// ```
+///
+/// # Errors
+/// See [`open_with`].
+pub fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
+    open_with(url, &S3Options::default())
+}
+
+/// Open the store that `url` names, with explicit settings for S3 stores.
 ///
 /// Accepted forms:
 ///
+/// - `s3://BUCKET` or `s3://BUCKET/PREFIX`: an [`S3Store`] configured by
+///   [`S3Config::from_url`] from `s3` and the AWS environment variables.
+///   Opening checks that the bucket exists ([`S3Store::check_bucket`]), so
+///   it sends one request (retried like any other).
 /// - `file:///abs/path`: an [`FsStore`] at `/abs/path`;
 /// - `file://relative/path`: an [`FsStore`] at `relative/path` below the
 ///   current directory (gitstow's shorthand; RFC 8089 would read
@@ -23,21 +45,23 @@ use crate::{Error, FsStore, ObjectStore, Result};
 /// here, so later changes of the current directory do not move the store.
 /// Schemes are matched case-insensitively.
 ///
+/// `s3` is ignored for the other forms.
+///
 /// # Errors
-/// - [`Error::UnsupportedUrl`] for `s3://…` (reason `"the s3 backend is not
-///   built yet"`), any other `scheme://`, an empty URL or path, or a bad
-///   `%` escape;
+/// - [`Error::UnsupportedUrl`] for a malformed `s3://` URL (see
+///   [`S3Config::from_url`]), any other `scheme://`, an empty URL or path,
+///   or a bad `%` escape;
+/// - [`Error::Config`] for an S3 store without credentials or whose bucket
+///   does not exist; [`Error::Backend`] when the S3 endpoint refuses or
+///   cannot be reached;
 /// - [`Error::Io`] (the path as `key`) when the directory cannot be created
 ///   or the current directory cannot be read.
-///
-/// ```
-/// let dir = tempfile::tempdir().unwrap();
-/// let url = format!("file://{}/store", dir.path().display());
-/// let store = gitstow_store::open(&url).unwrap();
-/// assert!(store.list("").unwrap().is_empty());
-/// assert!(gitstow_store::open("s3://bucket/prefix").is_err());
-/// ```
-pub fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
+pub fn open_with(url: &str, s3: &S3Options) -> Result<Arc<dyn ObjectStore>> {
+    if is_s3_url(url) {
+        let store = S3Store::new(S3Config::from_url(url, s3)?)?;
+        store.check_bucket()?;
+        return Ok(Arc::new(store));
+    }
     let path = fs_root(url)?;
     let path = std::path::absolute(&path).map_err(|e| Error::io(url, e))?;
     Ok(Arc::new(FsStore::new(path)?))
@@ -55,12 +79,9 @@ fn fs_root(url: &str) -> Result<PathBuf> {
     let Some((scheme, rest)) = split_scheme(url) else {
         return Ok(PathBuf::from(url));
     };
-    if scheme.eq_ignore_ascii_case("s3") {
-        return Err(unsupported("the s3 backend is not built yet"));
-    }
     if !scheme.eq_ignore_ascii_case("file") {
         return Err(unsupported(&format!(
-            "unknown scheme {scheme:?}; expected file:// or a plain path"
+            "unknown scheme {scheme:?}; expected file://, s3:// or a plain path"
         )));
     }
     if rest.is_empty() {
@@ -168,20 +189,23 @@ mod tests {
     }
 
     #[test]
-    fn s3_is_not_built_yet() {
-        assert_eq!(
-            unsupported_reason("s3://bucket/prefix"),
-            "the s3 backend is not built yet"
-        );
-        assert_eq!(
-            unsupported_reason("S3://bucket"),
-            "the s3 backend is not built yet"
-        );
-        match open("s3://bucket/prefix") {
+    fn s3_urls_go_to_the_s3_backend() {
+        // Refused before any request: a malformed URL, or no credentials.
+        match open("s3://") {
             Err(Error::UnsupportedUrl { reason, .. }) => {
-                assert_eq!(reason, "the s3 backend is not built yet")
+                assert_eq!(reason, "no bucket after s3://")
             }
             other => panic!("expected UnsupportedUrl, got {other:?}"),
+        }
+        let no_credentials = S3Options {
+            access_key: Some("only-the-key".into()),
+            ..Default::default()
+        };
+        match open_with("S3://bucket/prefix", &no_credentials) {
+            Err(Error::Config { reason }) => {
+                assert_eq!(reason, "an S3 access key without a secret key")
+            }
+            other => panic!("expected Config, got {other:?}"),
         }
     }
 

@@ -1,0 +1,111 @@
+//! Sorting failed S3 requests into "try again" and "give up".
+
+use std::error::Error as StdError;
+
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+use crate::Error;
+
+/// How one attempt of a request failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Worth repeating. `ambiguous`: the server may have applied the request
+    /// although we saw no success (timeout, dropped connection, 5xx), so a
+    /// conditional write must check before it repeats.
+    Transient { ambiguous: bool, message: String },
+    /// Repeating cannot help (4xx, bad configuration).
+    Fatal(String),
+    /// A definite answer of the store's own vocabulary (not found, lost
+    /// compare-and-swap, bad range, local I/O): returned as it is.
+    Final(Error),
+}
+
+/// HTTP status of the response behind `err`, if there was one.
+pub(crate) fn status<E>(err: &SdkError<E>) -> Option<u16> {
+    err.raw_response().map(|r| r.status().as_u16())
+}
+
+/// S3 error code of `err` (`NoSuchKey`, `SlowDown`, …), if the server sent one.
+pub(crate) fn code<E: ProvideErrorMetadata>(err: &SdkError<E>) -> Option<&str> {
+    match err {
+        SdkError::ServiceError(e) => e.err().code(),
+        _ => None,
+    }
+}
+
+/// `"HTTP 503 SlowDown: Please reduce your request rate"`-style summary.
+pub(crate) fn describe<E>(err: &SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + StdError + 'static,
+{
+    match err {
+        SdkError::ServiceError(e) => {
+            let status = e.raw().status().as_u16();
+            let code = e.err().code().unwrap_or("no error code");
+            match e.err().message() {
+                Some(m) => format!("HTTP {status} {code}: {m}"),
+                None => format!("HTTP {status} {code}"),
+            }
+        }
+        other => DisplayErrorContext(other).to_string(),
+    }
+}
+
+/// Sort a failed request.
+pub(crate) fn classify<E>(err: &SdkError<E>) -> Failure
+where
+    E: ProvideErrorMetadata + StdError + 'static,
+{
+    let message = describe(err);
+    match err {
+        SdkError::ConstructionFailure(_) => Failure::Fatal(message),
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => Failure::Transient {
+            ambiguous: true,
+            message,
+        },
+        SdkError::DispatchFailure(d) if d.is_user() => Failure::Fatal(message),
+        // A dropped connection may have carried the whole request.
+        SdkError::DispatchFailure(_) => Failure::Transient {
+            ambiguous: true,
+            message,
+        },
+        SdkError::ServiceError(_) => {
+            let status = status(err).unwrap_or(0);
+            let code = code(err).unwrap_or("");
+            let throttled = status == 429
+                || status == 503
+                || matches!(
+                    code,
+                    "SlowDown"
+                        | "Throttling"
+                        | "ThrottlingException"
+                        | "ThrottledException"
+                        | "RequestThrottled"
+                        | "RequestLimitExceeded"
+                        | "TooManyRequestsException"
+                        | "ServiceUnavailable"
+                );
+            if throttled {
+                // Refused before it was applied.
+                Failure::Transient {
+                    ambiguous: false,
+                    message,
+                }
+            } else if code == "RequestTimeout" {
+                // The server gave up reading our body: not applied.
+                Failure::Transient {
+                    ambiguous: false,
+                    message,
+                }
+            } else if status >= 500 || code == "InternalError" {
+                Failure::Transient {
+                    ambiguous: true,
+                    message,
+                }
+            } else {
+                Failure::Fatal(message)
+            }
+        }
+        _ => Failure::Fatal(message),
+    }
+}

@@ -1,0 +1,855 @@
+//! The S3 backend against a real S3 server.
+//!
+//! These tests need a running server and fail without one (they never skip):
+//!
+//! ```text
+//! bash scripts/s3-radosgw.sh start          # Ceph RGW on 127.0.0.1:7480
+//! eval "$(bash scripts/s3-radosgw.sh env)"  # S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY, S3_BUCKET
+//! cargo test -p gitstow-store --test s3
+//! ```
+//!
+//! Every test works under its own key prefix (time + pid + counter), so runs
+//! and tests never see each other's objects. Objects are not cleaned up: the
+//! CI server keeps its data in memory and loses it on stop.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gitstow_store::{
+    open_with, CachedStore, ETag, Error, ObjectStore, PutCondition, S3Config, S3Options, S3Store,
+};
+use sha2::{Digest, Sha256};
+
+const MIB: usize = 1 << 20;
+
+struct Server {
+    endpoint: String,
+    region: String,
+    access_key: String,
+    secret_key: String,
+    bucket: String,
+}
+
+fn server() -> Server {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let Some(endpoint) = var("S3_ENDPOINT") else {
+        panic!(
+            "S3 tests need a running S3 server: run `bash scripts/s3-radosgw.sh start` and export \
+             its env (`eval \"$(bash scripts/s3-radosgw.sh env)\"`); S3_ENDPOINT is not set"
+        );
+    };
+    let need =
+        |name: &str| var(name).unwrap_or_else(|| panic!("S3_ENDPOINT is set but {name} is not"));
+    Server {
+        endpoint,
+        region: var("S3_REGION").unwrap_or_else(|| "us-east-1".into()),
+        access_key: need("S3_ACCESS_KEY"),
+        secret_key: need("S3_SECRET_KEY"),
+        bucket: need("S3_BUCKET"),
+    }
+}
+
+/// A prefix no other test or run uses.
+fn unique_prefix(test: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("test-{nanos:x}-{}-{n}/{test}", std::process::id())
+}
+
+fn config(test: &str) -> S3Config {
+    let s = server();
+    let mut c = S3Config::new(s.bucket, unique_prefix(test));
+    c.endpoint = Some(s.endpoint);
+    c.region = Some(s.region);
+    c.path_style = true;
+    c.access_key = Some(s.access_key);
+    c.secret_key = Some(s.secret_key);
+    c
+}
+
+fn store(test: &str) -> Arc<S3Store> {
+    Arc::new(S3Store::new(config(test)).unwrap())
+}
+
+fn sha(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// `len` bytes that differ per position and per `seed`.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(seed as u32 % 31) as u8
+                ^ seed
+        })
+        .collect()
+}
+
+fn write_file(dir: &Path, name: &str, data: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+    path
+}
+
+#[test]
+fn put_get_head_list_delete_roundtrip() {
+    let s = store("roundtrip");
+    assert_eq!(s.get("r/state").unwrap(), None);
+    assert_eq!(s.head("r/state").unwrap(), None);
+    assert!(s.list("").unwrap().is_empty());
+
+    let e1 = s.put("r/state", b"one", PutCondition::None).unwrap();
+    assert!(
+        !e1.0.is_empty() && !e1.0.contains('"'),
+        "unquoted ETag: {e1:?}"
+    );
+    assert_eq!(
+        s.get("r/state").unwrap(),
+        Some((b"one".to_vec(), e1.clone()))
+    );
+    let head = s.head("r/state").unwrap().unwrap();
+    assert_eq!((head.size, &head.etag), (3, &e1));
+
+    let e2 = s.put("r/state", b"two!", PutCondition::None).unwrap();
+    assert_ne!(e1, e2);
+    assert_eq!(s.get("r/state").unwrap(), Some((b"two!".to_vec(), e2)));
+
+    s.put("r/containers/b.bin", b"b", PutCondition::None)
+        .unwrap();
+    s.put("r/containers/a.idx", b"a", PutCondition::None)
+        .unwrap();
+    s.put("other/x", b"", PutCondition::None).unwrap();
+    assert_eq!(
+        s.list("").unwrap(),
+        [
+            "other/x",
+            "r/containers/a.idx",
+            "r/containers/b.bin",
+            "r/state"
+        ]
+    );
+    assert_eq!(
+        s.list("r/con").unwrap(),
+        ["r/containers/a.idx", "r/containers/b.bin"]
+    );
+    assert!(s.list("nothing/").unwrap().is_empty());
+    assert_eq!(s.get("other/x").unwrap().unwrap().0, b"");
+    assert_eq!(s.head("other/x").unwrap().unwrap().size, 0);
+
+    s.delete("r/state").unwrap();
+    s.delete("r/state").unwrap(); // idempotent
+    s.delete("never/was").unwrap();
+    assert_eq!(s.get("r/state").unwrap(), None);
+    assert_eq!(
+        s.list("r/").unwrap(),
+        ["r/containers/a.idx", "r/containers/b.bin"]
+    );
+
+    assert!(matches!(
+        s.put("../x", b"", PutCondition::None),
+        Err(Error::InvalidKey { .. })
+    ));
+    let stats = s.stats();
+    assert_eq!(stats.errors, 0);
+    assert!(stats.put >= 5 && stats.get >= 4 && stats.list >= 4 && stats.delete == 3);
+}
+
+#[test]
+fn get_range_reads_bytes_and_reports_bad_ranges() {
+    let s = store("range");
+    let data = pattern(100_000, 1);
+    s.put("obj", &data, PutCondition::None).unwrap();
+    assert_eq!(s.get_range("obj", 0..10).unwrap(), &data[..10]);
+    assert_eq!(
+        s.get_range("obj", 12_345..67_890).unwrap(),
+        &data[12_345..67_890]
+    );
+    assert_eq!(
+        s.get_range("obj", 99_999..100_000).unwrap(),
+        &data[99_999..]
+    );
+    assert_eq!(s.get_range("obj", 0..100_000).unwrap(), data);
+
+    let before = s.stats();
+    assert!(s.get_range("obj", 500..500).unwrap().is_empty());
+    assert_eq!(s.stats(), before, "an empty range sends no request");
+
+    for range in [
+        99_000..100_001,
+        100_000..100_010,
+        200_000..200_001,
+        std::ops::Range { start: 10, end: 5 },
+    ] {
+        match s.get_range("obj", range.clone()) {
+            Err(Error::InvalidRange {
+                start, end, size, ..
+            }) => assert_eq!((start, end, size), (range.start, range.end, 100_000)),
+            other => panic!("{range:?}: expected InvalidRange, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        s.get_range("missing", 0..1),
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.get_range("missing", std::ops::Range { start: 5, end: 1 }),
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(s.stats().errors, 0);
+}
+
+#[test]
+fn if_absent_twice_second_loses() {
+    let s = store("if-absent");
+    let e = s.put("r/state", b"first", PutCondition::IfAbsent).unwrap();
+    match s.put("r/state", b"second", PutCondition::IfAbsent) {
+        Err(Error::PreconditionFailed { key }) => assert_eq!(key, "r/state"),
+        other => panic!("expected PreconditionFailed, got {other:?}"),
+    }
+    assert_eq!(s.get("r/state").unwrap(), Some((b"first".to_vec(), e)));
+    assert_eq!(s.stats().precondition_failed, 1);
+}
+
+#[test]
+fn if_match_stale_or_missing_loses() {
+    let s = store("if-match-stale");
+    let v1 = s.put("r/state", b"v1", PutCondition::IfAbsent).unwrap();
+    let v2 = s
+        .put("r/state", b"v2", PutCondition::IfMatch(v1.clone()))
+        .unwrap();
+    assert!(matches!(
+        s.put("r/state", b"v3", PutCondition::IfMatch(v1)),
+        Err(Error::PreconditionFailed { .. })
+    ));
+    assert_eq!(
+        s.get("r/state").unwrap(),
+        Some((b"v2".to_vec(), v2.clone()))
+    );
+    // A missing key under If-Match (AWS: 404, RGW: 412) is a lost race too.
+    assert!(matches!(
+        s.put("r/absent", b"x", PutCondition::IfMatch(v2)),
+        Err(Error::PreconditionFailed { .. })
+    ));
+    assert_eq!(s.get("r/absent").unwrap(), None);
+    assert_eq!(s.stats().errors, 0);
+}
+
+#[test]
+fn if_match_current_succeeds_with_either_quoting() {
+    let s = store("if-match-current");
+    let v1 = s.put("r/state", b"v1", PutCondition::IfAbsent).unwrap();
+    let v2 = s.put("r/state", b"v2", PutCondition::IfMatch(v1)).unwrap();
+    let first = s.stats();
+    // The server's If-Match spelling is known now: the next put goes right
+    // the first time.
+    let v3 = s
+        .put("r/state", b"v3", PutCondition::IfMatch(v2.clone()))
+        .unwrap();
+    let second = s.stats();
+    assert_eq!(
+        second.put_conditional - first.put_conditional,
+        1,
+        "{first:?} -> {second:?}"
+    );
+    assert_eq!(second.precondition_failed, 0);
+    // A quoted ETag from the caller is accepted as well.
+    let quoted = ETag(format!("\"{}\"", v3.0));
+    let v4 = s
+        .put("r/state", b"v4", PutCondition::IfMatch(quoted))
+        .unwrap();
+    assert_eq!(s.get("r/state").unwrap(), Some((b"v4".to_vec(), v4)));
+    eprintln!(
+        "If-Match: first conditional put needed {} request(s), {} quoting retry",
+        first.put_conditional - 1,
+        first.retries
+    );
+}
+
+#[test]
+fn concurrent_increments_are_never_lost() {
+    const THREADS: usize = 8;
+    const INCREMENTS: usize = 25;
+    let s = store("race");
+    s.put("counter", b"0", PutCondition::IfAbsent).unwrap();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut lost = 0;
+                for _ in 0..INCREMENTS {
+                    loop {
+                        let (data, etag) = s.get("counter").unwrap().unwrap();
+                        let n: u64 = std::str::from_utf8(&data).unwrap().parse().unwrap();
+                        let next = (n + 1).to_string();
+                        match s.put("counter", next.as_bytes(), PutCondition::IfMatch(etag)) {
+                            Ok(_) => break,
+                            Err(Error::PreconditionFailed { .. }) => lost += 1,
+                            Err(e) => panic!("increment failed: {e}"),
+                        }
+                    }
+                }
+                lost
+            })
+        })
+        .collect();
+    let lost: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    let (data, _) = s.get("counter").unwrap().unwrap();
+    assert_eq!(data, (THREADS * INCREMENTS).to_string().as_bytes());
+    let stats = s.stats();
+    assert_eq!(stats.errors, 0);
+    eprintln!(
+        "{} increments, {lost} lost races retried; {stats:?}",
+        THREADS * INCREMENTS
+    );
+}
+
+#[test]
+fn put_file_small_is_one_put() {
+    let s = store("put-file-small");
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(3 * MIB + 17, 2);
+    let path = write_file(dir.path(), "small", &data);
+    let etag = s.put_file("r/containers/small.bin", &path).unwrap();
+    let stats = s.stats();
+    assert_eq!((stats.put, stats.multipart_uploads), (1, 0));
+    let head = s.head("r/containers/small.bin").unwrap().unwrap();
+    assert_eq!((head.size, &head.etag), (data.len() as u64, &etag));
+    let (got, got_etag) = s.get("r/containers/small.bin").unwrap().unwrap();
+    assert_eq!(sha(&got), sha(&data));
+    assert_eq!(got_etag, etag);
+    // Empty file.
+    let empty = write_file(dir.path(), "empty", b"");
+    s.put_file("r/containers/empty.bin", &empty).unwrap();
+    assert_eq!(s.head("r/containers/empty.bin").unwrap().unwrap().size, 0);
+    // A missing file is an I/O error naming the key.
+    match s.put_file("r/x.bin", &dir.path().join("nope")) {
+        Err(Error::Io { key, .. }) => assert_eq!(key, "r/x.bin"),
+        other => panic!("expected Io, got {other:?}"),
+    }
+}
+
+#[test]
+fn put_file_large_is_a_multipart_upload() {
+    let s = store("put-file-multipart");
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(40 * MIB, 3);
+    let path = write_file(dir.path(), "large", &data);
+    let started = std::time::Instant::now();
+    let etag = s.put_file("r/containers/large.bin", &path).unwrap();
+    let elapsed = started.elapsed();
+    let stats = s.stats();
+    assert_eq!(stats.multipart_uploads, 1);
+    assert_eq!(stats.multipart_parts, 3, "40 MiB in 16 MiB parts");
+    assert_eq!(stats.multipart_completed, 1);
+    assert_eq!(stats.multipart_aborted, 0);
+    assert!(etag.0.ends_with("-3"), "multipart ETag: {etag:?}");
+    let head = s.head("r/containers/large.bin").unwrap().unwrap();
+    assert_eq!((head.size, &head.etag), (data.len() as u64, &etag));
+    let (got, got_etag) = s.get("r/containers/large.bin").unwrap().unwrap();
+    assert_eq!(got.len(), data.len());
+    assert_eq!(sha(&got), sha(&data));
+    assert_eq!(got_etag, etag);
+    // Across the first part boundary.
+    let r = (16 * MIB - 10) as u64..(16 * MIB + 10) as u64;
+    assert_eq!(
+        s.get_range("r/containers/large.bin", r.clone()).unwrap(),
+        &data[r.start as usize..r.end as usize]
+    );
+    eprintln!("40 MiB multipart upload took {elapsed:?}");
+}
+
+#[test]
+fn list_paginates_past_1000_keys() {
+    const KEYS: usize = 1100;
+    const THREADS: usize = 16;
+    let s = store("list-pages");
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let s = &s;
+            scope.spawn(move || {
+                for i in (t..KEYS).step_by(THREADS) {
+                    s.put(
+                        &format!("k/{i:05}"),
+                        i.to_string().as_bytes(),
+                        PutCondition::None,
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let put_time = started.elapsed();
+    s.put("other", b"x", PutCondition::None).unwrap();
+    let before = s.stats().list;
+    let keys = s.list("k/").unwrap();
+    let pages = s.stats().list - before;
+    assert_eq!(keys.len(), KEYS);
+    let expected: Vec<String> = (0..KEYS).map(|i| format!("k/{i:05}")).collect();
+    assert_eq!(keys, expected);
+    assert!(pages >= 2, "{pages} page(s)");
+    assert_eq!(s.list("").unwrap().len(), KEYS + 1);
+    eprintln!("{KEYS} puts in {put_time:?} ({THREADS} threads), listed in {pages} pages");
+}
+
+fn immutable(key: &str) -> bool {
+    key.ends_with(".bin") || key.ends_with(".idx")
+}
+
+#[test]
+fn cached_store_reads_immutable_objects_once() {
+    let s = store("cache-hit");
+    let dir = tempfile::tempdir().unwrap();
+    let cached = CachedStore::new(
+        s.clone(),
+        dir.path().join("cache"),
+        64 * MIB as u64,
+        immutable,
+    );
+    let data = pattern(300_000, 4);
+    s.put("r/containers/c1.bin", &data, PutCondition::None)
+        .unwrap();
+    s.put("r/state", b"state", PutCondition::None).unwrap();
+
+    let before = s.stats();
+    assert_eq!(
+        cached.get_range("r/containers/c1.bin", 10..20).unwrap(),
+        &data[10..20]
+    );
+    let first = s.stats();
+    assert_eq!(first.get - before.get, 1, "downloaded whole, once");
+    assert_eq!(first.get_range - before.get_range, 0);
+
+    assert_eq!(
+        cached
+            .get_range("r/containers/c1.bin", 1000..250_000)
+            .unwrap(),
+        &data[1000..250_000]
+    );
+    let (whole, etag) = cached.get("r/containers/c1.bin").unwrap().unwrap();
+    assert_eq!(whole, data);
+    assert_eq!(
+        cached.head("r/containers/c1.bin").unwrap().unwrap().etag,
+        etag
+    );
+    let second = s.stats();
+    assert_eq!(second.get, first.get, "no backend GET after the first read");
+    assert_eq!(second.get_range, first.get_range);
+    assert_eq!(second.head, first.head);
+
+    // Mutable keys go to S3 every time.
+    cached.get("r/state").unwrap();
+    cached.get("r/state").unwrap();
+    assert_eq!(s.stats().get - second.get, 2);
+
+    let cs = cached.cache_stats();
+    assert_eq!(
+        (cs.misses, cs.hits, cs.objects, cs.bytes),
+        (1, 3, 1, 300_000)
+    );
+    let m = cached.metrics();
+    assert_eq!(m.cache, Some(cached.cache_stats()));
+    assert!(m.requests.is_some());
+}
+
+#[test]
+fn cached_store_eviction_keeps_the_dir_under_the_bound() {
+    let s = store("cache-evict");
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("cache");
+    let max = 350_000u64;
+    let cached = CachedStore::new(s.clone(), cache_dir.clone(), max, immutable);
+    let dir_bytes = || -> u64 {
+        std::fs::read_dir(&cache_dir)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
+    };
+    for i in 0..8u8 {
+        let key = format!("r/containers/{i}.bin");
+        s.put(&key, &pattern(100_000, i), PutCondition::None)
+            .unwrap();
+        assert_eq!(
+            cached.get_range(&key, 0..100).unwrap(),
+            &pattern(100_000, i)[..100]
+        );
+        assert!(dir_bytes() <= max, "cache dir holds {} bytes", dir_bytes());
+    }
+    let cs = cached.cache_stats();
+    assert_eq!((cs.objects, cs.bytes, cs.evictions), (3, 300_000, 5));
+    // A container written through the cache is cached at once.
+    let file = write_file(dir.path(), "up", &pattern(50_000, 9));
+    cached.put_file("r/containers/new.bin", &file).unwrap();
+    let gets = s.stats().get;
+    assert_eq!(
+        cached.get_range("r/containers/new.bin", 0..5).unwrap(),
+        &pattern(50_000, 9)[..5]
+    );
+    assert_eq!(s.stats().get, gets);
+    assert!(dir_bytes() <= max);
+    // Larger than the whole cache: read through, never stored.
+    s.put(
+        "r/containers/huge.idx",
+        &pattern(400_000, 7),
+        PutCondition::None,
+    )
+    .unwrap();
+    let ranges = s.stats().get_range;
+    assert_eq!(
+        cached.get_range("r/containers/huge.idx", 5..8).unwrap(),
+        &pattern(400_000, 7)[5..8]
+    );
+    assert_eq!(s.stats().get_range - ranges, 1);
+    assert!(dir_bytes() <= max);
+}
+
+#[test]
+fn get_to_file_streams_the_object() {
+    let s = store("get-to-file");
+    let data = pattern(5 * MIB + 3, 5);
+    s.put("r/containers/d.bin", &data, PutCondition::None)
+        .unwrap();
+    let mut file = tempfile::tempfile().unwrap();
+    file.write_all(b"junk that must go").unwrap();
+    let meta = s
+        .get_to_file("r/containers/d.bin", &mut file)
+        .unwrap()
+        .unwrap();
+    assert_eq!(meta.size, data.len() as u64);
+    let mut got = Vec::new();
+    std::io::Seek::rewind(&mut file).unwrap();
+    std::io::Read::read_to_end(&mut file, &mut got).unwrap();
+    assert_eq!(sha(&got), sha(&data));
+    assert_eq!(
+        s.get_to_file("r/containers/none.bin", &mut file).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn open_with_url_and_options() {
+    let srv = server();
+    let options = S3Options {
+        endpoint: Some(srv.endpoint.clone()),
+        region: Some(srv.region.clone()),
+        path_style: Some(true),
+        access_key: Some(srv.access_key.clone()),
+        secret_key: Some(srv.secret_key.clone()),
+        session_token: None,
+    };
+    let prefix = unique_prefix("open");
+    let url = format!("s3://{}/{prefix}/", srv.bucket);
+    let store = open_with(&url, &options).unwrap();
+    store
+        .put("repo/state", b"s", PutCondition::IfAbsent)
+        .unwrap();
+    assert_eq!(store.list("").unwrap(), ["repo/state"]);
+    // The prefix is really a prefix in the bucket.
+    let whole_bucket = open_with(&format!("s3://{}", srv.bucket), &options).unwrap();
+    assert_eq!(
+        whole_bucket
+            .get(&format!("{prefix}/repo/state"))
+            .unwrap()
+            .unwrap()
+            .0,
+        b"s"
+    );
+    assert!(store
+        .metrics()
+        .requests
+        .is_some_and(|r| r.other == 1 && r.put_conditional == 1));
+
+    match open_with("s3://no-such-bucket-gitstow/x", &options) {
+        Err(Error::Config { reason }) => assert!(reason.contains("does not exist"), "{reason}"),
+        other => panic!("expected Config, got {other:?}"),
+    }
+    let wrong_secret = S3Options {
+        secret_key: Some("wrong".into()),
+        ..options
+    };
+    match open_with(&url, &wrong_secret) {
+        Err(Error::Backend { message, .. }) => assert!(message.contains("403"), "{message}"),
+        other => panic!("expected Backend, got {other:?}"),
+    }
+}
+
+#[test]
+fn unreachable_endpoint_fails_after_bounded_retries() {
+    let mut c = config("unreachable");
+    c.endpoint = Some("http://127.0.0.1:9".into()); // discard port: nothing listens
+    c.max_attempts = 3;
+    c.retry_base_delay = std::time::Duration::from_millis(10);
+    let s = S3Store::new(c).unwrap();
+    let started = std::time::Instant::now();
+    match s.get("x") {
+        Err(Error::Backend { op, key, message }) => {
+            assert_eq!((op, key.as_str()), ("get", "x"));
+            assert!(message.contains("gave up after 3 attempts"), "{message}");
+        }
+        other => panic!("expected Backend, got {other:?}"),
+    }
+    let stats = s.stats();
+    assert_eq!((stats.get, stats.retries, stats.errors), (3, 2, 1));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// A TCP proxy in front of the S3 server that can break the next PUT:
+/// `DROP_RESPONSE` forwards it (the server applies it) but closes the
+/// client's connection instead of returning the answer; `DROP_REQUEST`
+/// closes the connection without forwarding it (nothing is applied).
+struct FaultProxy {
+    endpoint: String,
+    mode: Arc<std::sync::atomic::AtomicU8>,
+}
+
+const PASS: u8 = 0;
+const DROP_RESPONSE: u8 = 1;
+const DROP_REQUEST: u8 = 2;
+/// Sticky: drop every UploadPart request.
+const DROP_PARTS: u8 = 3;
+
+impl FaultProxy {
+    fn start(upstream_endpoint: &str) -> FaultProxy {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicU8};
+        let upstream = upstream_endpoint
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let mode = Arc::new(AtomicU8::new(PASS));
+        let proxy_mode = mode.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { return };
+                let mode = proxy_mode.clone();
+                let upstream = upstream.clone();
+                std::thread::spawn(move || {
+                    let Ok(mut server) = TcpStream::connect(&upstream) else {
+                        return;
+                    };
+                    let drop_response = Arc::new(AtomicBool::new(false));
+                    let (mut c_in, mut s_out) =
+                        (client.try_clone().unwrap(), server.try_clone().unwrap());
+                    let flag = drop_response.clone();
+                    std::thread::spawn(move || {
+                        use std::io::Read;
+                        let mut buf = vec![0; 64 * 1024];
+                        loop {
+                            let n = match c_in.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            let line_end = buf[..n].iter().position(|&b| b == b'\n').unwrap_or(n);
+                            let first_line = String::from_utf8_lossy(&buf[..line_end]);
+                            if first_line.starts_with("PUT ")
+                                && first_line.contains("partNumber=")
+                                && mode.load(Ordering::SeqCst) == DROP_PARTS
+                            {
+                                let _ = c_in.shutdown(Shutdown::Both);
+                                let _ = s_out.shutdown(Shutdown::Both);
+                                return;
+                            }
+                            if buf[..n].starts_with(b"PUT ") {
+                                if mode
+                                    .compare_exchange(
+                                        DROP_REQUEST,
+                                        PASS,
+                                        Ordering::SeqCst,
+                                        Ordering::SeqCst,
+                                    )
+                                    .is_ok()
+                                {
+                                    let _ = c_in.shutdown(Shutdown::Both);
+                                    let _ = s_out.shutdown(Shutdown::Both);
+                                    return;
+                                }
+                                if mode
+                                    .compare_exchange(
+                                        DROP_RESPONSE,
+                                        PASS,
+                                        Ordering::SeqCst,
+                                        Ordering::SeqCst,
+                                    )
+                                    .is_ok()
+                                {
+                                    flag.store(true, Ordering::SeqCst);
+                                }
+                            }
+                            if s_out.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = s_out.shutdown(Shutdown::Write);
+                    });
+                    use std::io::Read;
+                    let mut buf = vec![0; 64 * 1024];
+                    loop {
+                        let n = match server.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if drop_response.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        if client.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = client.shutdown(Shutdown::Both);
+                    let _ = server.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        FaultProxy { endpoint, mode }
+    }
+
+    fn break_next_put(&self, how: u8) {
+        self.mode.store(how, Ordering::SeqCst);
+    }
+
+    fn triggered(&self) -> bool {
+        self.mode.load(Ordering::SeqCst) == PASS
+    }
+}
+
+fn store_behind(proxy: &FaultProxy, test: &str) -> S3Store {
+    let mut c = config(test);
+    c.endpoint = Some(proxy.endpoint.clone());
+    c.retry_base_delay = std::time::Duration::from_millis(20);
+    S3Store::new(c).unwrap()
+}
+
+#[test]
+fn conditional_put_whose_answer_was_lost_is_not_a_spurious_conflict() {
+    let proxy = FaultProxy::start(&server().endpoint);
+    let s = store_behind(&proxy, "lost-answer");
+
+    // If-None-Match: the server creates the object, the client never hears.
+    proxy.break_next_put(DROP_RESPONSE);
+    let v1 = s
+        .put("r/state", b"created", PutCondition::IfAbsent)
+        .unwrap();
+    assert!(proxy.triggered());
+    let stats = s.stats();
+    assert_eq!(
+        (stats.put_conditional, stats.head),
+        (1, 1),
+        "not sent again: HEAD found our write: {stats:?}"
+    );
+    assert_eq!(
+        s.get("r/state").unwrap(),
+        Some((b"created".to_vec(), v1.clone()))
+    );
+
+    // If-Match: same, on an update.
+    proxy.break_next_put(DROP_RESPONSE);
+    let v2 = s
+        .put("r/state", b"updated", PutCondition::IfMatch(v1.clone()))
+        .unwrap();
+    assert!(proxy.triggered());
+    assert_eq!(
+        s.get("r/state").unwrap(),
+        Some((b"updated".to_vec(), v2.clone()))
+    );
+
+    let stats = s.stats();
+    assert_eq!(stats.precondition_failed, 0, "{stats:?}");
+    assert!(stats.retries >= 2, "{stats:?}");
+    assert_eq!(stats.errors, 0);
+
+    // A stale writer still loses after a lost answer.
+    proxy.break_next_put(DROP_RESPONSE);
+    assert!(matches!(
+        s.put("r/state", b"stale", PutCondition::IfMatch(v1)),
+        Err(Error::PreconditionFailed { .. })
+    ));
+    assert_eq!(s.get("r/state").unwrap().unwrap().0, b"updated");
+}
+
+#[test]
+fn conditional_put_whose_request_was_lost_is_sent_again() {
+    let proxy = FaultProxy::start(&server().endpoint);
+    let s = store_behind(&proxy, "lost-request");
+    proxy.break_next_put(DROP_REQUEST);
+    let v1 = s.put("r/state", b"one", PutCondition::IfAbsent).unwrap();
+    assert!(proxy.triggered());
+    proxy.break_next_put(DROP_REQUEST);
+    let v2 = s.put("r/state", b"two", PutCondition::IfMatch(v1)).unwrap();
+    assert!(proxy.triggered());
+    assert_eq!(s.get("r/state").unwrap(), Some((b"two".to_vec(), v2)));
+    let stats = s.stats();
+    assert_eq!(
+        (stats.precondition_failed, stats.errors),
+        (0, 0),
+        "{stats:?}"
+    );
+    assert!(
+        stats.put_conditional >= 4,
+        "each put was sent twice: {stats:?}"
+    );
+
+    // Plain puts and reads are retried the same way.
+    proxy.break_next_put(DROP_REQUEST);
+    s.put("r/plain", b"p", PutCondition::None).unwrap();
+    assert!(proxy.triggered());
+    assert_eq!(s.get("r/plain").unwrap().unwrap().0, b"p");
+}
+
+#[test]
+fn works_when_called_from_async_code() {
+    let s = store("from-async");
+    s.put("k", b"v", PutCondition::None).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let got = rt.block_on(async { s.get("k").unwrap() });
+    assert_eq!(got.unwrap().0, b"v");
+}
+
+#[test]
+fn failed_multipart_upload_is_aborted() {
+    let proxy = FaultProxy::start(&server().endpoint);
+    let mut c = config("multipart-abort");
+    c.endpoint = Some(proxy.endpoint.clone());
+    c.retry_base_delay = std::time::Duration::from_millis(10);
+    c.max_attempts = 2;
+    c.multipart_threshold = 5 * MIB as u64;
+    c.part_size = 5 * MIB as u64;
+    let s = S3Store::new(c).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "f", &pattern(11 * MIB, 6));
+    proxy.break_next_put(DROP_PARTS);
+    match s.put_file("r/containers/f.bin", &path) {
+        Err(Error::Backend { op, message, .. }) => {
+            assert_eq!(op, "upload_part");
+            assert!(message.contains("gave up after 2 attempts"), "{message}");
+        }
+        other => panic!("expected Backend, got {other:?}"),
+    }
+    let stats = s.stats();
+    assert_eq!((stats.multipart_uploads, stats.multipart_completed), (1, 0));
+    assert_eq!(stats.multipart_aborted, 1, "{stats:?}");
+    assert_eq!(s.head("r/containers/f.bin").unwrap(), None);
+
+    // With the network healthy again the same upload works: 3 parts.
+    proxy.break_next_put(PASS);
+    let etag = s.put_file("r/containers/f.bin", &path).unwrap();
+    assert!(etag.0.ends_with("-3"), "{etag:?}");
+    assert_eq!(
+        s.head("r/containers/f.bin").unwrap().unwrap().size,
+        11 * MIB as u64
+    );
+}
