@@ -1,6 +1,8 @@
 //! The `gitstow` command line (clap).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -37,9 +39,34 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the chosen address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Where repositories live: file://PATH (the embedded local store) or a plain path.
+    /// Where repositories live: file://PATH (the embedded local store), a plain path, or
+    /// s3://BUCKET[/PREFIX] (S3 or an S3-compatible server; see the --s3-* flags).
     #[arg(long, default_value = "file://./gitstow-data")]
     pub store: String,
+    /// S3 endpoint URL for an S3-compatible server, e.g. http://127.0.0.1:7480
+    /// (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS itself).
+    #[arg(long)]
+    pub s3_endpoint: Option<String>,
+    /// S3 region (default: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1).
+    #[arg(long)]
+    pub s3_region: Option<String>,
+    /// Path-style S3 addressing (endpoint/bucket/key); `--s3-path-style=false` turns it off
+    /// (default: AWS_S3_FORCE_PATH_STYLE, else on exactly when an endpoint is set).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub s3_path_style: Option<bool>,
+    /// S3 access key id (default: AWS_ACCESS_KEY_ID).
+    #[arg(long)]
+    pub s3_access_key: Option<String>,
+    /// S3 secret access key (default: AWS_SECRET_ACCESS_KEY, which keeps it out of `ps`).
+    #[arg(long)]
+    pub s3_secret_key: Option<String>,
+    /// Directory of the local cache of immutable containers, used with s3:// stores
+    /// (default: a directory per store under the system temp dir).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Size bound of the container cache in bytes.
+    #[arg(long, default_value_t = 2 << 30)]
+    pub cache_size: u64,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -55,6 +82,9 @@ pub struct ServeArgs {
     /// Resolver threads per push (default: the number of cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Seconds in-flight requests get to finish after SIGTERM/SIGINT before the process exits.
+    #[arg(long, default_value_t = 300)]
+    pub shutdown_grace: u64,
     /// Directory for spool and staging files (default: the system temp dir).
     #[arg(long)]
     pub tmp_dir: Option<std::path::PathBuf>,
@@ -63,8 +93,10 @@ pub struct ServeArgs {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GITSTOW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -80,14 +112,63 @@ pub fn main() -> i32 {
     }
 }
 
+/// Whether `key` names an immutable object: a container (`.bin`) or its index (`.idx`),
+/// both named by their content hash.
+fn is_immutable_key(key: &str) -> bool {
+    key.ends_with(".bin") || key.ends_with(".idx")
+}
+
+/// Open the store `args.store` names; an S3 store gets the local container cache in front.
+fn open_store(args: &ServeArgs) -> gitstow_store::Result<Arc<dyn gitstow_store::ObjectStore>> {
+    let s3 = gitstow_store::S3Options {
+        endpoint: args.s3_endpoint.clone(),
+        region: args.s3_region.clone(),
+        path_style: args.s3_path_style,
+        access_key: args.s3_access_key.clone(),
+        secret_key: args.s3_secret_key.clone(),
+        session_token: None,
+    };
+    let store = gitstow_store::open_with(&args.store, &s3)?;
+    if !gitstow_store::is_s3_url(&args.store) {
+        return Ok(store);
+    }
+    let dir = args
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store));
+    tracing::info!(dir = %dir.display(), max_bytes = args.cache_size, "container cache");
+    Ok(Arc::new(gitstow_store::CachedStore::new(
+        store,
+        dir,
+        args.cache_size,
+        is_immutable_key,
+    )))
+}
+
 fn serve(args: ServeArgs) -> i32 {
     init_logging(args.log_format);
-    let store = match gitstow_store::open(&args.store) {
+    let store = match open_store(&args) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("gitstow: cannot open store {}: {e}", args.store);
             return 2;
         }
+    };
+    // Fault injection for tests (see gitstow_store::fault); never set in production.
+    let store: Arc<dyn gitstow_store::ObjectStore> = match std::env::var("GITSTOW_FAULTS") {
+        Ok(spec) if !spec.is_empty() => {
+            match gitstow_store::fault::FaultyStore::new(store, &spec) {
+                Ok(f) => {
+                    tracing::warn!(%spec, "GITSTOW_FAULTS is set: injecting store faults");
+                    Arc::new(f)
+                }
+                Err(e) => {
+                    eprintln!("gitstow: GITSTOW_FAULTS: {e}");
+                    return 2;
+                }
+            }
+        }
+        _ => store,
     };
     let mut receive = gitstow_receive::Options {
         max_object_bytes: args.max_object_size,
@@ -134,17 +215,36 @@ fn serve(args: ServeArgs) -> i32 {
         }
         tracing::info!(%addr, store = %args.store, "serving");
         let app = app::App::new(store, config);
-        let served = axum::serve(listener, app::router(app))
-            .with_graceful_shutdown(shutdown_signal())
-            .await;
-        match served {
-            Ok(()) => {
-                tracing::info!("shut down");
-                0
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let graceful = async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(());
+        };
+        let served = axum::serve(listener, app::router(app)).with_graceful_shutdown(graceful);
+        let grace = std::time::Duration::from_secs(args.shutdown_grace);
+        // In-flight requests get `grace` after the signal; then the process exits anyway
+        // (an idle keep-alive or a half-sent request must not hold it forever).
+        let deadline = async move {
+            if stop_rx.await.is_ok() {
+                tokio::time::sleep(grace).await;
+            } else {
+                std::future::pending::<()>().await;
             }
-            Err(e) => {
-                eprintln!("gitstow: server error: {e}");
-                1
+        };
+        tokio::select! {
+            served = served => match served {
+                Ok(()) => {
+                    tracing::info!("shut down");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("gitstow: server error: {e}");
+                    1
+                }
+            },
+            _ = deadline => {
+                tracing::warn!(grace_secs = grace.as_secs(), "requests still open after the shutdown grace period; exiting");
+                0
             }
         }
     })
