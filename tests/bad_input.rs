@@ -6,16 +6,6 @@ mod common;
 
 use std::path::Path;
 
-fn fs_entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 use common::*;
 
 /// A repository pushed with git: main = C1 - C2.
@@ -335,9 +325,111 @@ fn missing_repository() {
     // canonical: "HTTP/1.1 404 Not Found", empty body
     assert_eq!(resp.status, 404, "{resp:?}");
     // and reading it did not create it
-    let entries = fs_entries(server.store_dir());
+    let entries = server.store_keys();
     assert!(
         !entries.iter().any(|e| e.starts_with("absent")),
         "{entries:?}"
     );
+}
+
+/// A blob or a tree pushed to a branch. canonical:
+///   remote: error: cannot update ref 'refs/heads/blob': trying to write
+///   non-commit object <oid> to branch 'refs/heads/blob'
+///   ng refs/heads/blob failed to update ref
+#[test]
+fn non_commit_object_to_a_branch() {
+    let s = setup();
+    let work = s.tmp.path().join("work");
+    let blob = git_out(&work, &["rev-parse", "HEAD:a.txt"]);
+    let tree = git_out(&work, &["rev-parse", "HEAD^{tree}"]);
+    let r = s.push_raw(
+        &[
+            (ZERO_OID, &blob, "refs/heads/blob"),
+            (ZERO_OID, &tree, "refs/heads/tree"),
+        ],
+        "report-status",
+        Some(&PackBuilder::default().build()),
+    );
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        [
+            "ng refs/heads/blob failed to update ref",
+            "ng refs/heads/tree failed to update ref"
+        ],
+        "{r:?}"
+    );
+    // A tag may point at a blob.
+    let r = s.push_raw(
+        &[(ZERO_OID, &blob, "refs/tags/blob")],
+        "report-status",
+        Some(&PackBuilder::default().build()),
+    );
+    assert_eq!(r.refs, ["ok refs/tags/blob"], "{r:?}");
+}
+
+/// Deleting a ref that does not exist while expecting a value. canonical:
+///   ng refs/heads/nonexistent failed to update ref
+/// (without an expected value, the delete is accepted).
+#[test]
+fn delete_of_an_absent_ref_with_an_old_value() {
+    let s = setup();
+    let r = s.push_raw(
+        &[(&s.c1, ZERO_OID, "refs/heads/nonexistent")],
+        "report-status delete-refs",
+        None,
+    );
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        ["ng refs/heads/nonexistent failed to update ref"],
+        "{r:?}"
+    );
+    let r = s.push_raw(
+        &[(ZERO_OID, ZERO_OID, "refs/heads/nonexistent")],
+        "report-status delete-refs",
+        None,
+    );
+    assert_eq!(r.refs, ["ok refs/heads/nonexistent"], "{r:?}");
+    s.assert_unchanged_and_serving();
+}
+
+/// A push larger than `--max-pack-size`. canonical (receive.maxInputSize):
+///   remote: fatal: pack exceeds maximum allowed size
+///   ! [remote rejected] main -> main (unpacker error)
+#[test]
+fn pack_larger_than_the_limit() {
+    let server = Server::start_with(&["--max-pack-size", "200000"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    let noise: String = (0..60_000u32)
+        .map(|i| format!("{:x}", i.wrapping_mul(2_654_435_761)))
+        .collect();
+    commit_files(&work, &[("big.txt", &noise)], "big");
+    let url = server.url("limited");
+    let err = git_fail(&work, &["push", &url, "main"]);
+    assert!(err.contains("pack exceeds maximum allowed size"), "{err}");
+    assert!(err.contains("unpacker error"), "{err}");
+    // Nothing was created; a small push still works.
+    let small = tmp.path().join("s");
+    init_repo(&small);
+    commit_files(&small, &[("a", "a\n")], "small");
+    git(&small, &["push", "--quiet", &url, "main"]);
+}
+
+/// A POST whose Content-Type is not the service's request type. canonical:
+/// 415 "Expected POST with Content-Type 'application/x-git-receive-pack-request'".
+#[test]
+fn wrong_content_type() {
+    let s = setup();
+    let resp = http(
+        s.server.port(),
+        "POST",
+        &format!("/{REPO}.git/git-receive-pack"),
+        &[("Content-Type", "text/plain")],
+        b"0000",
+    );
+    assert_eq!(resp.status, 415, "{resp:?}");
+    s.assert_unchanged_and_serving();
 }

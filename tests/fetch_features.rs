@@ -164,3 +164,34 @@ fn ls_refs_with_a_prefix() {
     );
     assert_eq!(heads.lines().count(), 2, "{heads}");
 }
+
+/// A want the repository does not have gets git's ERR packet, which the client prints.
+#[test]
+fn want_of_an_absent_object() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("wants");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1\n")], "one");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    for v in ["0", "2"] {
+        let err = git_fail(
+            &work,
+            &[
+                "-c",
+                &format!("protocol.version={v}"),
+                "fetch",
+                &url,
+                "1111111111111111111111111111111111111111",
+            ],
+        );
+        // canonical: "fatal: remote error: upload-pack: not our ref 1111…"
+        assert!(
+            err.contains(
+                "remote error: upload-pack: not our ref 1111111111111111111111111111111111111111"
+            ),
+            "v{v}: {err}"
+        );
+    }
+}

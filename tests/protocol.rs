@@ -332,9 +332,28 @@ fn shallow_clone_and_deepen() {
             git_out(&dir, &["rev-list", "--count", "--first-parent", "HEAD"]),
             "4"
         );
+        // A plain fetch into the shallow clone after a new push (the client
+        // sends its shallow lines without deepening).
+        let extra = tmp.path().join(format!("extra{v}"));
+        git(
+            tmp.path(),
+            &["clone", "--quiet", &url, extra.to_str().unwrap()],
+        );
+        commit_files(&extra, &[("late", &format!("late {v}\n"))], "late");
+        git(&extra, &["push", "--quiet", &url, "HEAD:main"]);
+        git(&dir, &["-c", &pv, "pull", "--quiet", "--ff-only"]);
+        assert_eq!(
+            git_out(&dir, &["rev-parse", "HEAD"]),
+            git_out(&extra, &["rev-parse", "HEAD"])
+        );
         git(&dir, &["-c", &pv, "fetch", "--quiet", "--unshallow"]);
         assert!(!dir.join(".git/shallow").exists());
-        assert_eq!(git_out(&dir, &["rev-list", "--count", "HEAD"]), total);
+        let total: usize = total.parse().unwrap();
+        let v_index = if v == "2" { 1 } else { 2 };
+        assert_eq!(
+            git_out(&dir, &["rev-list", "--count", "HEAD"]),
+            (total + v_index).to_string()
+        );
         fsck(&dir);
     }
 }

@@ -3,6 +3,11 @@
 //! ([`git`], [`git_fail`]), a raw HTTP/1.1 client for requests git itself
 //! never sends ([`http`]), and pkt-line / pack builders to make them.
 //!
+//! `GITSTOW_TEST_STORE=s3` runs every server on a fresh prefix of the S3
+//! bucket named by `S3_ENDPOINT`, `S3_REGION`, `S3_ACCESS_KEY`,
+//! `S3_SECRET_KEY` and `S3_BUCKET` (see `scripts/s3-radosgw.sh`); without
+//! those variables such a run fails at once, it never falls back to disk.
+//!
 //! Setting `GITSTOW_TEST_CANONICAL=1` (or to the path of
 //! `git-http-backend-server.py`) runs the same tests against canonical
 //! `git http-backend` instead of gitstow: that is how the expected answers in
@@ -30,41 +35,193 @@ const LISTENING: &str = "gitstow listening on http://127.0.0.1:";
 // ---------------------------------------------------------------------------
 // server
 
+/// Where a test server keeps its repositories.
+#[derive(Clone, Debug)]
+pub enum TestStore {
+    /// `--store file://<dir>`.
+    Fs(PathBuf),
+    /// `--store s3://<bucket>/<prefix>` plus the endpoint and credentials flags.
+    S3 {
+        /// The store URL.
+        url: String,
+        /// `--s3-*` flags.
+        flags: Vec<String>,
+    },
+}
+
+/// Reads a required S3 variable; a missing one fails the test with the fix.
+fn s3_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "the S3 tests need a running S3 server and ${name}: run \
+             `bash scripts/s3-radosgw.sh start` and `eval \"$(bash scripts/s3-radosgw.sh env)\"` \
+             (./scripts/test and .ci/run do this)"
+        )
+    })
+}
+
+impl TestStore {
+    /// A fresh store of the kind `GITSTOW_TEST_STORE` selects (`fs`, the
+    /// default, in `dir`; or `s3`).
+    pub fn from_env(dir: &Path) -> TestStore {
+        match std::env::var("GITSTOW_TEST_STORE").as_deref() {
+            Ok("s3") => TestStore::s3(),
+            Ok("fs") | Err(_) => {
+                let store = dir.join("store");
+                fs::create_dir_all(&store).unwrap();
+                TestStore::Fs(store)
+            }
+            Ok(other) => panic!("GITSTOW_TEST_STORE={other:?}: want fs or s3"),
+        }
+    }
+
+    /// A fresh prefix of the S3 test bucket (fails the test without the S3 variables).
+    pub fn s3() -> TestStore {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let endpoint = s3_env("S3_ENDPOINT");
+        let bucket = s3_env("S3_BUCKET");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        TestStore::S3 {
+            url: format!("s3://{bucket}/it-{}-{nanos}-{n}", std::process::id()),
+            flags: vec![
+                "--s3-endpoint".into(),
+                endpoint,
+                "--s3-region".into(),
+                std::env::var("S3_REGION").unwrap_or_else(|_| "us-east-1".into()),
+                "--s3-access-key".into(),
+                s3_env("S3_ACCESS_KEY"),
+                "--s3-secret-key".into(),
+                s3_env("S3_SECRET_KEY"),
+                "--s3-path-style".into(),
+            ],
+        }
+    }
+
+    /// The store URL.
+    pub fn url(&self) -> String {
+        match self {
+            TestStore::Fs(dir) => format!("file://{}", dir.display()),
+            TestStore::S3 { url, .. } => url.clone(),
+        }
+    }
+
+    /// `--store URL` and any backend flags.
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec!["--store".to_owned(), self.url()];
+        if let TestStore::S3 { flags, .. } = self {
+            args.extend(flags.iter().cloned());
+        }
+        args
+    }
+
+    /// Every key in the store (sorted), read through the store crate.
+    pub fn keys(&self) -> Vec<String> {
+        let store = match self {
+            TestStore::Fs(dir) => gitstow_store::open(&self.url())
+                .unwrap_or_else(|e| panic!("opening {}: {e}", dir.display())),
+            TestStore::S3 { url, .. } => gitstow_store::open_with(
+                url,
+                &gitstow_store::S3Options {
+                    endpoint: Some(s3_env("S3_ENDPOINT")),
+                    region: Some(std::env::var("S3_REGION").unwrap_or_else(|_| "us-east-1".into())),
+                    access_key: Some(s3_env("S3_ACCESS_KEY")),
+                    secret_key: Some(s3_env("S3_SECRET_KEY")),
+                    path_style: Some(true),
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("opening {url}: {e}")),
+        };
+        store.list("").expect("listing the store")
+    }
+}
+
 /// A running server with its own store, killed on drop. If the test panics,
 /// the server's stderr (its logs) is printed.
 pub struct Server {
     child: Option<Child>,
     port: u16,
-    store: PathBuf,
+    store: TestStore,
     log: PathBuf,
     extra: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
 impl Server {
-    /// `gitstow serve --listen 127.0.0.1:0 --store file://<tempdir>`.
+    /// `gitstow serve --listen 127.0.0.1:0` on a fresh store ([`TestStore::from_env`]).
     pub fn start() -> Server {
         Server::start_with(&[])
     }
 
     /// Like [`Server::start`], with extra arguments after the standard ones.
     pub fn start_with(extra: &[&str]) -> Server {
+        Server::start_on(None, extra, &[])
+    }
+
+    /// A server on `store` (a fresh one from the environment when `None`:
+    /// several servers can share one store), with extra arguments and
+    /// environment variables.
+    pub fn start_on(store: Option<&TestStore>, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("gitstow-it")
             .tempdir()
             .expect("temp dir");
-        let store = dir.path().join("store");
-        fs::create_dir_all(&store).unwrap();
+        let store = store
+            .cloned()
+            .unwrap_or_else(|| TestStore::from_env(dir.path()));
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        for (k, v) in env {
+            extra.push(format!("\0env\0{k}={v}"));
+        }
         let mut server = Server {
             child: None,
             port: 0,
             log: dir.path().join("server.stderr.log"),
             store,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra,
             _dir: dir,
         };
         server.spawn();
         server
+    }
+
+    /// The server's store.
+    pub fn store(&self) -> &TestStore {
+        &self.store
+    }
+
+    /// Kills the server with SIGKILL (no chance to clean up), as a crash would.
+    pub fn kill(&mut self) {
+        self.stop();
+    }
+
+    /// Sends SIGTERM and waits (up to `timeout`) for the process to exit;
+    /// returns its exit status, or `None` if it was still running.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the server again after [`Server::kill`] (same store and arguments, new port).
+    pub fn start_again(&mut self) {
+        self.spawn();
     }
 
     /// Stops the server and starts a new one on the same store (and
@@ -94,12 +251,18 @@ impl Server {
         let Some(bin) = option_env!("CARGO_BIN_EXE_gitstow") else {
             panic!("no `gitstow` binary: these tests belong to the root package")
         };
-        let mut child = Command::new(bin)
+        let (envs, args): (Vec<&String>, Vec<&String>) =
+            self.extra.iter().partition(|a| a.starts_with("\0env\0"));
+        let mut cmd = Command::new(bin);
+        for kv in envs {
+            let (k, v) = kv["\0env\0".len()..].split_once('=').expect("k=v");
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
-            .arg("--store")
-            .arg(format!("file://{}", self.store.display()))
-            .args(&self.extra)
+            .args(self.store.args())
+            .args(args)
             .env("RUST_BACKTRACE", "1")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -158,7 +321,10 @@ impl Server {
             .port();
         let mut child = Command::new("python3")
             .arg(script)
-            .arg(&self.store)
+            .arg(match &self.store {
+                TestStore::Fs(dir) => dir.clone(),
+                TestStore::S3 { .. } => panic!("the canonical server has no S3 store"),
+            })
             .arg(port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -191,9 +357,20 @@ impl Server {
         self.port
     }
 
-    /// The directory behind `--store file://…`.
-    pub fn store_dir(&self) -> &Path {
-        &self.store
+    /// Every key in the server's store.
+    pub fn store_keys(&self) -> Vec<String> {
+        if Server::is_canonical() {
+            if let TestStore::Fs(dir) = &self.store {
+                return fs::read_dir(dir)
+                    .map(|rd| {
+                        rd.filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            }
+        }
+        self.store.keys()
     }
 
     /// What the server wrote to stderr so far.

@@ -1,0 +1,227 @@
+//! Several `gitstow serve` processes on one S3 bucket, with clients pushing
+//! through all of them at once. Always runs against the S3 server of the
+//! `S3_*` variables (fails without them).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+const DAEMONS: usize = 3;
+const CLIENTS: usize = 8;
+const ROUNDS: usize = 20;
+
+struct Cluster {
+    servers: Vec<Server>,
+    tmp: tempfile::TempDir,
+    clients: Vec<PathBuf>,
+}
+
+impl Cluster {
+    fn new(repo: &str) -> Cluster {
+        let store = TestStore::s3();
+        let servers: Vec<Server> = (0..DAEMONS)
+            .map(|_| Server::start_on(Some(&store), &[], &[]))
+            .collect();
+        let tmp = tempfile::tempdir().unwrap();
+        let seed = tmp.path().join("seed");
+        init_repo(&seed);
+        commit_files(&seed, &[("README", "cluster\n")], "root");
+        git(&seed, &["push", "--quiet", &servers[0].url(repo), "main"]);
+        let clients = (0..CLIENTS)
+            .map(|i| {
+                let dir = tmp.path().join(format!("client{i}"));
+                let url = servers[i % DAEMONS].url(repo);
+                git(
+                    tmp.path(),
+                    &["clone", "--quiet", &url, dir.to_str().unwrap()],
+                );
+                git(&dir, &["config", "user.name", &format!("client {i}")]);
+                git(
+                    &dir,
+                    &["config", "user.email", &format!("c{i}@example.com")],
+                );
+                dir
+            })
+            .collect();
+        Cluster {
+            servers,
+            tmp,
+            clients,
+        }
+    }
+}
+
+/// Runs `git args` in `dir` and returns whether it succeeded, with stderr.
+fn try_git(dir: &Path, args: &[&str]) -> (bool, String) {
+    let out: std::process::Output = git_cmd(dir).args(args).output().expect("git runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn commit(dir: &Path, file: &str, content: &str) -> String {
+    std::fs::write(dir.join(file), content).unwrap();
+    git(dir, &["add", file]);
+    git(dir, &["commit", "--quiet", "-m", content.trim()]);
+    git_out(dir, &["rev-parse", "HEAD"])
+}
+
+/// 8 clients, each on its own branch, push through 3 daemons at once for 20
+/// rounds: every push lands and every branch ends at its client's tip.
+#[test]
+fn distinct_branches_all_land() {
+    let cluster = Cluster::new("distinct");
+    let mut landed = 0;
+    for round in 0..ROUNDS {
+        let handles: Vec<_> = cluster
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let dir = dir.clone();
+                let url = cluster.servers[(i + round) % DAEMONS].url("distinct");
+                std::thread::spawn(move || {
+                    let tip = commit(
+                        &dir,
+                        &format!("f{i}"),
+                        &format!("client {i} round {round}\n"),
+                    );
+                    let (ok, err) = try_git(
+                        &dir,
+                        &["push", "--quiet", &url, &format!("HEAD:refs/heads/c{i}")],
+                    );
+                    (i, tip, ok, err)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (i, _tip, ok, err) = h.join().unwrap();
+            assert!(
+                ok,
+                "round {round}: client {i}'s push to its own branch failed: {err}"
+            );
+            landed += 1;
+        }
+    }
+    let refs = ls_remote(&cluster.servers[1].url("distinct"));
+    for (i, dir) in cluster.clients.iter().enumerate() {
+        let tip = git_out(dir, &["rev-parse", "HEAD"]);
+        assert!(
+            refs.contains(&format!("{tip}\trefs/heads/c{i}")),
+            "branch c{i} lost updates:\n{refs}"
+        );
+    }
+    println!(
+        "distinct branches: {landed} of {} pushes landed, 0 lost",
+        ROUNDS * CLIENTS
+    );
+    assert_eq!(landed, ROUNDS * CLIENTS);
+    let mirror = cluster.tmp.path().join("check.git");
+    git(
+        cluster.tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--mirror",
+            &cluster.servers[2].url("distinct"),
+            mirror.to_str().unwrap(),
+        ],
+    );
+    fsck(&mirror);
+}
+
+/// 8 clients push to the same branch through 3 daemons at once, for 20
+/// rounds: exactly one wins each round, the branch ends at the winner's
+/// commit, and no accepted commit is ever lost.
+#[test]
+fn one_branch_has_exactly_one_winner_per_round() {
+    let cluster = Cluster::new("contended");
+    let mut winners = Vec::new();
+    let mut rejected = 0;
+    for round in 0..ROUNDS {
+        for dir in &cluster.clients {
+            git(dir, &["fetch", "--quiet", "origin"]);
+            git(dir, &["reset", "--quiet", "--hard", "origin/main"]);
+        }
+        let handles: Vec<_> = cluster
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let dir = dir.clone();
+                let url = cluster.servers[(i + round) % DAEMONS].url("contended");
+                std::thread::spawn(move || {
+                    let tip = commit(&dir, "shared", &format!("client {i} round {round}\n"));
+                    let (ok, err) =
+                        try_git(&dir, &["push", "--quiet", &url, "HEAD:refs/heads/main"]);
+                    (i, tip, ok, err)
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let won: Vec<_> = results.iter().filter(|r| r.2).collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "round {round}: {} pushes reported success: {:?}",
+            won.len(),
+            results
+                .iter()
+                .map(|r| (r.0, r.2, r.3.lines().last().unwrap_or("")))
+                .collect::<Vec<_>>()
+        );
+        for r in results.iter().filter(|r| !r.2) {
+            assert!(
+                r.3.contains("failed to update ref")
+                    || r.3.contains("fetch first")
+                    || r.3.contains("non-fast-forward")
+                    || r.3.contains("stale info"),
+                "round {round}: client {} was refused without git's reason: {}",
+                r.0,
+                r.3
+            );
+            rejected += 1;
+        }
+        let tip = ls_remote(&cluster.servers[round % DAEMONS].url("contended"));
+        assert!(
+            tip.starts_with(&won[0].1),
+            "round {round}: main is not the winner's commit: {tip}"
+        );
+        winners.push(won[0].1.clone());
+    }
+    // No lost update: every accepted commit is in the final history.
+    let check = cluster.tmp.path().join("check");
+    git(
+        cluster.tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            &cluster.servers[0].url("contended"),
+            check.to_str().unwrap(),
+        ],
+    );
+    for w in &winners {
+        let status = Command::new("git")
+            .current_dir(&check)
+            .args(["merge-base", "--is-ancestor", w, "HEAD"])
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "accepted commit {w} is not in the final history"
+        );
+    }
+    assert_eq!(
+        git_out(&check, &["rev-list", "--count", "HEAD"]),
+        (ROUNDS + 1).to_string()
+    );
+    println!(
+        "one branch: {ROUNDS} rounds, {} winners, {rejected} rejected, 0 lost updates",
+        winners.len()
+    );
+    fsck(&check);
+}
