@@ -214,6 +214,7 @@ fn serve(args: ServeArgs) -> i32 {
             let _ = stdout.flush();
         }
         tracing::info!(%addr, store = %args.store, "serving");
+        let store_for_stats = store.clone();
         let app = app::App::new(store, config);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let graceful = async move {
@@ -234,7 +235,8 @@ fn serve(args: ServeArgs) -> i32 {
         tokio::select! {
             served = served => match served {
                 Ok(()) => {
-                    tracing::info!("shut down");
+                    let m = store_for_stats.metrics();
+                    tracing::info!(requests = ?m.requests, cache = ?m.cache, "shut down");
                     0
                 }
                 Err(e) => {
