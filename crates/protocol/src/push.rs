@@ -159,7 +159,9 @@ fn parse_command(line: &[u8]) -> Result<RefCommand, PushRequestError> {
     let malformed = || PushRequestError::MalformedCommand {
         line: crate::lossy(line),
     };
-    if line.len() < 83 || line[40] != b' ' || line[81] != b' ' {
+    // git's queue_command: the name is whatever follows, possibly nothing
+    // (an empty name is then refused per ref as a "funny refname").
+    if line.len() < 82 || line[40] != b' ' || line[81] != b' ' {
         return Err(malformed());
     }
     let old = crate::parse_oid(&line[..40]).ok_or_else(malformed)?;
@@ -435,6 +437,14 @@ mod tests {
     }
 
     #[test]
+    fn empty_ref_name_is_read_as_git_does() {
+        // git's receive-pack reads it and answers "ng  funny refname"
+        let line = format!("{Z} {B} \0report-status");
+        let req = read(&body(&[line.as_bytes(), b"F"]), 10).unwrap();
+        assert_eq!(req.commands[0].name, "");
+    }
+
+    #[test]
     fn later_nul_caps_are_merged_and_names_are_not_validated() {
         let first = format!("{A} {B} refs/heads/a..b");
         let second = format!("{A} {B} HEAD\0atomic");
@@ -449,7 +459,6 @@ mod tests {
         let cases: Vec<Vec<u8>> = vec![
             b"garbage".to_vec(),
             format!("{A} {B}").into_bytes(),
-            format!("{A} {B} ").into_bytes(),
             format!("{A}  {B} refs/heads/x").into_bytes(),
             format!("{A}x{B} refs/heads/x").into_bytes(),
             format!("{} {B} refs/heads/x", &A[..39]).into_bytes(),

@@ -67,6 +67,10 @@ pub struct Options {
     pub max_stored_depth: u32,
     /// Deepest delta chain accepted in a pack.
     pub max_chain_depth: u32,
+    /// Most bytes of delta bases one resolver thread holds at once while
+    /// resolving a base's other children (a hostile delta tree is refused
+    /// beyond it; a single base larger than this is always allowed).
+    pub max_held_bytes: u64,
     /// Most commands in one push.
     pub max_commands: usize,
     /// State compare-and-swap attempts.
@@ -83,6 +87,7 @@ impl Default for Options {
             max_container_bytes: 128 << 20,
             max_stored_depth: 50,
             max_chain_depth: 10_000,
+            max_held_bytes: 1 << 30,
             max_commands: 100_000,
             max_state_attempts: 20,
             staging_dir: None,
@@ -315,18 +320,23 @@ fn unpack(
         max_object_bytes: opts.max_object_bytes,
         max_stored_depth: opts.max_stored_depth,
         max_chain_depth: opts.max_chain_depth,
+        max_held_bytes: opts.max_held_bytes,
     };
     let main = std::thread::current();
+    // Set before the worker wakes this thread: `is_finished` may still be false
+    // right after the unpark, which used to cost every push a 500 ms nap.
+    let done = std::sync::atomic::AtomicBool::new(false);
     let resolved = std::thread::scope(|scope| {
-        let (main, pack, staging, counters) = (&main, &pack, &staging, &counters);
+        let (main, pack, staging, counters, done) = (&main, &pack, &staging, &counters, &done);
         let worker = scope.spawn(move || {
             let result = resolve::resolve(request, pack, db, staging, ropts, counters);
+            done.store(true, Ordering::Release);
             main.unpark();
             result
         });
-        while !worker.is_finished() {
+        while !done.load(Ordering::Acquire) {
             std::thread::park_timeout(std::time::Duration::from_millis(500));
-            if !worker.is_finished() && total_deltas > 0 {
+            if !done.load(Ordering::Acquire) && total_deltas > 0 {
                 progress.update(
                     "Resolving deltas",
                     counters.deltas.load(Ordering::Relaxed),
@@ -384,7 +394,7 @@ fn decide(
     outcome: &mut Outcome,
 ) -> Vec<RefStatus> {
     let mut rejected: Vec<Option<String>> = Vec::with_capacity(push.commands.len());
-    for (i, cmd) in push.commands.iter().enumerate() {
+    for cmd in &push.commands {
         let name_ok = if cmd.new.is_null() {
             check_ref_format_for_delete(&cmd.name).is_ok()
         } else {
@@ -392,8 +402,6 @@ fn decide(
         };
         let reason = if !name_ok {
             Some("funny refname".to_owned())
-        } else if push.commands[..i].iter().any(|c| c.name == cmd.name) {
-            Some("duplicate ref name in one push".to_owned())
         } else if cmd.new.is_null() {
             None
         } else if (unpacked.oids.binary_search(&cmd.new).is_err() && !db.contains(&cmd.new))

@@ -4,9 +4,11 @@
 //! REF_DELTAs name and the repository holds. From each root a depth-first walk
 //! inflates each child delta once, applies it to its parent's bytes (held only
 //! while its children are resolved), hashes and checks the result, and stages the
-//! child's record through the [`EncodedObjectStore`]. Memory is about
-//! threads × chain depth × object size; nothing is inflated twice but roots
-//! (once in pass 1 to find their end, as git's index-pack does).
+//! child's record through the [`EncodedObjectStore`]. The heaviest child of a
+//! base is resolved last, after the base's bytes are released, so a chain of
+//! any depth holds two objects per thread; what bases held for their other
+//! children add up to is bounded (`max_held_bytes`). Nothing is inflated twice
+//! but roots (once in pass 1 to find their end, as git's index-pack does).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -32,6 +34,9 @@ pub struct ResolveOptions {
     pub max_stored_depth: u32,
     /// Deepest delta chain accepted in a pack.
     pub max_chain_depth: u32,
+    /// Most bytes of delta bases held at once by one thread while their
+    /// other children are resolved (beyond the first such base).
+    pub max_held_bytes: u64,
 }
 
 /// Why resolution failed.
@@ -76,6 +81,8 @@ struct Shared<'a> {
     opts: ResolveOptions,
     child_start: Vec<u32>,
     children: Vec<u32>,
+    /// Entries in each entry's OFS subtree, itself included.
+    subtree: Vec<u32>,
     ref_children: Mutex<gix_hashtable::HashMap<ObjectId, Vec<u32>>>,
     counters: &'a Counters,
     staged: AtomicU64,
@@ -89,6 +96,8 @@ struct Worker {
     compressed: Vec<u8>,
     delta: Vec<u8>,
     pool: Vec<Vec<u8>>,
+    /// Bytes of bases held by `descend` frames up the stack.
+    held: u64,
     deflated: Vec<u8>,
     cache: ObjectCache,
 }
@@ -126,6 +135,13 @@ pub fn resolve(
         }
     }
     drop(fill);
+    // OFS bases come before their deltas: one backward pass sums subtrees.
+    let mut subtree = vec![1u32; n];
+    for i in (0..n).rev() {
+        if let EntryKind::OfsDelta(base) = pack.entries[i].kind {
+            subtree[base as usize] = subtree[base as usize].saturating_add(subtree[i]);
+        }
+    }
     let roots: Vec<u32> = (0..n as u32)
         .filter(|&i| matches!(pack.entries[i as usize].kind, EntryKind::Base(_)))
         .collect();
@@ -137,6 +153,7 @@ pub fn resolve(
         opts,
         child_start,
         children,
+        subtree,
         ref_children: Mutex::new(ref_children),
         counters,
         staged: AtomicU64::new(0),
@@ -215,6 +232,7 @@ where
                             compressed: Vec::new(),
                             delta: Vec::new(),
                             pool: Vec::new(),
+                            held: 0,
                             deflated: Vec::new(),
                             cache: ObjectCache::new(16 << 20),
                         };
@@ -280,7 +298,7 @@ impl Shared<'_> {
         };
         let kind = record::kind_from_type_id(type_id).expect("scan admits only types 1-4");
         self.read_compressed(w, i)?;
-        let mut data = take_buf(w, 0);
+        let mut data = take_buf(w);
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;
         let oid = hash(kind, &data).map_err(|err| self.invalid(i, err))?;
@@ -297,9 +315,7 @@ impl Shared<'_> {
             self.staged.fetch_add(1, Ordering::Relaxed);
         }
         self.counters.objects.fetch_add(1, Ordering::Relaxed);
-        let result = self.descend(w, Some(i), oid, kind, &data, 0, 0);
-        w.pool[0] = data;
-        result
+        self.descend(w, Some(i), oid, kind, data, 0, 0)
     }
 
     fn resolve_thin_base(&self, w: &mut Worker, base: ObjectId) -> Result<(), ResolveError> {
@@ -316,98 +332,183 @@ impl Shared<'_> {
             return Ok(());
         };
         self.thin_bases.fetch_add(1, Ordering::Relaxed);
-        self.descend(w, None, base, obj.kind, &obj.data, depth, 0)
+        let kind = obj.kind;
+        let mut data = take_buf(w);
+        data.extend_from_slice(&obj.data);
+        drop(obj);
+        self.descend(w, None, base, kind, data, depth, 0)
     }
 
-    /// Resolves the children of the object `base_oid` (pack entry `base_index`, if in the pack).
+    /// Resolves the children of the object `base_oid` (pack entry `base_index`,
+    /// if in the pack), whose bytes are `data`, and everything below them.
+    ///
+    /// The child with the largest known subtree is resolved last, in this
+    /// loop rather than by recursion, after its parent's bytes were released:
+    /// a linear chain of any depth holds two objects and one stack frame, and
+    /// only the other children hold their parent (at most log2(entries) levels
+    /// for OFS deltas). What parents hold while their other children are
+    /// resolved is bounded by `max_held_bytes`.
     #[allow(clippy::too_many_arguments)]
     fn descend(
         &self,
         w: &mut Worker,
-        base_index: Option<usize>,
+        mut base_index: Option<usize>,
+        mut base_oid: ObjectId,
+        kind: Kind,
+        mut data: Vec<u8>,
+        mut stored_depth: u32,
+        mut chain: u32,
+    ) -> Result<(), ResolveError> {
+        loop {
+            let mut children: Vec<u32> = match base_index {
+                Some(i) => self.children
+                    [self.child_start[i] as usize..self.child_start[i + 1] as usize]
+                    .to_vec(),
+                None => Vec::new(),
+            };
+            if let Some(refs) = self
+                .ref_children
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&base_oid)
+            {
+                children.extend(refs);
+            }
+            if children.is_empty() || self.failed.load(Ordering::Relaxed) {
+                recycle(w, data);
+                return Ok(());
+            }
+            if chain + 1 > self.opts.max_chain_depth {
+                recycle(w, data);
+                return Err(ResolveError::Invalid(format!(
+                    "delta chain deeper than {} objects",
+                    self.opts.max_chain_depth
+                )));
+            }
+            // the heaviest child goes last; among equals the last one (REF
+            // children, whose subtrees are not known ahead, come after OFS ones)
+            let heaviest = (0..children.len())
+                .max_by_key(|&k| (self.subtree[children[k] as usize], k))
+                .expect("not empty");
+            let last = children.remove(heaviest);
+            if !children.is_empty() {
+                if w.held > 0 && w.held + data.len() as u64 > self.opts.max_held_bytes {
+                    recycle(w, data);
+                    return Err(ResolveError::Invalid(format!(
+                        "delta bases of more than {} bytes would be held at once",
+                        self.opts.max_held_bytes
+                    )));
+                }
+                w.held += data.len() as u64;
+                let result = children.iter().try_for_each(|&c| {
+                    let (oid, child, depth) =
+                        self.resolve_child(w, c as usize, base_oid, kind, &data, stored_depth)?;
+                    self.descend(w, Some(c as usize), oid, kind, child, depth, chain + 1)
+                });
+                w.held -= data.len() as u64;
+                if let Err(e) = result {
+                    recycle(w, data);
+                    return Err(e);
+                }
+            }
+            if self.failed.load(Ordering::Relaxed) {
+                recycle(w, data);
+                return Ok(());
+            }
+            let resolved =
+                self.resolve_child(w, last as usize, base_oid, kind, &data, stored_depth);
+            recycle(w, data);
+            let (oid, child, depth) = resolved?;
+            base_index = Some(last as usize);
+            base_oid = oid;
+            data = child;
+            stored_depth = depth;
+            chain += 1;
+        }
+    }
+
+    /// Inflates the delta entry `c`, applies it to `base`, hashes, checks and
+    /// stages the result; returns its id, bytes and stored depth.
+    fn resolve_child(
+        &self,
+        w: &mut Worker,
+        c: usize,
         base_oid: ObjectId,
         kind: Kind,
         base: &[u8],
         stored_depth: u32,
-        chain: u32,
-    ) -> Result<(), ResolveError> {
-        let ofs: &[u32] = match base_index {
-            Some(i) => {
-                &self.children[self.child_start[i] as usize..self.child_start[i + 1] as usize]
-            }
-            None => &[],
-        };
-        let refs = self
-            .ref_children
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&base_oid)
-            .unwrap_or_default();
-        if (!ofs.is_empty() || !refs.is_empty()) && chain + 1 > self.opts.max_chain_depth {
-            return Err(ResolveError::Invalid(format!(
-                "delta chain deeper than {} objects",
-                self.opts.max_chain_depth
-            )));
+    ) -> Result<(ObjectId, Vec<u8>, u32), ResolveError> {
+        let e = self.pack.entries[c];
+        self.read_compressed(w, c)?;
+        zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut w.delta)
+            .map_err(|err| self.invalid(c, err))?;
+        // Every instruction makes at most max(base, 127) bytes: a result size
+        // beyond that is a lie, refused before anything is allocated for it.
+        let (_, result_size) = delta::sizes(&w.delta).map_err(|err| self.invalid(c, err))?;
+        let most = (w.delta.len() as u64).saturating_mul(base.len().max(127) as u64);
+        if result_size > most {
+            return Err(self.invalid(
+                c,
+                format!(
+                    "delta declares a result of {result_size} bytes, \
+                     more than its {} bytes of instructions can make",
+                    w.delta.len()
+                ),
+            ));
         }
-        for &c in ofs.iter().chain(refs.iter()) {
-            if self.failed.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            let c = c as usize;
-            let e = self.pack.entries[c];
-            self.read_compressed(w, c)?;
-            zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut w.delta)
-                .map_err(|err| self.invalid(c, err))?;
-            let level = chain as usize + 1;
-            let mut data = take_buf(w, level);
-            delta::apply(base, &w.delta, self.opts.max_object_bytes, &mut data)
-                .map_err(|err| self.invalid(c, err))?;
-            let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
-            check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
-            let mut depth = stored_depth + 1;
-            if !self.db.contains(&oid) {
-                if depth > self.opts.max_stored_depth {
-                    depth = 0;
-                    w.deflated.clear();
-                    zlib::deflate(&data, &mut w.deflated);
-                    self.sink.stage(EncodedObject {
-                        id: oid,
-                        kind,
-                        size: data.len() as u64,
-                        encoding: Encoding::Whole { zlib: &w.deflated },
-                    })?;
-                } else {
-                    self.sink.stage(EncodedObject {
-                        id: oid,
-                        kind,
-                        size: data.len() as u64,
-                        encoding: Encoding::Delta {
-                            base: base_oid,
-                            delta_size: e.decompressed_size,
-                            zlib: &w.compressed,
-                            depth,
-                        },
-                    })?;
-                }
-                self.staged.fetch_add(1, Ordering::Relaxed);
-            } else if let Some(loc) = self.db.lookup(&oid) {
-                depth = loc.entry.depth;
-            }
-            self.counters.objects.fetch_add(1, Ordering::Relaxed);
-            self.counters.deltas.fetch_add(1, Ordering::Relaxed);
-            let result = self.descend(w, Some(c), oid, kind, &data, depth, chain + 1);
-            w.pool[level] = data;
-            result?;
+        let mut data = take_buf(w);
+        if let Err(err) = delta::apply(base, &w.delta, self.opts.max_object_bytes, &mut data) {
+            recycle(w, data);
+            return Err(self.invalid(c, err));
         }
-        Ok(())
+        let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
+        check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
+        let mut depth = stored_depth + 1;
+        if !self.db.contains(&oid) {
+            if depth > self.opts.max_stored_depth {
+                depth = 0;
+                w.deflated.clear();
+                zlib::deflate(&data, &mut w.deflated);
+                self.sink.stage(EncodedObject {
+                    id: oid,
+                    kind,
+                    size: data.len() as u64,
+                    encoding: Encoding::Whole { zlib: &w.deflated },
+                })?;
+            } else {
+                self.sink.stage(EncodedObject {
+                    id: oid,
+                    kind,
+                    size: data.len() as u64,
+                    encoding: Encoding::Delta {
+                        base: base_oid,
+                        delta_size: e.decompressed_size,
+                        zlib: &w.compressed,
+                        depth,
+                    },
+                })?;
+            }
+            self.staged.fetch_add(1, Ordering::Relaxed);
+        } else if let Some(loc) = self.db.lookup(&oid) {
+            depth = loc.entry.depth;
+        }
+        self.counters.objects.fetch_add(1, Ordering::Relaxed);
+        self.counters.deltas.fetch_add(1, Ordering::Relaxed);
+        Ok((oid, data, depth))
     }
 }
 
-fn take_buf(w: &mut Worker, level: usize) -> Vec<u8> {
-    if w.pool.len() <= level {
-        w.pool.resize_with(level + 1, Vec::new);
+/// A spare buffer (reused across objects so steady-state allocation is near zero).
+fn take_buf(w: &mut Worker) -> Vec<u8> {
+    w.pool.pop().unwrap_or_default()
+}
+
+/// Gives a buffer back; only a few, and none over 16 MiB, are kept.
+fn recycle(w: &mut Worker, mut buf: Vec<u8>) {
+    if w.pool.len() < 8 && buf.capacity() <= 16 << 20 {
+        buf.clear();
+        w.pool.push(buf);
     }
-    std::mem::take(&mut w.pool[level])
 }
 
 fn hash(kind: Kind, data: &[u8]) -> Result<ObjectId, String> {

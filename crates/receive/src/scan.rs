@@ -1,12 +1,19 @@
-//! Pass 1 over the spooled pack: walk every entry with gix-pack's streaming
-//! entry iterator, check the trailer, and keep a compact table of entries.
+//! Pass 1 over the spooled pack: walk every entry once, check the trailer, and
+//! keep a compact table of entries.
+//!
+//! The walk is ours rather than gix-pack's `BytesToEntriesIter` so that every
+//! hostile input is refused before it costs anything: an entry's declared size
+//! is checked against the object limit *before* its stream is inflated, and
+//! inflating stops as soon as a stream produces more than its header declares
+//! (a zlib bomb costs at most the declared size); entries never read into the
+//! trailer, so a stream that never ends is "truncated", not a hang; and each
+//! refusal carries the reason git's index-pack gives.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
+use flate2::{Decompress, FlushDecompress, Status};
 use gix_hash::ObjectId;
-use gix_pack::data::entry::Header;
-use gix_pack::data::input;
 
 /// How an entry relates to a delta base.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +72,9 @@ fn invalid(msg: impl Into<String>) -> ScanError {
     ScanError::Invalid(msg.into())
 }
 
+/// git's index-pack words for a truncated pack.
+const TRUNCATED: &str = "pack is truncated (early EOF)";
+
 /// Scans the pack that starts at `pack_start` in `file` and runs to its end.
 pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedPack, ScanError> {
     let file_len = file.metadata()?.len();
@@ -74,8 +84,17 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
     }
     let mut reader = file.try_clone()?;
     reader.seek(SeekFrom::Start(pack_start))?;
+    let mut input = Input {
+        reader: BufReader::with_capacity(128 * 1024, reader),
+        hasher: gix_hash::hasher(gix_hash::Kind::Sha1),
+        pos: 0,
+        // entries never reach into the 20-byte trailer
+        end: pack_bytes.saturating_sub(20),
+    };
     let mut header = [0u8; 12];
-    reader.read_exact(&mut header)?;
+    input.reader.read_exact(&mut header)?;
+    input.hasher.update(&header);
+    input.pos = 12;
     if &header[..4] != b"PACK" {
         return Err(invalid("protocol error (pack signature mismatch detected)"));
     }
@@ -93,121 +112,187 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
             "pack claims {count} objects but has only {pack_bytes} bytes"
         )));
     }
-    if count == 0 {
-        return check_empty_pack(file, pack_start, pack_bytes, &header);
-    }
-    reader.seek(SeekFrom::Start(pack_start))?;
-    let iter = input::BytesToEntriesIter::new_from_header(
-        BufReader::with_capacity(128 * 1024, reader),
-        input::Mode::Verify,
-        input::EntryDataMode::Ignore,
-        gix_hash::Kind::Sha1,
-    )
-    .map_err(|e| invalid(e.to_string()))?;
     let mut out = ScannedPack {
         entries: Vec::with_capacity(count.min(1 << 20) as usize),
         ref_deltas: 0,
         pack_bytes,
     };
     let mut offsets: Vec<u64> = Vec::with_capacity(count.min(1 << 20) as usize);
-    let mut end = 12u64;
-    let mut saw_trailer = false;
-    for entry in iter {
-        let entry = entry.map_err(|e| invalid(describe_gix_error(&e.to_string())))?;
-        if entry.decompressed_size > limits.max_object_bytes {
-            return Err(invalid(format!(
-                "object of {} bytes at offset {} exceeds the limit of {} bytes",
-                entry.decompressed_size, entry.pack_offset, limits.max_object_bytes
-            )));
-        }
-        let kind = match entry.header {
-            Header::Commit | Header::Tree | Header::Blob | Header::Tag => {
-                EntryKind::Base(entry.header.as_type_id())
+    let mut scratch = vec![0u8; 64 * 1024];
+    let mut z = Decompress::new(true);
+    for _ in 0..count {
+        let offset = input.pos;
+        let bad = |what: &str| invalid(format!("pack has bad object at offset {offset}: {what}"));
+        // type and size (gitformat-pack(5): 3-bit type, size in 4 + 7n bits)
+        let mut c = input.byte()?;
+        let type_id = (c >> 4) & 7;
+        let mut size = u64::from(c & 0x0f);
+        let mut shift = 4u32;
+        while c & 0x80 != 0 {
+            c = input.byte()?;
+            if shift > 57 {
+                return Err(bad("object size overflows 64 bits"));
             }
-            Header::OfsDelta { base_distance } => {
-                let base_offset = entry
-                    .pack_offset
-                    .checked_sub(base_distance)
-                    .filter(|_| base_distance > 0)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "delta base offset is out of bound at offset {}",
-                            entry.pack_offset
-                        ))
-                    })?;
-                let idx = offsets.binary_search(&base_offset).map_err(|_| {
-                    invalid(format!(
-                        "delta base offset is out of bound at offset {}",
-                        entry.pack_offset
-                    ))
-                })?;
+            size |= u64::from(c & 0x7f) << shift;
+            shift += 7;
+        }
+        let kind = match type_id {
+            1..=4 => EntryKind::Base(type_id),
+            6 => {
+                let mut c = input.byte()?;
+                let mut distance = u64::from(c & 0x7f);
+                while c & 0x80 != 0 {
+                    c = input.byte()?;
+                    distance += 1;
+                    if distance >> 57 != 0 {
+                        return Err(bad("delta base offset overflow"));
+                    }
+                    distance = (distance << 7) | u64::from(c & 0x7f);
+                }
+                let idx = offset
+                    .checked_sub(distance)
+                    .filter(|_| distance > 0)
+                    .and_then(|base| offsets.binary_search(&base).ok())
+                    .ok_or_else(|| bad("delta base offset is out of bound"))?;
                 EntryKind::OfsDelta(idx as u32)
             }
-            Header::RefDelta { base_id } => {
+            7 => {
+                let mut id = [0u8; 20];
+                for b in &mut id {
+                    *b = input.byte()?;
+                }
                 out.ref_deltas += 1;
-                EntryKind::RefDelta(base_id)
+                EntryKind::RefDelta(ObjectId::from_bytes_or_panic(&id))
             }
+            t => return Err(bad(&format!("unknown object type {t}"))),
         };
-        offsets.push(entry.pack_offset);
+        if size > limits.max_object_bytes {
+            return Err(invalid(format!(
+                "object of {size} bytes at offset {offset} exceeds the limit of {} bytes",
+                limits.max_object_bytes
+            )));
+        }
+        let data_offset = input.pos;
+        input
+            .inflate(&mut z, size, &mut scratch)
+            .map_err(|e| match e {
+                InflateFailure::Io(e) => ScanError::Io(e),
+                InflateFailure::Truncated => invalid(TRUNCATED),
+                InflateFailure::Bad(what) => bad(&what),
+            })?;
+        offsets.push(offset);
         out.entries.push(ScannedEntry {
-            data_offset: pack_start + entry.pack_offset + u64::from(entry.header_size),
-            compressed_size: entry.compressed_size,
-            decompressed_size: entry.decompressed_size,
+            data_offset: pack_start + data_offset,
+            compressed_size: input.pos - data_offset,
+            decompressed_size: size,
             kind,
         });
-        end = entry.pack_offset + u64::from(entry.header_size) + entry.compressed_size;
-        saw_trailer |= entry.trailer.is_some();
     }
-    if out.entries.len() as u64 != count || !saw_trailer {
-        return Err(invalid("pack is truncated"));
+    // the trailer: the SHA-1 of everything before it
+    let digest = input
+        .hasher
+        .try_finalize()
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut trailer = [0u8; 20];
+    use std::os::unix::fs::FileExt;
+    if input.pos + 20 > pack_bytes {
+        return Err(invalid(TRUNCATED));
     }
-    if end + 20 != pack_bytes {
+    file.read_exact_at(&mut trailer, pack_start + input.pos)?;
+    if digest.as_slice() != trailer {
+        return Err(invalid("pack is corrupted (SHA1 mismatch)"));
+    }
+    if input.pos + 20 != pack_bytes {
         return Err(invalid("pack has junk at the end"));
     }
     Ok(out)
 }
 
-fn check_empty_pack(
-    file: &File,
-    pack_start: u64,
-    pack_bytes: u64,
-    header: &[u8; 12],
-) -> Result<ScannedPack, ScanError> {
-    use std::os::unix::fs::FileExt;
-    if pack_bytes < 32 {
-        return Err(invalid("pack is truncated"));
-    }
-    if pack_bytes > 32 {
-        return Err(invalid("pack has junk at the end"));
-    }
-    let mut trailer = [0u8; 20];
-    file.read_exact_at(&mut trailer, pack_start + 12)?;
-    let mut h = gix_hash::hasher(gix_hash::Kind::Sha1);
-    h.update(header);
-    let digest = h.try_finalize().map_err(|e| invalid(e.to_string()))?;
-    if digest.as_slice() != trailer {
-        return Err(invalid("pack is corrupted (SHA1 mismatch)"));
-    }
-    Ok(ScannedPack {
-        entries: Vec::new(),
-        ref_deltas: 0,
-        pack_bytes,
-    })
+enum InflateFailure {
+    Io(std::io::Error),
+    Truncated,
+    Bad(String),
 }
 
-/// Maps gix-pack's messages to the short reasons git's index-pack gives, where they correspond.
-fn describe_gix_error(msg: &str) -> String {
-    let lower = msg.to_ascii_lowercase();
-    if lower.contains("mismatch")
-        && (lower.contains("hash") || lower.contains("checksum") || lower.contains("trailer"))
-    {
-        "pack is corrupted (SHA1 mismatch)".into()
-    } else if lower.contains("unexpected end")
-        || lower.contains("eof")
-        || lower.contains("fill whole buffer")
-    {
-        "pack is truncated".into()
-    } else {
-        msg.to_string()
+/// The pack bytes after the header, hashed as they are consumed, never past `end`.
+struct Input {
+    reader: BufReader<File>,
+    hasher: gix_hash::Hasher,
+    /// Offset in the pack of the next byte.
+    pos: u64,
+    /// Offset in the pack where entries must stop (the trailer).
+    end: u64,
+}
+
+impl Input {
+    /// Buffered bytes, at most up to `end`; empty at `end` or at EOF.
+    fn fill(&mut self) -> std::io::Result<&[u8]> {
+        let left = self.end.saturating_sub(self.pos);
+        let buf = self.reader.fill_buf()?;
+        Ok(&buf[..buf.len().min(usize::try_from(left).unwrap_or(usize::MAX))])
+    }
+
+    fn consume(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let buf = self
+            .reader
+            .fill_buf()
+            .expect("consuming bytes fill_buf returned before");
+        self.hasher.update(&buf[..n]);
+        self.reader.consume(n);
+        self.pos += n as u64;
+    }
+
+    fn byte(&mut self) -> Result<u8, ScanError> {
+        let b = *self.fill()?.first().ok_or_else(|| invalid(TRUNCATED))?;
+        self.consume(1);
+        Ok(b)
+    }
+
+    /// Inflates one zlib stream, discarding its output, and checks that it
+    /// produces exactly `size` bytes; stops as soon as it produces more.
+    fn inflate(
+        &mut self,
+        z: &mut Decompress,
+        size: u64,
+        scratch: &mut [u8],
+    ) -> Result<(), InflateFailure> {
+        z.reset(true);
+        loop {
+            let buf = self.fill().map_err(InflateFailure::Io)?;
+            if buf.is_empty() {
+                return Err(InflateFailure::Truncated);
+            }
+            let (in_before, out_before) = (z.total_in(), z.total_out());
+            // never ask for more output than one byte past the declared size
+            let room = (size + 1 - out_before).min(scratch.len() as u64) as usize;
+            let status = z
+                .decompress(buf, &mut scratch[..room], FlushDecompress::None)
+                .map_err(|e| InflateFailure::Bad(format!("inflate: {e}")))?;
+            let used = (z.total_in() - in_before) as usize;
+            self.consume(used);
+            if z.total_out() > size {
+                return Err(InflateFailure::Bad(format!(
+                    "inflates to more than the {size} bytes its header declares"
+                )));
+            }
+            match status {
+                Status::StreamEnd => break,
+                Status::Ok | Status::BufError => {
+                    if used == 0 && z.total_out() == out_before {
+                        return Err(InflateFailure::Bad("inflate makes no progress".into()));
+                    }
+                }
+            }
+        }
+        if z.total_out() != size {
+            return Err(InflateFailure::Bad(format!(
+                "inflates to {} bytes, its header declares {size}",
+                z.total_out()
+            )));
+        }
+        Ok(())
     }
 }

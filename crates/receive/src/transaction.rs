@@ -1,7 +1,7 @@
 //! The ref transaction: check every command against the current refs and
 //! publish the new state with one compare-and-swap, retrying on conflicts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use gitstow_odb::state::ContainerRef;
 use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, RepoState, Repository};
@@ -79,6 +79,15 @@ fn df_conflict(
         .any(|(k, _)| !deleted(k))
 }
 
+/// The command's old value is the ref's current value; deleting an absent
+/// ref is fine only without an expected value (git's lease check).
+fn old_matches(current: Option<&ObjectId>, cmd: &RefCommand) -> bool {
+    match current {
+        Some(cur) => *cur == cmd.old,
+        None => cmd.old.is_null(),
+    }
+}
+
 impl Transaction<'_> {
     /// Runs the transaction against `repo`.
     pub fn run(self, repo: &Repository) -> Result<TransactionOutcome, TransactionError> {
@@ -145,37 +154,61 @@ impl Transaction<'_> {
             }
         }
         // The ref transaction: old values and directory/file conflicts.
-        let deleted_names: Vec<&str> = self
-            .commands
-            .iter()
-            .zip(&reasons)
-            .filter(|(c, r)| r.is_none() && c.new.is_null())
-            .map(|(c, _)| c.name.as_str())
-            .collect();
-        let is_deleted = |n: &str| deleted_names.contains(&n);
-        let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
         let mut transaction_failed = false;
-        for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
-            if reason.is_some() {
-                continue;
+        if self.atomic {
+            // One transaction, as git's: every check against the refs as they
+            // were; a name updated twice fails the whole transaction.
+            let deleted_names: HashSet<&str> = self
+                .commands
+                .iter()
+                .zip(&reasons)
+                .filter(|(c, r)| r.is_none() && c.new.is_null())
+                .map(|(c, _)| c.name.as_str())
+                .collect();
+            let is_deleted = |n: &str| deleted_names.contains(n);
+            let mut seen: HashSet<&str> = HashSet::new();
+            let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
+            for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+                if reason.is_some() {
+                    continue;
+                }
+                let current = state.refs.get(&cmd.name);
+                let conflict = !cmd.new.is_null()
+                    && current.is_none()
+                    && (df_conflict(&state.refs, &cmd.name, &is_deleted)
+                        || df_conflict(&created, &cmd.name, &|_| false));
+                if !seen.insert(cmd.name.as_str()) || !old_matches(current, cmd) || conflict {
+                    *reason = Some(FAILED_TO_UPDATE.to_owned());
+                    transaction_failed = true;
+                    continue;
+                }
+                if !cmd.new.is_null() {
+                    created.insert(cmd.name.clone(), cmd.new);
+                }
             }
-            let current = state.refs.get(&cmd.name);
-            let old_matches = match current {
-                Some(cur) => *cur == cmd.old,
-                // Deleting an absent ref is fine only without an expected value (git's lease check).
-                None => cmd.old.is_null(),
-            };
-            let conflict = !cmd.new.is_null()
-                && current.is_none()
-                && (df_conflict(&state.refs, &cmd.name, &is_deleted)
-                    || df_conflict(&created, &cmd.name, &|_| false));
-            if !old_matches || conflict {
-                *reason = Some(FAILED_TO_UPDATE.to_owned());
-                transaction_failed = true;
-                continue;
-            }
-            if !cmd.new.is_null() {
-                created.insert(cmd.name.clone(), cmd.new);
+        } else {
+            // git applies the commands of a non-atomic push one after the
+            // other, each in its own transaction: each sees what the earlier
+            // ones did (a ref named twice, a delete that makes room for a
+            // directory/file change).
+            let mut running = state.refs.clone();
+            for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+                if reason.is_some() {
+                    continue;
+                }
+                let current = running.get(&cmd.name);
+                let conflict = !cmd.new.is_null()
+                    && current.is_none()
+                    && df_conflict(&running, &cmd.name, &|_| false);
+                if !old_matches(current, cmd) || conflict {
+                    *reason = Some(FAILED_TO_UPDATE.to_owned());
+                    continue;
+                }
+                if cmd.new.is_null() {
+                    running.remove(&cmd.name);
+                } else {
+                    running.insert(cmd.name.clone(), cmd.new);
+                }
             }
         }
         if self.atomic && transaction_failed {
