@@ -95,13 +95,7 @@ pub fn serve_v0(
     if req.wants.is_empty() {
         return Ok(outcome);
     }
-    if let Some(missing) = req.wants.iter().find(|w| !db.contains(w)) {
-        // As git: an ERR packet the client prints ("remote error: upload-pack: not our ref …").
-        write_error(
-            &mut &mut *out,
-            &format!("upload-pack: not our ref {missing}"),
-        )?;
-        out.flush()?;
+    if refused_unknown_want(&db, &req.wants, out)? {
         return Ok(outcome);
     }
     let filter = parse_filter(req.filter.as_deref())?;
@@ -110,7 +104,7 @@ pub fn serve_v0(
         deepen: req.deepen,
         deepen_relative: req.deepen_relative,
         deepen_since: req.deepen_since,
-        deepen_not: shallow::resolve_deepen_not(state, &req.deepen_not).map_err(Error::Protocol)?,
+        deepen_not: resolve_deepen_not(state, &req.deepen_not)?,
     };
     let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
     // v0 answers with a shallow update only to a deepen request (git's
@@ -169,6 +163,31 @@ pub fn serve_v0(
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
     Ok(outcome)
+}
+
+/// Answers git's `ERR upload-pack: not our ref <oid>` for the first want the
+/// repository lacks (the client prints it as "remote error: …"); true if it did.
+fn refused_unknown_want(
+    db: &gitstow_odb::ObjectDb,
+    wants: &[gix_hash::ObjectId],
+    out: &mut dyn Write,
+) -> Result<bool, Error> {
+    let Some(missing) = wants.iter().find(|w| !db.contains(w)) else {
+        return Ok(false);
+    };
+    write_error(
+        &mut &mut *out,
+        &format!("upload-pack: not our ref {missing}"),
+    )?;
+    out.flush()?;
+    Ok(true)
+}
+
+fn resolve_deepen_not(
+    state: &RepoState,
+    names: &[String],
+) -> Result<Vec<gix_hash::ObjectId>, Error> {
+    shallow::resolve_deepen_not(state, names).map_err(Error::Protocol)
 }
 
 fn parse_filter(spec: Option<&str>) -> Result<Option<filter::Filter>, Error> {
@@ -290,12 +309,7 @@ fn fetch_v2(
         haves: args.haves.len(),
         ..Default::default()
     };
-    if let Some(missing) = args.wants.iter().find(|w| !db.contains(w)) {
-        write_error(
-            &mut &mut *out,
-            &format!("upload-pack: not our ref {missing}"),
-        )?;
-        out.flush()?;
+    if refused_unknown_want(&db, &args.wants, out)? {
         return Ok(outcome);
     }
     let common = negotiate::common(&db, &args.haves);
@@ -314,8 +328,7 @@ fn fetch_v2(
         deepen: args.deepen,
         deepen_relative: args.deepen_relative,
         deepen_since: args.deepen_since,
-        deepen_not: shallow::resolve_deepen_not(state, &args.deepen_not)
-            .map_err(Error::Protocol)?,
+        deepen_not: resolve_deepen_not(state, &args.deepen_not)?,
     };
     let shallow_plan = shallow::plan(&db, &args.wants, &shallow_req)?;
     if shallow_req.needs_shallow_section() {
