@@ -13,105 +13,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::raw_target::*;
 use common::*;
 
-// ---------------------------------------------------------------------------
-// target: gitstow (the default) or an external canonical server
-
-fn canonical() -> Option<(u16, PathBuf)> {
-    let v = std::env::var("HOSTILE_CANONICAL").ok()?;
-    let (port, root) = v.split_once(':')?;
-    Some((port.parse().ok()?, PathBuf::from(root)))
-}
-
-enum Target {
-    Gitstow(Server),
-    Canonical { port: u16 },
-}
-
-impl Target {
-    fn start(extra: &[&str]) -> Target {
-        match canonical() {
-            Some((port, _root)) => Target::Canonical { port },
-            None => Target::Gitstow(Server::start_with(extra)),
-        }
-    }
-    fn port(&self) -> u16 {
-        match self {
-            Target::Gitstow(s) => s.port(),
-            Target::Canonical { port, .. } => *port,
-        }
-    }
-    fn url(&self, repo: &str) -> String {
-        format!("http://127.0.0.1:{}/{repo}.git", self.port())
-    }
-    fn is_canonical(&self) -> bool {
-        matches!(self, Target::Canonical { .. })
-    }
-}
-
-/// A repository pushed with git: main = C1 - C2.
-struct Setup {
-    target: Target,
-    tmp: tempfile::TempDir,
-    repo: String,
-    url: String,
-    c1: String,
-    c2: String,
-    before: String,
-}
-
-fn setup(name: &str) -> Setup {
-    setup_with(name, &[])
-}
-
-fn setup_with(name: &str, extra: &[&str]) -> Setup {
-    let target = Target::start(extra);
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    init_repo(&work);
-    let c1 = commit_files(&work, &[("a.txt", "one\n")], "C1");
-    let c2 = commit_files(&work, &[("a.txt", "one\ntwo\n")], "C2");
-    let repo = if target.is_canonical() {
-        format!("{name}-{}", std::process::id())
-    } else {
-        name.to_owned()
-    };
-    let url = target.url(&repo);
-    git(&work, &["push", "--quiet", &url, "main"]);
-    let before = ls_remote(&url);
-    Setup {
-        target,
-        tmp,
-        repo,
-        url,
-        c1,
-        c2,
-        before,
-    }
-}
-
 impl Setup {
-    fn canonical(&self) -> bool {
-        self.target.is_canonical()
-    }
-
-    fn post(&self, body: &[u8]) -> Response {
-        http(
-            self.target.port(),
-            "POST",
-            &format!("/{}.git/git-receive-pack", self.repo),
-            &[
-                ("Content-Type", "application/x-git-receive-pack-request"),
-                ("Accept", "application/x-git-receive-pack-result"),
-            ],
-            body,
-        )
-    }
-
     /// POSTs `body`, prints what came back, and checks it came back in time.
     fn send(&self, what: &str, body: &[u8]) -> (Response, Report) {
         let started = Instant::now();

@@ -15,112 +15,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::raw_target::*;
 use common::*;
 
-// ---------------------------------------------------------------------------
-// target: gitstow (the default) or an external canonical server
-
-fn canonical() -> Option<(u16, PathBuf)> {
-    let v = std::env::var("HOSTILE_CANONICAL").ok()?;
-    let (port, root) = v.split_once(':')?;
-    Some((port.parse().ok()?, PathBuf::from(root)))
-}
-
-enum Target {
-    Gitstow(Server),
-    Canonical { port: u16, root: PathBuf },
-}
-
-impl Target {
-    fn start(extra: &[&str]) -> Target {
-        match canonical() {
-            Some((port, root)) => Target::Canonical { port, root },
-            None => Target::Gitstow(Server::start_with(extra)),
-        }
-    }
-    fn port(&self) -> u16 {
-        match self {
-            Target::Gitstow(s) => s.port(),
-            Target::Canonical { port, .. } => *port,
-        }
-    }
-    fn url(&self, repo: &str) -> String {
-        format!("http://127.0.0.1:{}/{repo}.git", self.port())
-    }
-    fn is_canonical(&self) -> bool {
-        matches!(self, Target::Canonical { .. })
-    }
-    /// canonical only: `git config` in the bare repository.
-    fn config(&self, repo: &str, key: &str, value: &str) {
-        if let Target::Canonical { root, .. } = self {
-            let dir = root.join(format!("{repo}.git"));
-            git(&dir, &["config", key, value]);
-        }
-    }
-}
-
-/// A repository pushed with git: main = C1 - C2.
-struct Setup {
-    target: Target,
-    tmp: tempfile::TempDir,
-    repo: String,
-    url: String,
-    c2: String,
-    before: String,
-}
-
-fn setup(name: &str) -> Setup {
-    setup_with(name, &[])
-}
-
-fn setup_with(name: &str, extra: &[&str]) -> Setup {
-    let target = Target::start(extra);
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    init_repo(&work);
-    commit_files(&work, &[("a.txt", "one\n")], "C1");
-    let c2 = commit_files(&work, &[("a.txt", "one\ntwo\n")], "C2");
-    let repo = if target.is_canonical() {
-        format!("{name}-{}", std::process::id())
-    } else {
-        name.to_owned()
-    };
-    let url = target.url(&repo);
-    git(&work, &["push", "--quiet", &url, "main"]);
-    let before = ls_remote(&url);
-    Setup {
-        target,
-        tmp,
-        repo,
-        url,
-        c2,
-        before,
-    }
-}
-
 impl Setup {
-    /// canonical only: check objects as gitstow always does.
-    fn fsck_objects(&self) {
-        self.target
-            .config(&self.repo, "receive.fsckObjects", "true");
-    }
-
-    fn post(&self, body: &[u8]) -> Response {
-        http(
-            self.target.port(),
-            "POST",
-            &format!("/{}.git/git-receive-pack", self.repo),
-            &[
-                ("Content-Type", "application/x-git-receive-pack-request"),
-                ("Accept", "application/x-git-receive-pack-result"),
-            ],
-            body,
-        )
-    }
-
     /// Pushes `pack` as the new value of `refs/heads/<name>` (a create); prints
     /// and returns the report. Each push must answer within `limit`.
     fn push_pack_to(&self, name: &str, new: &str, pack: &[u8], limit: Duration) -> Report {

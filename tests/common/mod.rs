@@ -14,6 +14,8 @@
 //! the assertions were learned, and how to check a test's own logic.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod raw_target;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
