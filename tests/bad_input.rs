@@ -433,3 +433,31 @@ fn wrong_content_type() {
     assert_eq!(resp.status, 415, "{resp:?}");
     s.assert_unchanged_and_serving();
 }
+
+/// `--atomic` with a blob pushed to a branch: git refuses the blob inside the
+/// ref transaction, so every ref of the push gets "atomic transaction failed".
+#[test]
+fn atomic_push_with_a_blob_to_a_branch() {
+    let s = setup();
+    let work = s.tmp.path().join("work");
+    let blob = git_out(&work, &["rev-parse", "HEAD:a.txt"]);
+    let r = s.push_raw(
+        &[
+            (ZERO_OID, &s.c2, "refs/heads/good"),
+            (ZERO_OID, &blob, "refs/heads/bad"),
+        ],
+        "report-status atomic",
+        Some(&PackBuilder::default().build()),
+    );
+    // canonical: ng refs/heads/good atomic transaction failed
+    //            ng refs/heads/bad atomic transaction failed
+    assert_eq!(
+        r.refs,
+        [
+            "ng refs/heads/good atomic transaction failed",
+            "ng refs/heads/bad atomic transaction failed"
+        ],
+        "{r:?}"
+    );
+    s.assert_unchanged_and_serving();
+}

@@ -408,17 +408,21 @@ fn decide(
             || unpacked.missing_references > 0
         {
             Some("missing necessary objects".to_owned())
-        } else if cmd.name.starts_with("refs/heads/")
-            && object_kind(&unpacked, db, &cmd.new)
-                .is_some_and(|k| k != gitstow_odb::record::COMMIT)
-        {
-            // git: "trying to write non-commit object … to branch"
-            Some(transaction::FAILED_TO_UPDATE.to_owned())
         } else {
             None
         };
         rejected.push(reason);
     }
+    let non_commit_branch: Vec<bool> = push
+        .commands
+        .iter()
+        .map(|cmd| {
+            !cmd.new.is_null()
+                && cmd.name.starts_with("refs/heads/")
+                && object_kind(&unpacked, db, &cmd.new)
+                    .is_some_and(|k| k != gitstow_odb::record::COMMIT)
+        })
+        .collect();
     let mut containers = Vec::new();
     if rejected.iter().any(Option::is_none) {
         for sealed in &unpacked.sealed {
@@ -441,6 +445,7 @@ fn decide(
     let tx = Transaction {
         commands: &push.commands,
         rejected,
+        non_commit_branch,
         containers,
         tag_targets: &unpacked.tag_targets,
         db,

@@ -267,7 +267,7 @@ impl Input {
             }
             let (in_before, out_before) = (z.total_in(), z.total_out());
             // never ask for more output than one byte past the declared size
-            let room = (size + 1 - out_before).min(scratch.len() as u64) as usize;
+            let room = (size.saturating_add(1) - out_before).min(scratch.len() as u64) as usize;
             let status = z
                 .decompress(buf, &mut scratch[..room], FlushDecompress::None)
                 .map_err(|e| InflateFailure::Bad(format!("inflate: {e}")))?;

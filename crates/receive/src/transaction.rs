@@ -23,6 +23,10 @@ pub struct Transaction<'a> {
     pub commands: &'a [RefCommand],
     /// Per command, a reason decided before the transaction (bad name, missing objects…).
     pub rejected: Vec<Option<String>>,
+    /// Per command, true when it would point a branch (`refs/heads/*`) at a
+    /// non-commit: git's ref layer refuses that inside the transaction
+    /// ("trying to write non-commit object … to branch").
+    pub non_commit_branch: Vec<bool>,
     /// Containers the push uploaded, to list in the state.
     pub containers: Vec<ContainerRef>,
     /// Annotated tags of the push: tag → target.
@@ -168,7 +172,7 @@ impl Transaction<'_> {
             let is_deleted = |n: &str| deleted_names.contains(n);
             let mut seen: HashSet<&str> = HashSet::new();
             let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
-            for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+            for (i, (cmd, reason)) in self.commands.iter().zip(reasons.iter_mut()).enumerate() {
                 if reason.is_some() {
                     continue;
                 }
@@ -177,7 +181,11 @@ impl Transaction<'_> {
                     && current.is_none()
                     && (df_conflict(&state.refs, &cmd.name, &is_deleted)
                         || df_conflict(&created, &cmd.name, &|_| false));
-                if !seen.insert(cmd.name.as_str()) || !old_matches(current, cmd) || conflict {
+                if !seen.insert(cmd.name.as_str())
+                    || !old_matches(current, cmd)
+                    || conflict
+                    || self.non_commit_branch[i]
+                {
                     *reason = Some(FAILED_TO_UPDATE.to_owned());
                     transaction_failed = true;
                     continue;
@@ -192,7 +200,7 @@ impl Transaction<'_> {
             // ones did (a ref named twice, a delete that makes room for a
             // directory/file change).
             let mut running = state.refs.clone();
-            for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+            for (i, (cmd, reason)) in self.commands.iter().zip(reasons.iter_mut()).enumerate() {
                 if reason.is_some() {
                     continue;
                 }
@@ -200,7 +208,7 @@ impl Transaction<'_> {
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
                     && df_conflict(&running, &cmd.name, &|_| false);
-                if !old_matches(current, cmd) || conflict {
+                if !old_matches(current, cmd) || conflict || self.non_commit_branch[i] {
                     *reason = Some(FAILED_TO_UPDATE.to_owned());
                     continue;
                 }

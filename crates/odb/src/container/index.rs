@@ -55,10 +55,17 @@ pub enum IndexError {
 }
 
 /// The decoded index of one container, held in memory sorted by oid.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ContainerIndex {
     fanout: Vec<u32>,
     entries: Vec<IndexEntry>,
+}
+
+impl Default for ContainerIndex {
+    /// An index of no objects (a full, zero fanout).
+    fn default() -> Self {
+        ContainerIndex::from_entries(Vec::new())
+    }
 }
 
 impl ContainerIndex {
@@ -197,6 +204,17 @@ impl ContainerIndex {
         }
         if entries.windows(2).any(|w| w[0].oid >= w[1].oid) {
             return Err(IndexError::Corrupt("entries not sorted"));
+        }
+        let mut counted = [0u32; 256];
+        for e in &entries {
+            counted[e.oid.as_slice()[0] as usize] += 1;
+        }
+        let mut sum = 0;
+        for (c, f) in counted.iter().zip(&fanout) {
+            sum += c;
+            if sum != *f {
+                return Err(IndexError::Corrupt("fanout does not match the entries"));
+            }
         }
         Ok(ContainerIndex { fanout, entries })
     }
