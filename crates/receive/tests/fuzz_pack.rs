@@ -19,99 +19,12 @@
 
 use std::io::{Seek, SeekFrom, Write};
 
+use gitstow_fuzzkit::{config, mutate, mutation};
 use gitstow_odb::record::{self, BaseRef};
 use gitstow_odb::{delta, zlib};
 use gitstow_receive::scan::{scan, EntryKind, ScanError, ScanLimits};
 use gix_hash::ObjectId;
 use proptest::prelude::*;
-
-// ---------------------------------------------------------------------------
-// Shared helpers (each fuzz file carries its own copy).
-
-fn cases() -> u32 {
-    std::env::var("GITSTOW_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Mutation {
-    Flip {
-        at: prop::sample::Index,
-        bits: u8,
-    },
-    Set {
-        at: prop::sample::Index,
-        byte: u8,
-    },
-    Truncate {
-        at: prop::sample::Index,
-    },
-    Insert {
-        at: prop::sample::Index,
-        bytes: Vec<u8>,
-    },
-    Delete {
-        at: prop::sample::Index,
-        len: usize,
-    },
-    Duplicate {
-        at: prop::sample::Index,
-        len: usize,
-    },
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        3 => (any::<prop::sample::Index>(), 1u8..).prop_map(|(at, bits)| Mutation::Flip { at, bits }),
-        2 => (any::<prop::sample::Index>(), any::<u8>())
-            .prop_map(|(at, byte)| Mutation::Set { at, byte }),
-        1 => any::<prop::sample::Index>().prop_map(|at| Mutation::Truncate { at }),
-        1 => (
-            any::<prop::sample::Index>(),
-            prop::collection::vec(any::<u8>(), 1..8)
-        )
-            .prop_map(|(at, bytes)| Mutation::Insert { at, bytes }),
-        1 => (any::<prop::sample::Index>(), 1usize..16).prop_map(|(at, len)| Mutation::Delete { at, len }),
-        1 => (any::<prop::sample::Index>(), 1usize..32)
-            .prop_map(|(at, len)| Mutation::Duplicate { at, len }),
-    ]
-}
-
-fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for m in mutations {
-        let n = bytes.len();
-        match m {
-            Mutation::Flip { at, bits } if n > 0 => bytes[at.index(n)] ^= bits,
-            Mutation::Set { at, byte } if n > 0 => bytes[at.index(n)] = *byte,
-            Mutation::Truncate { at } => bytes.truncate(at.index(n + 1)),
-            Mutation::Insert { at, bytes: ins } => {
-                let at = at.index(n + 1);
-                bytes.splice(at..at, ins.iter().copied());
-            }
-            Mutation::Delete { at, len } if n > 0 => {
-                let at = at.index(n);
-                bytes.drain(at..(at + len).min(n));
-            }
-            Mutation::Duplicate { at, len } if n > 0 => {
-                let at = at.index(n);
-                let piece = bytes[at..(at + len).min(n)].to_vec();
-                bytes.splice(at..at, piece);
-            }
-            _ => {}
-        }
-    }
-    bytes
-}
 
 // ---------------------------------------------------------------------------
 // A valid pack, built by hand.
