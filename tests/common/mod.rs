@@ -201,6 +201,11 @@ impl Server {
         self.stop();
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// Sends SIGTERM and waits (up to `timeout`) for the process to exit;
     /// returns its exit status, or `None` if it was still running.
     pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {

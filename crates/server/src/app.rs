@@ -29,6 +29,8 @@ pub struct Config {
     pub max_push_bytes: u64,
     /// Largest upload-pack request body after decoding, in bytes.
     pub max_fetch_request_bytes: u64,
+    /// How long a request body may go without sending a byte.
+    pub idle_timeout: std::time::Duration,
     /// Receive-pack settings.
     pub receive: gitstow_receive::Options,
     /// Upload-pack settings.
@@ -90,6 +92,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 fn body_error(e: BodyError) -> Response {
     match e {
         BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+        BodyError::TimedOut(_) => error(StatusCode::REQUEST_TIMEOUT, e.to_string()),
         BodyError::BadGzip(_) | BodyError::Transport(_) => {
             error(StatusCode::BAD_REQUEST, e.to_string())
         }
@@ -250,11 +253,17 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
 }
 
 async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
-    let request =
-        match body::read_all(body, is_gzip(&headers), app.config.max_fetch_request_bytes).await {
-            Ok(r) => r,
-            Err(e) => return body_error(e),
-        };
+    let request = match body::read_all(
+        body,
+        is_gzip(&headers),
+        app.config.max_fetch_request_bytes,
+        app.config.idle_timeout,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return body_error(e),
+    };
     let state = match load_state(&app, &name).await {
         Ok(Some(s)) => s,
         Ok(None) => return not_found(&name),
@@ -316,7 +325,15 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         }
     }
     let staging_dir = app.config.receive.staging_dir.clone();
-    let spooled = match body::spool(body, is_gzip(&headers), limit, staging_dir.as_deref()).await {
+    let spooled = match body::spool(
+        body,
+        is_gzip(&headers),
+        limit,
+        staging_dir.as_deref(),
+        app.config.idle_timeout,
+    )
+    .await
+    {
         Ok(s) => s,
         Err(e) => return body_error(e),
     };

@@ -16,6 +16,9 @@ pub enum BodyError {
     /// The gzip stream is corrupt (HTTP 400).
     #[error("request body is not valid gzip: {0}")]
     BadGzip(std::io::Error),
+    /// The client sent nothing for longer than the idle timeout (HTTP 408).
+    #[error("the client sent nothing for {0:?}")]
+    TimedOut(std::time::Duration),
     /// The client stopped sending or the connection broke (HTTP 400).
     #[error("reading the request body: {0}")]
     Transport(String),
@@ -69,6 +72,23 @@ fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
     }
 }
 
+/// The next chunk of a body, or [`BodyError::TimedOut`] when the client sends
+/// nothing for `idle` (a stalled or slow-loris client must not hold a request forever).
+async fn next_chunk<S>(
+    stream: &mut S,
+    idle: std::time::Duration,
+) -> Result<Option<bytes::Bytes>, BodyError>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin,
+{
+    match tokio::time::timeout(idle, stream.next()).await {
+        Err(_) => Err(BodyError::TimedOut(idle)),
+        Ok(None) => Ok(None),
+        Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
+        Ok(Some(Err(e))) => Err(BodyError::Transport(e.to_string())),
+    }
+}
+
 /// Streams `body` into `sink`, gunzipping when `gzip`, keeping at most `limit`
 /// decoded bytes. Returns the sink and whether the body was longer (only with
 /// `drain`; otherwise that is [`BodyError::TooLarge`]).
@@ -78,6 +98,7 @@ async fn copy_body<W: Write>(
     gzip: bool,
     limit: u64,
     drain: bool,
+    idle: std::time::Duration,
 ) -> Result<(W, bool), BodyError> {
     let bounded = Bounded {
         inner: sink,
@@ -89,8 +110,7 @@ async fn copy_body<W: Write>(
     let mut stream = body.into_data_stream();
     if gzip {
         let mut dec = flate2::write::GzDecoder::new(bounded);
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| BodyError::Transport(e.to_string()))?;
+        while let Some(chunk) = next_chunk(&mut stream, idle).await? {
             tokio::task::block_in_place(|| dec.write_all(&chunk))
                 .map_err(|e| map_write_error(e, limit, true))?;
         }
@@ -98,8 +118,7 @@ async fn copy_body<W: Write>(
         Ok((bounded.inner, bounded.exceeded))
     } else {
         let mut bounded = bounded;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| BodyError::Transport(e.to_string()))?;
+        while let Some(chunk) = next_chunk(&mut stream, idle).await? {
             tokio::task::block_in_place(|| bounded.write_all(&chunk))
                 .map_err(|e| map_write_error(e, limit, false))?;
         }
@@ -123,6 +142,7 @@ pub async fn spool(
     gzip: bool,
     limit: u64,
     dir: Option<&std::path::Path>,
+    idle: std::time::Duration,
 ) -> Result<Spooled, BodyError> {
     use std::io::Seek;
     let file = match dir {
@@ -131,7 +151,7 @@ pub async fn spool(
     }
     .map_err(BodyError::Io)?;
     let writer = std::io::BufWriter::with_capacity(256 * 1024, file);
-    let (writer, truncated) = copy_body(body, writer, gzip, limit, true).await?;
+    let (writer, truncated) = copy_body(body, writer, gzip, limit, true, idle).await?;
     let mut file = writer
         .into_inner()
         .map_err(|e| BodyError::Io(e.into_error()))?;
@@ -140,8 +160,13 @@ pub async fn spool(
 }
 
 /// Reads the whole body into memory (for small requests such as upload-pack negotiation).
-pub async fn read_all(body: Body, gzip: bool, limit: u64) -> Result<Vec<u8>, BodyError> {
-    copy_body(body, Vec::new(), gzip, limit, false)
+pub async fn read_all(
+    body: Body,
+    gzip: bool,
+    limit: u64,
+    idle: std::time::Duration,
+) -> Result<Vec<u8>, BodyError> {
+    copy_body(body, Vec::new(), gzip, limit, false, idle)
         .await
         .map(|(v, _)| v)
 }

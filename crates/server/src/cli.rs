@@ -82,6 +82,9 @@ pub struct ServeArgs {
     /// Resolver threads per push (default: the number of cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Seconds a request body may go without a byte before the request is dropped (HTTP 408).
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
     /// Seconds in-flight requests get to finish after SIGTERM/SIGINT before the process exits.
     #[arg(long, default_value_t = 300)]
     pub shutdown_grace: u64,
@@ -182,6 +185,7 @@ fn serve(args: ServeArgs) -> i32 {
         auto_create: !args.no_auto_create,
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
+        idle_timeout: std::time::Duration::from_secs(args.idle_timeout.max(1)),
         receive,
         upload: gitstow_upload::Options::default(),
     };

@@ -31,6 +31,45 @@ pub fn refs(state: &RepoState, with_head: bool) -> Vec<AdvertisedRef> {
     out
 }
 
+/// The refs under any of `prefixes` (all refs when empty), HEAD first when it
+/// resolves and a prefix matches it. Each prefix is a range scan of the sorted
+/// ref map, so a narrow prefix does not visit every ref.
+pub fn refs_with_prefixes(state: &RepoState, prefixes: &[String]) -> Vec<AdvertisedRef> {
+    if prefixes.is_empty() {
+        return refs(state, true);
+    }
+    let mut out = Vec::new();
+    if prefixes.iter().any(|p| "HEAD".starts_with(p.as_str())) {
+        if let (Some(target), Some(oid)) = (&state.head, state.head_oid()) {
+            out.push(AdvertisedRef {
+                name: "HEAD".into(),
+                oid,
+                peeled: None,
+                symref_target: Some(target.clone()),
+            });
+        }
+    }
+    let mut names: Vec<&String> = Vec::new();
+    for p in prefixes {
+        names.extend(
+            state
+                .refs
+                .range::<String, _>(p.clone()..)
+                .take_while(|(name, _)| name.starts_with(p.as_str()))
+                .map(|(name, _)| name),
+        );
+    }
+    names.sort_unstable();
+    names.dedup();
+    out.extend(names.into_iter().map(|name| AdvertisedRef {
+        name: name.clone(),
+        oid: state.refs[name],
+        peeled: state.peeled.get(name).copied(),
+        symref_target: None,
+    }));
+    out
+}
+
 /// Capabilities of a v0/v1 upload-pack advertisement.
 pub fn upload_pack_v0_capabilities(state: &RepoState) -> Vec<String> {
     let mut caps: Vec<String> = [

@@ -276,7 +276,7 @@ pub fn serve_v2(
     match cmd.command.as_str() {
         "ls-refs" => {
             let args = LsRefsArgs::parse(&cmd.args).map_err(|e| Error::Protocol(e.to_string()))?;
-            let refs = advertise::refs(state, true);
+            let refs = advertise::refs_with_prefixes(state, &args.ref_prefixes);
             let unborn = match (&state.head, state.head_oid()) {
                 (Some(target), None) if args.unborn => Some(target.as_str()),
                 _ => None,
