@@ -359,6 +359,20 @@ fn non_commit_object_to_a_branch() {
         ],
         "{r:?}"
     );
+    // An annotated tag is not a commit either.
+    git(&work, &["tag", "-a", "ann", "-m", "annotated"]);
+    git(&work, &["push", "--quiet", &s.url, "refs/tags/ann"]);
+    let tag = git_out(&work, &["rev-parse", "ann"]);
+    let r = s.push_raw(
+        &[(ZERO_OID, &tag, "refs/heads/tagged")],
+        "report-status",
+        Some(&PackBuilder::default().build()),
+    );
+    assert_eq!(
+        r.refs,
+        ["ng refs/heads/tagged failed to update ref"],
+        "{r:?}"
+    );
     // A tag may point at a blob.
     let r = s.push_raw(
         &[(ZERO_OID, &blob, "refs/tags/blob")],

@@ -195,3 +195,149 @@ fn want_of_an_absent_object() {
         );
     }
 }
+
+/// `git fetch --negotiate-only` sends `wait-for-done` over v2: the server
+/// acknowledges the common commits and sends no pack.
+#[test]
+fn negotiate_only_waits_for_done() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("negotiate");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1\n")], "one");
+    let remote_tip = commit_files(&work, &[("a", "2\n")], "two");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    commit_files(&work, &[("a", "3\n")], "local only");
+    let out = git_out(
+        &work,
+        &[
+            "-c",
+            "protocol.version=2",
+            "fetch",
+            "--negotiate-only",
+            "--negotiation-tip=main",
+            &url,
+        ],
+    );
+    // The acknowledged common commits: the remote tip among them, and
+    // nothing the server does not have (the local-only commit).
+    let acked: Vec<&str> = out.lines().collect();
+    assert!(acked.contains(&remote_tip.as_str()), "{out}");
+    let local_only = git_out(&work, &["rev-parse", "HEAD"]);
+    assert!(!acked.contains(&local_only.as_str()), "{out}");
+}
+
+/// An incremental v0 fetch (with `no-done`: the pack follows the final ACK
+/// without waiting for "done") brings exactly the new history.
+#[test]
+fn incremental_v0_fetch_with_no_done() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("nodone");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    for i in 0..5 {
+        commit_files(&work, &[("a", &format!("{i}\n"))], &format!("c{i}"));
+    }
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let clone = tmp.path().join("c");
+    git(
+        tmp.path(),
+        &[
+            "-c",
+            "protocol.version=0",
+            "clone",
+            "--quiet",
+            &url,
+            clone.to_str().unwrap(),
+        ],
+    );
+    for i in 5..9 {
+        commit_files(&work, &[("a", &format!("{i}\n"))], &format!("c{i}"));
+    }
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let out = git_env(
+        &clone,
+        &["-c", "protocol.version=0", "fetch", "--quiet", "origin"],
+        &[("GIT_TRACE_PACKET", "1")],
+    );
+    let trace = String::from_utf8_lossy(&out.stderr);
+    assert!(trace.contains("no-done"), "the client did not use no-done");
+    assert_eq!(
+        git_out(&clone, &["rev-parse", "origin/main"]),
+        git_out(&work, &["rev-parse", "main"])
+    );
+    fsck(&clone);
+}
+
+/// Request bodies gzip-encoded (as git sends large upload-pack requests) and
+/// sent after `Expect: 100-continue` work for both services.
+#[test]
+fn gzip_bodies_and_expect_continue() {
+    use std::io::Write;
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("gz");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a", "1\n")], "one");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let gzip = |data: &[u8]| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    };
+    // upload-pack v0: want main, done.
+    let mut req = pkt(format!("want {c1} side-band-64k ofs-delta\n").as_bytes());
+    req.extend_from_slice(FLUSH);
+    req.extend(pkt(b"done\n"));
+    let resp = http(
+        server.port(),
+        "POST",
+        "/gz.git/git-upload-pack",
+        &[
+            ("Content-Type", "application/x-git-upload-pack-request"),
+            ("Content-Encoding", "gzip"),
+            ("Expect", "100-continue"),
+        ],
+        &gzip(&req),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert!(
+        resp.body.windows(4).any(|w| w == b"PACK"),
+        "no pack in the answer"
+    );
+    // receive-pack: a new branch at c1, empty pack.
+    let body = receive_pack_request(
+        &[(ZERO_OID, &c1, "refs/heads/gz")],
+        "report-status",
+        Some(&PackBuilder::default().build()),
+    );
+    let resp = http(
+        server.port(),
+        "POST",
+        "/gz.git/git-receive-pack",
+        &[
+            ("Content-Type", "application/x-git-receive-pack-request"),
+            ("Content-Encoding", "gzip"),
+            ("Expect", "100-continue"),
+        ],
+        &gzip(&body),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(report_status(&resp.body).refs, ["ok refs/heads/gz"]);
+    // A body that claims gzip but is not: a clear 400, nothing changed.
+    let resp = http(
+        server.port(),
+        "POST",
+        "/gz.git/git-receive-pack",
+        &[
+            ("Content-Type", "application/x-git-receive-pack-request"),
+            ("Content-Encoding", "gzip"),
+        ],
+        b"this is not gzip",
+    );
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert!(ls_remote(&url).contains("refs/heads/gz"));
+}

@@ -302,3 +302,48 @@ fn concurrent_pushes_to_different_branches_all_land() {
     );
     fsck(&tmp.path().join("all.git"));
 }
+
+/// `--force-with-lease` with a stale expectation is refused with git's
+/// message and changes nothing; with a fresh one it forces.
+#[test]
+fn force_with_lease() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("lease");
+    let a = tmp.path().join("a");
+    init_repo(&a);
+    let base = commit_files(&a, &[("f", "1\n")], "base");
+    git(&a, &["push", "--quiet", &url, "main"]);
+    let b = tmp.path().join("b");
+    git(tmp.path(), &["clone", "--quiet", &url, b.to_str().unwrap()]);
+    git(&b, &["config", "user.name", "b"]);
+    git(&b, &["config", "user.email", "b@example.com"]);
+    let theirs = commit_files(&b, &[("f", "b\n")], "b");
+    git(&b, &["push", "--quiet", "origin", "main"]);
+    git(&a, &["reset", "--quiet", "--hard", &base]);
+    commit_files(&a, &[("f", "a\n")], "a");
+    // a's lease: main is still at base; it is not.
+    let err = git_fail(
+        &a,
+        &[
+            "push",
+            &format!("--force-with-lease=main:{base}"),
+            &url,
+            "main",
+        ],
+    );
+    assert!(err.contains("stale info"), "{err}");
+    assert!(ls_remote(&url).contains(&theirs));
+    let ours = git_out(&a, &["rev-parse", "HEAD"]);
+    git(
+        &a,
+        &[
+            "push",
+            "--quiet",
+            &format!("--force-with-lease=main:{theirs}"),
+            &url,
+            "main",
+        ],
+    );
+    assert!(ls_remote(&url).contains(&ours));
+}

@@ -645,7 +645,12 @@ pub fn http(
     })
 }
 
-fn parse_response(raw: &[u8]) -> Option<Response> {
+fn parse_response(mut raw: &[u8]) -> Option<Response> {
+    // Skip interim answers (`100 Continue` after `Expect: 100-continue`).
+    while raw.starts_with(b"HTTP/1.1 1") {
+        let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+        raw = &raw[end + 4..];
+    }
     let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = std::str::from_utf8(&raw[..end]).ok()?;
     let mut lines = head.split("\r\n");

@@ -86,6 +86,7 @@ pub fn upload_pack_v0_capabilities(state: &RepoState) -> Vec<String> {
         "deepen-relative",
         "filter",
         "multi_ack_detailed",
+        "no-done",
         "allow-tip-sha1-in-want",
         "allow-reachable-sha1-in-want",
     ]
@@ -105,7 +106,7 @@ pub fn upload_pack_v2_capabilities() -> Vec<String> {
     vec![
         format!("agent={AGENT}"),
         "ls-refs=unborn".into(),
-        "fetch=shallow filter".into(),
+        "fetch=shallow wait-for-done filter".into(),
         "server-option".into(),
         "object-format=sha1".into(),
     ]

@@ -128,11 +128,15 @@ pub fn serve_v0(
     let multi = detailed || req.capabilities.contains("multi_ack");
     if !req.done {
         negotiate::write_v0_round(&mut &mut *out, &common, multi, detailed)?;
-        out.flush()?;
-        return Ok(outcome);
+        // no-done: once ready, git's upload-pack sends the final ACK and the
+        // pack without waiting for the client's "done".
+        let no_done = detailed && req.capabilities.contains("no-done") && negotiate::ready(&common);
+        if !no_done {
+            out.flush()?;
+            return Ok(outcome);
+        }
     }
     match common.last() {
-        Some(last) if multi => write_text(&mut &mut *out, &format!("ACK {last}"))?,
         Some(last) => write_text(&mut &mut *out, &format!("ACK {last}"))?,
         None => write_text(&mut &mut *out, "NAK")?,
     }
@@ -315,7 +319,8 @@ fn fetch_v2(
     let common = negotiate::common(&db, &args.haves);
     outcome.common = common.len();
     if !args.done {
-        let ready = negotiate::ready(&common);
+        // wait-for-done: acknowledge, but send no pack until the client says done.
+        let ready = negotiate::ready(&common) && !args.wait_for_done;
         negotiate::write_v2_acknowledgments(&mut &mut *out, &common, ready)?;
         if !ready {
             out.flush()?;
