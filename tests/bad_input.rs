@@ -256,6 +256,11 @@ fn stale_old_value() {
     // <C2> but expected <C1>"
     assert_eq!(r.unpack, "ok", "{r:?}");
     assert_eq!(r.refs, ["ng refs/heads/main failed to update ref"], "{r:?}");
+    let expected = format!(
+        "error: cannot lock ref 'refs/heads/main': is at {} but expected {}",
+        s.c2, s.c1
+    );
+    assert!(r.progress.contains(&expected), "{r:?}");
     s.assert_unchanged_and_serving();
 }
 

@@ -122,6 +122,8 @@ pub struct Outcome {
     pub unpack_error: Option<String>,
     /// Push options the client sent.
     pub push_options: Vec<String>,
+    /// `error: …` lines for side-band 2, in git's words, for failed commands.
+    pub remote_errors: Vec<String>,
 }
 
 /// A push that could not even be read; nothing was written to the response.
@@ -211,6 +213,16 @@ pub fn receive_pack(
         .iter()
         .filter(|s| matches!(s, RefStatus::Ok))
         .count();
+    if sideband {
+        for e in &outcome.remote_errors {
+            // As git's rp_error: shown even with `quiet`.
+            let _ = gitstow_protocol::sideband::write_band(
+                &mut &mut *response,
+                Band::Progress,
+                format!("error: {e}\n").as_bytes(),
+            );
+        }
+    }
     let named: Vec<(String, RefStatus)> = push
         .commands
         .iter()
@@ -455,6 +467,7 @@ fn decide(
     match tx.run(repo) {
         Ok(t) => {
             outcome.state_retries = t.retries;
+            outcome.remote_errors = t.messages;
             t.statuses
         }
         Err(e) => {

@@ -48,6 +48,8 @@ pub struct TransactionOutcome {
     pub retries: u32,
     /// True when a new state was written.
     pub committed: bool,
+    /// Why commands failed, in git's words (`cannot lock ref …`), for side-band 2.
+    pub messages: Vec<String>,
 }
 
 /// Errors that leave the state unchanged but are not the client's fault.
@@ -85,6 +87,35 @@ fn df_conflict(
 
 /// The command's old value is the ref's current value; deleting an absent
 /// ref is fine only without an expected value (git's lease check).
+/// The error git's ref layer gives for a failed update (its `rp_error` line).
+fn lock_error(
+    cmd: &RefCommand,
+    current: Option<&ObjectId>,
+    conflict: bool,
+    non_commit: bool,
+) -> String {
+    let name = &cmd.name;
+    if non_commit {
+        return format!(
+            "cannot update ref '{name}': trying to write non-commit object {} to branch '{name}'",
+            cmd.new
+        );
+    }
+    if conflict {
+        return format!("cannot lock ref '{name}': a ref in the same directory hierarchy exists");
+    }
+    match current {
+        Some(_) if cmd.old.is_null() => {
+            format!("cannot lock ref '{name}': reference already exists")
+        }
+        Some(cur) => format!(
+            "cannot lock ref '{name}': is at {cur} but expected {}",
+            cmd.old
+        ),
+        None => format!("cannot lock ref '{name}': unable to resolve reference '{name}'"),
+    }
+}
+
 fn old_matches(current: Option<&ObjectId>, cmd: &RefCommand) -> bool {
     match current {
         Some(cur) => *cur == cmd.old,
@@ -108,12 +139,13 @@ impl Transaction<'_> {
                     None,
                 ),
             };
-            let (statuses, new_state) = self.plan(&state);
+            let (statuses, new_state, messages) = self.plan(&state);
             let Some(new_state) = new_state else {
                 return Ok(TransactionOutcome {
                     statuses,
                     retries,
                     committed: false,
+                    messages,
                 });
             };
             match repo.commit_state(&new_state, etag.as_ref())? {
@@ -122,6 +154,7 @@ impl Transaction<'_> {
                         statuses,
                         retries,
                         committed: true,
+                        messages,
                     })
                 }
                 CommitOutcome::Conflict => {
@@ -138,8 +171,9 @@ impl Transaction<'_> {
 
     /// Decides each command against `state`; returns the statuses and, if anything
     /// changes, the new state.
-    fn plan(&self, state: &RepoState) -> (Vec<RefStatus>, Option<RepoState>) {
+    fn plan(&self, state: &RepoState) -> (Vec<RefStatus>, Option<RepoState>, Vec<String>) {
         let mut reasons = self.rejected.clone();
+        let mut messages = Vec::new();
         // Checks git's receive-pack makes before its ref transaction.
         for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
             if reason.is_none()
@@ -147,6 +181,10 @@ impl Transaction<'_> {
                 && state.head.as_deref() == Some(cmd.name.as_str())
             {
                 *reason = Some(DELETE_CURRENT.to_owned());
+                messages.push(format!(
+                    "refusing to delete the current branch: {}",
+                    cmd.name
+                ));
             }
         }
         let prechecks_failed = reasons.iter().any(Option::is_some);
@@ -186,6 +224,12 @@ impl Transaction<'_> {
                     || conflict
                     || self.non_commit_branch[i]
                 {
+                    messages.push(lock_error(
+                        cmd,
+                        current,
+                        conflict,
+                        self.non_commit_branch[i],
+                    ));
                     *reason = Some(FAILED_TO_UPDATE.to_owned());
                     transaction_failed = true;
                     continue;
@@ -209,6 +253,12 @@ impl Transaction<'_> {
                     && current.is_none()
                     && df_conflict(&running, &cmd.name, &|_| false);
                 if !old_matches(current, cmd) || conflict || self.non_commit_branch[i] {
+                    messages.push(lock_error(
+                        cmd,
+                        current,
+                        conflict,
+                        self.non_commit_branch[i],
+                    ));
                     *reason = Some(FAILED_TO_UPDATE.to_owned());
                     continue;
                 }
@@ -234,7 +284,7 @@ impl Transaction<'_> {
             })
             .collect();
         if reasons.iter().all(Option::is_some) {
-            return (statuses, None);
+            return (statuses, None, messages);
         }
         let mut next = state.clone();
         let had_branches = state.refs.keys().any(|k| k.starts_with("refs/heads/"));
@@ -279,7 +329,7 @@ impl Transaction<'_> {
             }
         }
         next.containers.extend(self.containers.iter().cloned());
-        (statuses, Some(next))
+        (statuses, Some(next), messages)
     }
 
     /// Follows a chain of annotated tags to the first non-tag object.
