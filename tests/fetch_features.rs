@@ -341,3 +341,76 @@ fn gzip_bodies_and_expect_continue() {
     assert_eq!(resp.status, 400, "{}", resp.text());
     assert!(ls_remote(&url).contains("refs/heads/gz"));
 }
+
+/// Policy for wants no ref advertises: any object the repository has may be
+/// fetched by id (as `uploadpack.allowAnySHA1InWant`), over v0 and v2.
+#[test]
+fn wants_of_unadvertised_objects() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("anysha");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    let old = commit_files(&work, &[("a", "1\n")], "old");
+    commit_files(&work, &[("a", "2\n")], "new");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    // A commit that no ref points at any more, still in the repository.
+    git(
+        &work,
+        &[
+            "push",
+            "--quiet",
+            "--force",
+            &url,
+            &format!("{old}:refs/heads/tmp"),
+        ],
+    );
+    git(&work, &["push", "--quiet", &url, ":refs/heads/tmp"]);
+    for v in ["0", "2"] {
+        let dir = tmp.path().join(format!("f{v}"));
+        init_repo(&dir);
+        git(
+            &dir,
+            &[
+                "-c",
+                &format!("protocol.version={v}"),
+                "fetch",
+                "--quiet",
+                &url,
+                &old,
+            ],
+        );
+        assert_eq!(git_out(&dir, &["rev-parse", "FETCH_HEAD"]), old);
+    }
+}
+
+/// A shallow clone of a repository of one commit (no parent to cut).
+#[test]
+fn shallow_clone_of_a_single_commit() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("single");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    let only = commit_files(&work, &[("a", "1\n")], "only");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    for v in ["0", "2"] {
+        let dir = tmp.path().join(format!("s{v}"));
+        git(
+            tmp.path(),
+            &[
+                "-c",
+                &format!("protocol.version={v}"),
+                "clone",
+                "--quiet",
+                "--depth",
+                "1",
+                &url,
+                dir.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(git_out(&dir, &["rev-parse", "HEAD"]), only);
+        assert_eq!(git_out(&dir, &["rev-list", "--count", "HEAD"]), "1");
+        fsck(&dir);
+    }
+}

@@ -1,0 +1,108 @@
+//! Hostile HTTP requests: gzip bombs, and repository names that try to leave
+//! the store (`..`, absolute paths, percent-encoded separators, NUL). Each
+//! gets a clear 4xx, nothing is created, and the server keeps serving.
+
+mod common;
+
+use std::io::Write;
+
+use common::*;
+
+fn gzip_of_zeros(n: usize) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len());
+        enc.write_all(&chunk[..k]).unwrap();
+        left -= k;
+    }
+    enc.finish().unwrap()
+}
+
+/// A small gzip body that inflates past the limit: upload-pack requests are
+/// bounded at 64 MiB decoded (HTTP 413); a push past `--max-pack-size` gets
+/// git's `pack exceeds maximum allowed size` — or 413 when it inflates past
+/// twice the limit — and nothing is written.
+#[test]
+fn gzip_bombs() {
+    let server = Server::start_with(&["--max-pack-size", "1000000"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a", "a\n")], "one");
+    let url = server.url("bomb");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let before = ls_remote(&url);
+
+    let bomb = gzip_of_zeros(100 << 20);
+    assert!(bomb.len() < 200_000, "the bomb is small: {}", bomb.len());
+    let resp = http(
+        server.port(),
+        "POST",
+        "/bomb.git/git-upload-pack",
+        &[
+            ("Content-Type", "application/x-git-upload-pack-request"),
+            ("Content-Encoding", "gzip"),
+        ],
+        &bomb,
+    );
+    assert_eq!(resp.status, 413, "{}", resp.text());
+
+    let resp = http(
+        server.port(),
+        "POST",
+        "/bomb.git/git-receive-pack",
+        &[
+            ("Content-Type", "application/x-git-receive-pack-request"),
+            ("Content-Encoding", "gzip"),
+        ],
+        &gzip_of_zeros(10 << 20),
+    );
+    assert_eq!(resp.status, 413, "{}", resp.text());
+    assert_eq!(ls_remote(&url), before);
+}
+
+/// Names that would escape the store or smuggle separators are refused with
+/// 400 before the store is touched; nothing outside the repositories appears.
+#[test]
+fn repository_names_that_escape() {
+    let server = Server::start();
+    for path in [
+        "/a/../b.git/info/refs?service=git-upload-pack",
+        "/../b.git/info/refs?service=git-upload-pack",
+        "//etc/passwd.git/info/refs?service=git-upload-pack",
+        "/a%2fb.git/info/refs?service=git-upload-pack",
+        "/a%2Fb.git/git-receive-pack",
+        "/a%00b.git/info/refs?service=git-receive-pack",
+        "/.hidden.git/info/refs?service=git-receive-pack",
+        "/a/.git/info/refs?service=git-receive-pack",
+        "/x.git/y.git/info/refs?service=git-receive-pack",
+    ] {
+        let method = if path.ends_with("git-receive-pack") {
+            "POST"
+        } else {
+            "GET"
+        };
+        let resp = http(
+            server.port(),
+            method,
+            path,
+            &[("Content-Type", "application/x-git-receive-pack-request")],
+            b"0000",
+        );
+        assert!(
+            resp.status == 400 || resp.status == 404,
+            "{path}: HTTP {} {}",
+            resp.status,
+            resp.text()
+        );
+    }
+    assert!(server.store_keys().is_empty(), "{:?}", server.store_keys());
+    // Still serving.
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a", "a\n")], "one");
+    git(&work, &["push", "--quiet", &server.url("org/fine"), "main"]);
+}
