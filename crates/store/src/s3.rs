@@ -14,7 +14,7 @@ use aws_sdk_s3::config::{
     BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_s3::primitives::{ByteStream, ByteStreamError, Length};
+use aws_sdk_s3::primitives::ByteStreamError;
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 
@@ -26,6 +26,7 @@ mod config;
 mod etag;
 mod failure;
 mod multipart;
+mod put;
 
 pub use config::{is_s3_url, S3Config, S3Options};
 use etag::IfMatchForm;
@@ -331,162 +332,29 @@ impl S3Store {
         }
     }
 
-    /// One unconditional PUT of `body`, repeated on transient failures.
-    async fn put_plain(&self, key: &str, full: &str, body: Bytes, write_id: &str) -> Result<ETag> {
-        let bucket = &self.config.bucket;
-        let len = body.len() as u64;
-        let out = self
-            .retrying(Op::Put, key, || {
-                let body = body.clone();
-                async move {
-                    self.client
-                        .put_object()
-                        .bucket(bucket)
-                        .key(full)
-                        .content_length(len as i64)
-                        .metadata(WRITE_ID_META, write_id)
-                        .body(ByteStream::from(body))
-                        .send()
-                        .await
-                        .map_err(|e| classify(&e))
-                }
-            })
-            .await?;
-        self.counters.written(len);
-        self.etag_or_head(Op::Put, key, full, out.e_tag()).await
-    }
-
-    /// A conditional PUT: see the [`S3Store`] docs for the ETag quoting retry and
-    /// for what happens after an ambiguous failure.
-    async fn put_conditional(
+    /// The error for a ranged read of `start..end` that does not fit the
+    /// object: its size from HEAD, or [`Error::NotFound`].
+    /// One GetObject of the whole object; `None` when the key is absent.
+    async fn get_object(
         &self,
-        key: &str,
+        bucket: &str,
         full: &str,
-        body: Bytes,
-        write_id: &str,
-        condition: &PutCondition,
-    ) -> Result<ETag> {
-        let op = Op::PutConditional;
-        let len = body.len() as u64;
-        let mut form = self.if_match.current();
-        let mut requoted = false;
-        let mut attempt = 1;
-        loop {
-            self.counters.request(op);
-            let mut request = self
-                .client
-                .put_object()
-                .bucket(&self.config.bucket)
-                .key(full)
-                .content_length(len as i64)
-                .metadata(WRITE_ID_META, write_id)
-                .body(ByteStream::from(body.clone()));
-            request = match condition {
-                PutCondition::IfAbsent => request.if_none_match("*"),
-                PutCondition::IfMatch(expected) => request.if_match(form.render(expected)),
-                PutCondition::None => request,
-            };
-            let err = match request.send().await {
-                Ok(out) => {
-                    if matches!(condition, PutCondition::IfMatch(_)) {
-                        self.if_match.accepted(form);
-                    }
-                    self.counters.written(len);
-                    return self.etag_or_head(op, key, full, out.e_tag()).await;
-                }
-                Err(e) => e,
-            };
-            if lost_condition(&err, condition) {
-                if let PutCondition::IfMatch(expected) = condition {
-                    if !requoted {
-                        let current = self.head_object(key, full).await?;
-                        if current.is_some_and(|c| etag::same(&c.etag, expected)) {
-                            requoted = true;
-                            form = form.other();
-                            self.counters.retry();
-                            tracing::debug!(
-                                key,
-                                ?form,
-                                "If-Match refused although the ETag matches; \
-                                 retrying with the other quoting"
-                            );
-                            continue;
-                        }
-                    }
-                }
-                return Err(self.lost(key));
-            }
-            match classify(&err) {
-                Failure::Transient { ambiguous, message }
-                    if attempt < self.backoff.max_attempts =>
-                {
-                    if ambiguous {
-                        // The failed attempt may have been applied, or may
-                        // have lost a race (RGW answers a put that loses at
-                        // commit with 500): look before repeating it.
-                        let current = self.head_object(key, full).await?;
-                        if let Some(head) = &current {
-                            if head.write_id.as_deref() == Some(write_id) {
-                                tracing::info!(
-                                    key,
-                                    "conditional put had landed before its failure"
-                                );
-                                return Ok(head.etag.clone());
-                            }
-                        }
-                        let holds = match condition {
-                            PutCondition::IfAbsent => current.is_none(),
-                            PutCondition::IfMatch(expected) => {
-                                current.is_some_and(|c| etag::same(&c.etag, expected))
-                            }
-                            PutCondition::None => true,
-                        };
-                        if !holds {
-                            tracing::debug!(key, error = %message, "conditional put failed; its condition no longer holds");
-                            return Err(self.lost(key));
-                        }
-                    }
-                    self.pause(op, key, attempt, &message).await;
-                    attempt += 1;
-                }
-                Failure::Transient { message, .. } => {
-                    let message = format!("{message} (gave up after {attempt} attempts)");
-                    return Err(self.backend_error(op, key, message));
-                }
-                Failure::Fatal(message) => return Err(self.backend_error(op, key, message)),
-                Failure::Final(e) => return Err(e),
-            }
+    ) -> std::result::Result<Option<aws_sdk_s3::operation::get_object::GetObjectOutput>, Failure>
+    {
+        match self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(full)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(out)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(classify(&e)),
         }
     }
 
-    /// PUT a file below the multipart threshold, streamed from disk.
-    async fn put_small_file(&self, key: &str, full: &str, path: &Path, size: u64) -> Result<ETag> {
-        let bucket = &self.config.bucket;
-        let out = self
-            .retrying(Op::Put, key, || async move {
-                let body = ByteStream::read_from()
-                    .path(path)
-                    .length(Length::Exact(size))
-                    .build()
-                    .await
-                    .map_err(|e| Failure::Final(Error::io(key, std::io::Error::other(e))))?;
-                self.client
-                    .put_object()
-                    .bucket(bucket)
-                    .key(full)
-                    .content_length(size as i64)
-                    .body(body)
-                    .send()
-                    .await
-                    .map_err(|e| classify(&e))
-            })
-            .await?;
-        self.counters.written(size);
-        self.etag_or_head(Op::Put, key, full, out.e_tag()).await
-    }
-
-    /// The error for a ranged read of `start..end` that does not fit the
-    /// object: its size from HEAD, or [`Error::NotFound`].
     fn out_of_range(&self, key: &str, start: u64, end: u64, size: Option<u64>) -> Error {
         let size = match size {
             Some(size) => size,
@@ -559,17 +427,8 @@ impl ObjectStore for S3Store {
         let full = &self.full_key(key);
         let bucket = &self.config.bucket;
         self.block_on(self.retrying(Op::Get, key, || async move {
-            let out = match self
-                .client
-                .get_object()
-                .bucket(bucket)
-                .key(full)
-                .send()
-                .await
-            {
-                Ok(out) => out,
-                Err(e) if is_not_found(&e) => return Ok(None),
-                Err(e) => return Err(classify(&e)),
+            let Some(out) = self.get_object(bucket, full).await? else {
+                return Ok(None);
             };
             let etag = etag_of(out.e_tag());
             let data = out.body.collect().await.map_err(body_failure)?.to_vec();
@@ -588,17 +447,8 @@ impl ObjectStore for S3Store {
             let mut out_file = file;
             out_file.set_len(0).map_err(local)?;
             out_file.rewind().map_err(local)?;
-            let out = match self
-                .client
-                .get_object()
-                .bucket(bucket)
-                .key(full)
-                .send()
-                .await
-            {
-                Ok(out) => out,
-                Err(e) if is_not_found(&e) => return Ok(None),
-                Err(e) => return Err(classify(&e)),
+            let Some(out) = self.get_object(bucket, full).await? else {
+                return Ok(None);
             };
             let etag = etag_of(out.e_tag());
             let mut body = out.body;
