@@ -4,6 +4,12 @@
 //! - `GET  /<name>.git/info/refs?service=git-upload-pack|git-receive-pack`
 //! - `POST /<name>.git/git-upload-pack`
 //! - `POST /<name>.git/git-receive-pack`
+//!
+//! and the operator's endpoints:
+//!
+//! - `GET /metrics`: Prometheus text (see [`crate::metrics`])
+//! - `GET /debug/pprof/heap`: a jemalloc heap profile in pprof format (gzipped
+//!   protobuf), when the daemon runs with `--heap-profiling`
 
 use std::sync::Arc;
 
@@ -17,6 +23,8 @@ use gitstow_protocol::{write_v0_advertisement, write_v2_capabilities, Service};
 use gitstow_store::ObjectStore;
 
 use crate::body::{self, BodyError};
+use crate::metrics::{self as m, InFlight, Metrics};
+use crate::push_queue::PushQueue;
 use crate::repo_name::{self, Route};
 use crate::response::{self, error};
 
@@ -35,6 +43,12 @@ pub struct Config {
     pub receive: gitstow_receive::Options,
     /// Upload-pack settings.
     pub upload: gitstow_upload::Options,
+    /// Pushes resolving at once; later ones queue.
+    pub max_concurrent_pushes: usize,
+    /// How long a push may wait in the queue before it is refused.
+    pub push_queue_timeout: std::time::Duration,
+    /// Serve `GET /debug/pprof/heap` (jemalloc's profiler is active).
+    pub heap_profiling: bool,
 }
 
 /// Shared state of all requests.
@@ -42,15 +56,20 @@ pub struct Config {
 pub struct App {
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
+    pushes: PushQueue,
+    metrics: Option<Metrics>,
     config: Config,
 }
 
 impl App {
-    /// An application serving repositories from `store`.
-    pub fn new(store: Arc<dyn ObjectStore>, config: Config) -> Arc<Self> {
+    /// An application serving repositories from `store`, answering `/metrics`
+    /// from `metrics` (404 when `None`).
+    pub fn new(store: Arc<dyn ObjectStore>, config: Config, metrics: Option<Metrics>) -> Arc<Self> {
         Arc::new(App {
             store,
             indexes: IndexCache::new(),
+            pushes: PushQueue::new(config.max_concurrent_pushes, config.push_queue_timeout),
+            metrics,
             config,
         })
     }
@@ -63,6 +82,89 @@ impl App {
 /// The axum router.
 pub fn router(app: Arc<App>) -> Router {
     Router::new().fallback(handle).with_state(app)
+}
+
+/// A router with only the operator's endpoints (`--metrics-listen`).
+pub fn operator_router(app: Arc<App>) -> Router {
+    Router::new().fallback(operator).with_state(app)
+}
+
+async fn operator(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Response {
+    operator_endpoint(&app, &method, uri.path())
+        .await
+        .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
+}
+
+/// `/metrics` and `/debug/pprof/heap`, or `None` for any other path.
+async fn operator_endpoint(app: &App, method: &Method, path: &str) -> Option<Response> {
+    let wanted = matches!(path, "/metrics" | "/debug/pprof/heap");
+    if !wanted {
+        return None;
+    }
+    if method != Method::GET {
+        return Some(error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"));
+    }
+    Some(match path {
+        "/metrics" => match &app.metrics {
+            Some(metrics) => {
+                let mut resp = Response::new(Body::from(metrics.render()));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                );
+                resp
+            }
+            None => error(StatusCode::NOT_FOUND, "metrics are not enabled"),
+        },
+        _ => heap_profile(app.config.heap_profiling).await,
+    })
+}
+
+/// A pprof heap profile from jemalloc's sampling profiler (`jemalloc_pprof`).
+async fn heap_profile(enabled: bool) -> Response {
+    if !enabled {
+        return error(
+            StatusCode::NOT_FOUND,
+            "heap profiling is off: start gitstow serve with --heap-profiling",
+        );
+    }
+    let Some(ctl) = jemalloc_pprof::PROF_CTL.as_ref() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "jemalloc's profiler is not available",
+        );
+    };
+    let mut ctl = ctl.lock().await;
+    if !ctl.activated() {
+        return error(StatusCode::NOT_FOUND, "jemalloc's profiler is not active");
+    }
+    match ctl.dump_pprof() {
+        Ok(profile) => {
+            let mut resp = Response::new(Body::from(profile));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/octet-stream"),
+            );
+            resp.headers_mut().insert(
+                header::CONTENT_DISPOSITION,
+                header::HeaderValue::from_static("attachment; filename=\"heap.pb.gz\""),
+            );
+            resp
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("heap profile failed: {e}"),
+        ),
+    }
+}
+
+/// Turns jemalloc's profiler on (`prof.active`); the binary starts it built in but
+/// inactive (see [`crate::alloc::MALLOC_CONF`]).
+pub async fn activate_heap_profiling() -> Result<(), String> {
+    let ctl = jemalloc_pprof::PROF_CTL
+        .as_ref()
+        .ok_or("jemalloc was started without prof:true")?;
+    ctl.lock().await.activate().map_err(|e| e.to_string())
 }
 
 fn wants_v2(headers: &HeaderMap) -> bool {
@@ -110,6 +212,9 @@ async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if let Some(resp) = operator_endpoint(&app, &method, uri.path()).await {
+        return resp;
+    }
     let Some(route) = repo_name::route(uri.path()) else {
         return error(StatusCode::NOT_FOUND, "not found");
     };
@@ -269,12 +374,17 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
         Ok(None) => return not_found(&name),
         Err(resp) => return resp,
     };
+    metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack")
+        .increment(request.len() as u64);
     let v2 = wants_v2(&headers);
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();
+    let in_flight = InFlight::new(m::FETCHES_IN_FLIGHT);
     response::stream(
+        "upload-pack",
         "application/x-git-upload-pack-result",
         move |out| {
+            let _in_flight = in_flight;
             let started = std::time::Instant::now();
             let mut request: &[u8] = &request;
             let result = if v2 {
@@ -282,6 +392,10 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
             } else {
                 gitstow_upload::serve_v0(&repo, &state, &mut request, out, &opts)
             };
+            metrics::histogram!(m::FETCH_DURATION).record(started.elapsed().as_secs_f64());
+            if let Ok(o) = &result {
+                metrics::counter!(m::OBJECTS_SENT).increment(o.pack.map_or(0, |p| p.objects));
+            }
             match &result {
                 Ok(o) => tracing::info!(
                     repo = repo.name(),
@@ -337,23 +451,40 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         Ok(s) => s,
         Err(e) => return body_error(e),
     };
+    if let Ok(meta) = spooled.file.metadata() {
+        metrics::counter!(m::RECEIVED_BYTES, "service" => "receive-pack").increment(meta.len());
+    }
+    // The body is on disk; wait here (not while reading it) for a push slot.
+    let slot = app.pushes.admit().await;
     let repo = app.repo(&name);
     let opts = app.config.receive.clone();
     response::stream(
+        "receive-pack",
         "application/x-git-receive-pack-result",
         move |out| {
             let started = std::time::Instant::now();
             let request = spooled.file;
-            let result = if spooled.truncated {
-                gitstow_receive::refuse_pack(
-                    &request,
-                    out,
-                    "pack exceeds maximum allowed size",
-                    &opts,
-                )
-            } else {
-                gitstow_receive::receive_pack(&repo, &request, out, &opts)
+            let (result, _slot) = match slot {
+                Err(busy) => {
+                    tracing::warn!(repo = repo.name(), error = %busy, "push refused: queue timeout");
+                    let r = gitstow_receive::refuse_pack(&request, out, &busy.to_string(), &opts);
+                    (r, None)
+                }
+                Ok(slot) if spooled.truncated => {
+                    let r = gitstow_receive::refuse_pack(
+                        &request,
+                        out,
+                        "pack exceeds maximum allowed size",
+                        &opts,
+                    );
+                    (r, Some(slot))
+                }
+                Ok(slot) => (
+                    gitstow_receive::receive_pack(&repo, &request, out, &opts),
+                    Some(slot),
+                ),
             };
+            record_push(&result, started);
             match &result {
                 Ok(o) => tracing::info!(
                     repo = repo.name(),
@@ -380,4 +511,25 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         },
     )
     .await
+}
+
+/// Push figures for `/metrics`.
+fn record_push(
+    result: &Result<gitstow_receive::Outcome, gitstow_receive::Error>,
+    started: std::time::Instant,
+) {
+    metrics::histogram!(m::PUSH_DURATION).record(started.elapsed().as_secs_f64());
+    let label = match result {
+        Ok(o) if o.unpack_error.is_none() && o.updated == o.commands => "ok",
+        Ok(_) => "refused",
+        Err(_) => "error",
+    };
+    metrics::counter!(m::PUSHES, "result" => label).increment(1);
+    if let Ok(o) = result {
+        metrics::counter!(m::OBJECTS_RESOLVED).increment(o.objects);
+        metrics::counter!(m::DELTAS_RESOLVED).increment(o.deltas);
+        metrics::counter!(m::CONTAINERS_UPLOADED).increment(o.containers as u64);
+        metrics::counter!(m::CONTAINER_BYTES_UPLOADED).increment(o.container_bytes);
+        metrics::counter!(m::STATE_CAS_RETRIES).increment(u64::from(o.state_retries));
+    }
 }

@@ -91,6 +91,21 @@ pub struct ServeArgs {
     /// Directory for spool and staging files (default: the system temp dir).
     #[arg(long)]
     pub tmp_dir: Option<std::path::PathBuf>,
+    /// Pushes resolved at once; later pushes wait in a queue (default: one per
+    /// core, and no more than one per 512 MiB of memory).
+    #[arg(long)]
+    pub max_concurrent_pushes: Option<usize>,
+    /// Seconds a push may wait in the queue before it is refused with "server busy".
+    #[arg(long, default_value_t = 600)]
+    pub push_queue_timeout: u64,
+    /// Also serve /metrics and /debug/pprof/heap on this address (they are always
+    /// on the main listener too).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
+    /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
+    #[arg(long)]
+    pub heap_profiling: bool,
 }
 
 fn init_logging(format: LogFormat) {
@@ -181,7 +196,23 @@ fn serve(args: ServeArgs) -> i32 {
     if let Some(t) = args.threads {
         receive.threads = t.max(1);
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let max_concurrent_pushes = args
+        .max_concurrent_pushes
+        .unwrap_or_else(|| crate::push_queue::default_limit(cores, crate::push_queue::mem_total()));
+    let heap_profiling = args.heap_profiling
+        || std::env::var("GITSTOW_HEAP_PROFILING").is_ok_and(|v| !v.is_empty() && v != "0");
+    let metrics = match crate::metrics::Metrics::install(store.clone()) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics recorder not installed");
+            None
+        }
+    };
     let config = Config {
+        max_concurrent_pushes,
+        push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
+        heap_profiling,
         auto_create: !args.no_auto_create,
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
@@ -200,6 +231,12 @@ fn serve(args: ServeArgs) -> i32 {
         }
     };
     runtime.block_on(async move {
+        if heap_profiling {
+            if let Err(e) = app::activate_heap_profiling().await {
+                eprintln!("gitstow: --heap-profiling: {e}");
+                return 2;
+            }
+        }
         let listener = match tokio::net::TcpListener::bind(args.listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -217,9 +254,26 @@ fn serve(args: ServeArgs) -> i32 {
             let _ = writeln!(stdout, "gitstow listening on http://{addr}");
             let _ = stdout.flush();
         }
-        tracing::info!(%addr, store = %args.store, "serving");
+        tracing::info!(%addr, store = %args.store, max_concurrent_pushes, heap_profiling, "serving");
         let store_for_stats = store.clone();
-        let app = app::App::new(store, config);
+        let app = app::App::new(store, config, metrics);
+        if let Some(maddr) = args.metrics_listen {
+            match tokio::net::TcpListener::bind(maddr).await {
+                Ok(l) => {
+                    let router = app::operator_router(app.clone());
+                    tracing::info!(addr = %maddr, "metrics listener");
+                    tokio::spawn(async move {
+                        if let Err(e) = axum::serve(l, router).await {
+                            tracing::error!(error = %e, "metrics listener failed");
+                        }
+                    });
+                }
+                Err(e) => {
+                    eprintln!("gitstow: cannot listen on {maddr}: {e}");
+                    return 1;
+                }
+            }
+        }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let graceful = async move {
             shutdown_signal().await;

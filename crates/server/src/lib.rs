@@ -6,10 +6,16 @@
 //! - [`body`]: request bodies (plain, chunked, gzip) with size bounds.
 //! - [`response`]: streaming a blocking producer as the response body.
 //! - [`repo_name`]: repository names in URLs.
+//! - [`metrics`]: `/metrics` (Prometheus text).
+//! - [`push_queue`]: the push concurrency cap.
+//! - [`alloc`]: the counting jemalloc allocator the binary installs.
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod app;
 pub mod body;
 pub mod cli;
+pub mod metrics;
+pub mod push_queue;
 pub mod repo_name;
 pub mod response;

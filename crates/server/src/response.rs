@@ -14,22 +14,26 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 /// A `Write` that sends what it is given to the response stream, in chunks of
-/// at least 64 KiB unless flushed.
+/// at least 64 KiB unless flushed, counting the bytes in
+/// `gitstow_sent_bytes_total{service}`.
 pub struct ChannelWriter {
     tx: mpsc::Sender<Bytes>,
     buf: Vec<u8>,
+    sent: metrics::Counter,
 }
 
 const CHUNK: usize = 64 * 1024;
 
 impl ChannelWriter {
-    /// A writer and the receiving end for the response.
-    pub fn new() -> (Self, mpsc::Receiver<Bytes>) {
+    /// A writer for `service`'s response (`receive-pack`, `upload-pack`) and
+    /// the receiving end for the response.
+    pub fn new(service: &'static str) -> (Self, mpsc::Receiver<Bytes>) {
         let (tx, rx) = mpsc::channel(16);
         (
             ChannelWriter {
                 tx,
                 buf: Vec::with_capacity(CHUNK),
+                sent: metrics::counter!(crate::metrics::SENT_BYTES, "service" => service),
             },
             rx,
         )
@@ -39,6 +43,7 @@ impl ChannelWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
+        self.sent.increment(self.buf.len() as u64);
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
         self.tx
             .blocking_send(chunk)
@@ -94,9 +99,10 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// Runs `produce` on a blocking thread and streams what it writes as a
-/// `content_type` response. If it fails before writing, `on_error` turns the
-/// error into the response.
+/// `content_type` response of `service`. If it fails before writing,
+/// `on_error` turns the error into the response.
 pub async fn stream<T, E, F>(
+    service: &'static str,
     content_type: &'static str,
     produce: F,
     on_error: fn(E) -> Response,
@@ -106,7 +112,7 @@ where
     E: Send + 'static,
     F: FnOnce(&mut ChannelWriter) -> Result<T, E> + Send + 'static,
 {
-    let (mut writer, mut rx) = ChannelWriter::new();
+    let (mut writer, mut rx) = ChannelWriter::new(service);
     let task = tokio::task::spawn_blocking(move || {
         let result = produce(&mut writer);
         drop(writer);

@@ -1,0 +1,292 @@
+//! `/metrics`: the daemon's figures in the Prometheus text exposition format
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>), through the
+//! `metrics` facade and `metrics-exporter-prometheus`.
+//!
+//! Request handlers record events with the `metrics` macros (the names are the
+//! constants below, all prefixed `gitstow_`); figures that are states of the
+//! process — resident memory, jemalloc's counters, bytes allocated since start,
+//! the store's request counters — are read when `/metrics` is scraped.
+
+use std::sync::Arc;
+
+use gitstow_store::ObjectStore;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::alloc;
+
+/// Gauge: resident set size of the process in bytes (`VmRSS` of proc(5)).
+pub const PROCESS_RESIDENT_BYTES: &str = "gitstow_process_resident_bytes";
+/// Gauge: anonymous resident memory of the process in bytes (`RssAnon`).
+pub const PROCESS_RESIDENT_ANON_BYTES: &str = "gitstow_process_resident_anon_bytes";
+/// Gauge: jemalloc `stats.allocated` in bytes.
+pub const JEMALLOC_ALLOCATED: &str = "gitstow_jemalloc_allocated_bytes";
+/// Gauge: jemalloc `stats.active` in bytes.
+pub const JEMALLOC_ACTIVE: &str = "gitstow_jemalloc_active_bytes";
+/// Gauge: jemalloc `stats.resident` in bytes.
+pub const JEMALLOC_RESIDENT: &str = "gitstow_jemalloc_resident_bytes";
+/// Counter: bytes allocated since start (every allocation's size).
+pub const ALLOCATED_TOTAL: &str = "gitstow_allocated_bytes_total";
+/// Gauge: receive-pack requests running (past the queue).
+pub const PUSHES_IN_FLIGHT: &str = "gitstow_pushes_in_flight";
+/// Gauge: receive-pack requests waiting for a push slot.
+pub const PUSHES_QUEUED: &str = "gitstow_pushes_queued";
+/// Gauge: upload-pack requests running.
+pub const FETCHES_IN_FLIGHT: &str = "gitstow_fetches_in_flight";
+/// Histogram: seconds from a spooled push's start to its report-status.
+pub const PUSH_DURATION: &str = "gitstow_push_duration_seconds";
+/// Histogram: seconds an upload-pack request took.
+pub const FETCH_DURATION: &str = "gitstow_fetch_duration_seconds";
+/// Histogram: seconds a push waited for a slot (`--max-concurrent-pushes`).
+pub const PUSH_QUEUE_WAIT: &str = "gitstow_push_queue_wait_seconds";
+/// Counter: pushes refused because they waited longer than the queue timeout.
+pub const PUSH_QUEUE_TIMEOUTS: &str = "gitstow_push_queue_timeouts_total";
+/// Counter: request body bytes received (after gzip decoding), label `service`.
+pub const RECEIVED_BYTES: &str = "gitstow_received_bytes_total";
+/// Counter: response body bytes sent by receive-pack and upload-pack, label `service`.
+pub const SENT_BYTES: &str = "gitstow_sent_bytes_total";
+/// Counter: pushes finished, label `result` (`ok`, `refused`, `error`).
+pub const PUSHES: &str = "gitstow_pushes_total";
+/// Counter: objects read from pushed packs (each delta resolved once).
+pub const OBJECTS_RESOLVED: &str = "gitstow_objects_resolved_total";
+/// Counter: deltas among them.
+pub const DELTAS_RESOLVED: &str = "gitstow_deltas_resolved_total";
+/// Counter: containers sealed and uploaded by pushes.
+pub const CONTAINERS_UPLOADED: &str = "gitstow_containers_uploaded_total";
+/// Counter: bytes of the containers uploaded.
+pub const CONTAINER_BYTES_UPLOADED: &str = "gitstow_container_bytes_uploaded_total";
+/// Counter: objects sent by upload-pack.
+pub const OBJECTS_SENT: &str = "gitstow_objects_sent_total";
+/// Counter: state compare-and-swap retries (another writer won the race).
+pub const STATE_CAS_RETRIES: &str = "gitstow_state_cas_retries_total";
+/// Counter: store requests, labels `op` and `outcome` (remote stores only).
+pub const STORE_REQUESTS: &str = "gitstow_store_requests_total";
+/// Counter: store bytes moved, label `direction` (`read`, `written`).
+pub const STORE_BYTES: &str = "gitstow_store_bytes_total";
+/// Counter: container-cache lookups, label `outcome` (`hit`, `miss`, `read_through`).
+pub const CACHE_LOOKUPS: &str = "gitstow_cache_lookups_total";
+
+/// Buckets of the duration histograms, in seconds.
+const DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// The installed recorder and what is read at scrape time.
+#[derive(Clone)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Installs the process-wide recorder. Errors if a recorder is installed already.
+    pub fn install(store: Arc<dyn ObjectStore>) -> Result<Self, String> {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
+            .map_err(|e| e.to_string())?
+            .install_recorder()
+            .map_err(|e| e.to_string())?;
+        describe();
+        // Present from the first scrape, before any request.
+        for gauge in [PUSHES_IN_FLIGHT, PUSHES_QUEUED, FETCHES_IN_FLIGHT] {
+            metrics::gauge!(gauge).set(0.0);
+        }
+        for counter in [
+            OBJECTS_RESOLVED,
+            DELTAS_RESOLVED,
+            CONTAINERS_UPLOADED,
+            CONTAINER_BYTES_UPLOADED,
+            OBJECTS_SENT,
+            STATE_CAS_RETRIES,
+            PUSH_QUEUE_TIMEOUTS,
+        ] {
+            metrics::counter!(counter).increment(0);
+        }
+        Ok(Metrics { handle, store })
+    }
+
+    /// The exposition text, with the process figures refreshed first.
+    pub fn render(&self) -> String {
+        self.refresh();
+        self.handle.render()
+    }
+
+    fn refresh(&self) {
+        if let Some(status) = read_proc_status() {
+            metrics::gauge!(PROCESS_RESIDENT_BYTES).set(status.rss as f64);
+            metrics::gauge!(PROCESS_RESIDENT_ANON_BYTES).set(status.rss_anon as f64);
+        }
+        if let Some(j) = alloc::jemalloc_stats() {
+            metrics::gauge!(JEMALLOC_ALLOCATED).set(j.allocated as f64);
+            metrics::gauge!(JEMALLOC_ACTIVE).set(j.active as f64);
+            metrics::gauge!(JEMALLOC_RESIDENT).set(j.resident as f64);
+        }
+        metrics::counter!(ALLOCATED_TOTAL).absolute(alloc::allocated_total());
+        let m = self.store.metrics();
+        if let Some(r) = m.requests {
+            for (op, n) in [
+                ("get", r.get),
+                ("get_range", r.get_range),
+                ("head", r.head),
+                ("put", r.put),
+                ("put_conditional", r.put_conditional),
+                ("multipart_upload", r.multipart_uploads),
+                ("multipart_part", r.multipart_parts),
+                ("multipart_complete", r.multipart_completed),
+                ("multipart_abort", r.multipart_aborted),
+                ("list", r.list),
+                ("delete", r.delete),
+                ("other", r.other),
+            ] {
+                metrics::counter!(STORE_REQUESTS, "op" => op, "outcome" => "sent").absolute(n);
+            }
+            metrics::counter!(STORE_REQUESTS, "op" => "put_conditional", "outcome" => "precondition_failed")
+                .absolute(r.precondition_failed);
+            metrics::counter!(STORE_REQUESTS, "op" => "any", "outcome" => "retried")
+                .absolute(r.retries);
+            metrics::counter!(STORE_REQUESTS, "op" => "any", "outcome" => "failed")
+                .absolute(r.errors);
+            metrics::counter!(STORE_BYTES, "direction" => "read").absolute(r.bytes_read);
+            metrics::counter!(STORE_BYTES, "direction" => "written").absolute(r.bytes_written);
+        }
+        if let Some(c) = m.cache {
+            metrics::counter!(CACHE_LOOKUPS, "outcome" => "hit").absolute(c.hits);
+            metrics::counter!(CACHE_LOOKUPS, "outcome" => "miss").absolute(c.misses);
+            metrics::counter!(CACHE_LOOKUPS, "outcome" => "read_through").absolute(c.read_through);
+        }
+    }
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_gauge!(
+        PROCESS_RESIDENT_BYTES,
+        Unit::Bytes,
+        "Resident set size (VmRSS)."
+    );
+    describe_gauge!(
+        PROCESS_RESIDENT_ANON_BYTES,
+        Unit::Bytes,
+        "Anonymous resident memory (RssAnon)."
+    );
+    describe_gauge!(JEMALLOC_ALLOCATED, Unit::Bytes, "jemalloc stats.allocated.");
+    describe_gauge!(JEMALLOC_ACTIVE, Unit::Bytes, "jemalloc stats.active.");
+    describe_gauge!(JEMALLOC_RESIDENT, Unit::Bytes, "jemalloc stats.resident.");
+    describe_counter!(ALLOCATED_TOTAL, Unit::Bytes, "Bytes allocated since start.");
+    describe_gauge!(PUSHES_IN_FLIGHT, "Receive-pack requests running.");
+    describe_gauge!(
+        PUSHES_QUEUED,
+        "Receive-pack requests waiting for a push slot."
+    );
+    describe_gauge!(FETCHES_IN_FLIGHT, "Upload-pack requests running.");
+    describe_histogram!(
+        PUSH_DURATION,
+        Unit::Seconds,
+        "Push processing time after spooling."
+    );
+    describe_histogram!(FETCH_DURATION, Unit::Seconds, "Upload-pack request time.");
+    describe_histogram!(
+        PUSH_QUEUE_WAIT,
+        Unit::Seconds,
+        "Time a push waited for a slot."
+    );
+    describe_counter!(
+        PUSH_QUEUE_TIMEOUTS,
+        "Pushes refused after waiting too long for a slot."
+    );
+    describe_counter!(RECEIVED_BYTES, Unit::Bytes, "Request body bytes received.");
+    describe_counter!(SENT_BYTES, Unit::Bytes, "Response body bytes sent.");
+    describe_counter!(PUSHES, "Pushes finished, by result.");
+    describe_counter!(OBJECTS_RESOLVED, "Objects read from pushed packs.");
+    describe_counter!(DELTAS_RESOLVED, "Deltas resolved from pushed packs.");
+    describe_counter!(CONTAINERS_UPLOADED, "Containers sealed and uploaded.");
+    describe_counter!(
+        CONTAINER_BYTES_UPLOADED,
+        Unit::Bytes,
+        "Bytes of containers uploaded."
+    );
+    describe_counter!(OBJECTS_SENT, "Objects sent by upload-pack.");
+    describe_counter!(STATE_CAS_RETRIES, "State compare-and-swap retries.");
+    describe_counter!(STORE_REQUESTS, "Store requests by operation and outcome.");
+    describe_counter!(STORE_BYTES, Unit::Bytes, "Store object bytes moved.");
+    describe_counter!(CACHE_LOOKUPS, "Container cache lookups by outcome.");
+}
+
+/// Resident memory of this process from `/proc/self/status` (proc(5)), in bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStatus {
+    /// `VmRSS`.
+    pub rss: u64,
+    /// `RssAnon`.
+    pub rss_anon: u64,
+}
+
+/// Parses the `VmRSS` and `RssAnon` lines (kB) of a proc(5) status file.
+pub fn parse_proc_status(text: &str) -> ProcStatus {
+    let mut s = ProcStatus::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let kb = || {
+            rest.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024
+        };
+        match key {
+            "VmRSS" => s.rss = kb(),
+            "RssAnon" => s.rss_anon = kb(),
+            _ => {}
+        }
+    }
+    s
+}
+
+fn read_proc_status() -> Option<ProcStatus> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .map(|t| parse_proc_status(&t))
+}
+
+/// A gauge raised while the guard lives (requests in flight, pushes queued).
+#[derive(Debug)]
+pub struct InFlight(&'static str);
+
+impl InFlight {
+    /// Raises `gauge` by one until the guard is dropped.
+    pub fn new(gauge: &'static str) -> Self {
+        metrics::gauge!(gauge).increment(1.0);
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics::gauge!(self.0).decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_status_lines() {
+        let text = "Name:\tgitstow\nVmHWM:\t  20000 kB\nVmRSS:\t   12345 kB\nRssAnon:\t    8000 kB\nRssFile:\t 4345 kB\n";
+        assert_eq!(
+            parse_proc_status(text),
+            ProcStatus {
+                rss: 12345 * 1024,
+                rss_anon: 8000 * 1024
+            }
+        );
+        assert_eq!(parse_proc_status("garbage"), ProcStatus::default());
+    }
+}
