@@ -133,20 +133,15 @@ impl Repository {
 
     /// Uploads a sealed container: the `.bin` first, then its `.idx`, so an index
     /// never names bytes that are not there. Returns the entry for the state.
-    pub fn upload_container(&self, sealed: &SealedContainer) -> Result<ContainerRef> {
+    /// The index is not decoded here: readers load it when they need it.
+    pub fn upload_container(&self, sealed: SealedContainer) -> Result<ContainerRef> {
         self.store
             .put_file(&self.bin_key(&sealed.id), &sealed.bin)?;
-        let idx = sealed.index.encode();
         self.store
-            .put(&self.idx_key(&sealed.id), &idx, PutCondition::None)?;
-        self.indexes
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(self.idx_key(&sealed.id), Arc::new(sealed.index.clone()));
+            .put(&self.idx_key(&sealed.id), &sealed.index, PutCondition::None)?;
         Ok(ContainerRef {
-            id: sealed.id.clone(),
-            objects: sealed.index.len() as u64,
+            id: sealed.id,
+            objects: sealed.objects as u64,
             bytes: sealed.bytes,
         })
     }

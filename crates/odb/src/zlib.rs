@@ -1,6 +1,16 @@
 //! zlib helpers: inflate a stream of known size, deflate a whole object.
 
-use flate2::{Decompress, FlushDecompress, Status};
+use std::cell::RefCell;
+
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+
+thread_local! {
+    /// One inflate state per thread, reset between streams: a fresh one costs
+    /// tens of KiB of allocation (state and window) per object otherwise.
+    static INFLATE: RefCell<Decompress> = RefCell::new(Decompress::new(true));
+    /// One deflate state per thread (hundreds of KiB at the default level).
+    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::default(), true));
+}
 
 /// Why a zlib stream could not be inflated to its declared size.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -31,7 +41,20 @@ pub fn inflate_exact(input: &[u8], size: u64, out: &mut Vec<u8>) -> Result<usize
     })?;
     out.clear();
     out.reserve_exact(size_usize + 1);
-    let mut z = Decompress::new(true);
+    INFLATE.with(|z| {
+        let mut z = z.borrow_mut();
+        z.reset(true);
+        inflate_into(&mut z, input, size, size_usize, out)
+    })
+}
+
+fn inflate_into(
+    z: &mut Decompress,
+    input: &[u8],
+    size: u64,
+    size_usize: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, InflateError> {
     loop {
         let before_in = z.total_in() as usize;
         let before_out = z.total_out();
@@ -74,10 +97,22 @@ pub fn inflate_exact(input: &[u8], size: u64, out: &mut Vec<u8>) -> Result<usize
 
 /// Deflates `data` as one zlib stream (default level), appending to `out`.
 pub fn deflate(data: &[u8], out: &mut Vec<u8>) {
-    use std::io::Write;
-    let mut enc = flate2::write::ZlibEncoder::new(out, flate2::Compression::default());
-    enc.write_all(data).expect("writing to a Vec cannot fail");
-    enc.finish().expect("writing to a Vec cannot fail");
+    DEFLATE.with(|z| {
+        let mut z = z.borrow_mut();
+        z.reset();
+        // Incompressible data grows by a few bytes per 16 KiB block plus the header.
+        out.reserve(data.len() + data.len() / 1000 + 64);
+        loop {
+            let consumed = z.total_in() as usize;
+            let status = z
+                .compress_vec(&data[consumed..], out, FlushCompress::Finish)
+                .expect("deflating into a Vec cannot fail");
+            if status == Status::StreamEnd {
+                break;
+            }
+            out.reserve(out.capacity().max(64 * 1024));
+        }
+    });
 }
 
 #[cfg(test)]
@@ -95,6 +130,20 @@ mod tests {
             z.len()
         );
         assert_eq!(out, data);
+        // The thread's states are reused: a second round trip gives the same bytes.
+        let mut z2 = Vec::new();
+        deflate(&data, &mut z2);
+        assert_eq!(z2, z);
+        let mut empty = Vec::new();
+        deflate(b"", &mut empty);
+        assert_eq!(inflate_exact(&empty, 0, &mut out).unwrap(), empty.len());
+        let big: Vec<u8> = (0..300_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        let mut zb = Vec::new();
+        deflate(&big, &mut zb);
+        inflate_exact(&zb, big.len() as u64, &mut out).unwrap();
+        assert_eq!(out, big);
         assert!(matches!(
             inflate_exact(&z, 10, &mut out),
             Err(InflateError::SizeMismatch { .. })

@@ -12,7 +12,7 @@ pub struct Collected {
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// Every object of the push, in resolution order.
-    pub oids: Vec<ObjectId>,
+    pub oids: Vec<(ObjectId, Kind)>,
 }
 
 /// Parses `data` as an object of `kind`; on success records what it names.
@@ -23,21 +23,26 @@ pub fn check_object(
     data: &[u8],
     out: &mut Collected,
 ) -> Result<(), String> {
+    if kind == Kind::Tree {
+        // Walked in place (no entry list is allocated): git fsck's tree rules,
+        // and every entry but a gitlink names an object the push must have.
+        let refs = &mut out.references;
+        fsck_tree_entries(data, |entry, gitlink| {
+            if !gitlink {
+                refs.insert(ObjectId::from_bytes_or_panic(entry));
+            }
+        })
+        .map_err(|why| format!("invalid tree object {oid}: {why}"))?;
+        out.oids.push((*oid, kind));
+        return Ok(());
+    }
     let parsed = ObjectRef::from_bytes(data, kind, gix_hash::Kind::Sha1)
         .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?;
     match parsed {
-        ObjectRef::Blob(_) => {}
+        ObjectRef::Blob(_) | ObjectRef::Tree(_) => {}
         ObjectRef::Commit(c) => {
             out.references.insert(c.tree());
             out.references.extend(c.parents());
-        }
-        ObjectRef::Tree(t) => {
-            fsck_tree(data).map_err(|why| format!("invalid tree object {oid}: {why}"))?;
-            for e in &t.entries {
-                if !e.mode.is_commit() {
-                    out.references.insert(e.oid.to_owned());
-                }
-            }
         }
         ObjectRef::Tag(t) => {
             let target = t.target();
@@ -45,7 +50,7 @@ pub fn check_object(
             out.tag_targets.push((*oid, target));
         }
     }
-    out.oids.push(*oid);
+    out.oids.push((*oid, kind));
     Ok(())
 }
 
@@ -55,7 +60,16 @@ pub fn check_object(
 /// would fold to it), and entries are sorted in git's tree order without
 /// duplicates. Zero-padded modes (`040000`) are accepted: git's fsck only warns
 /// about them and old histories carry them. The error names the fsck message id.
-pub fn fsck_tree(mut data: &[u8]) -> Result<(), String> {
+pub fn fsck_tree(data: &[u8]) -> Result<(), String> {
+    fsck_tree_entries(data, |_, _| {})
+}
+
+/// [`fsck_tree`], calling `entry(oid_bytes, is_gitlink)` for every entry (the
+/// 20 raw bytes of its object id) as it goes.
+pub fn fsck_tree_entries(
+    mut data: &[u8],
+    mut entry: impl FnMut(&[u8], bool),
+) -> Result<(), String> {
     let opts = gix_validate::path::component::Options {
         protect_windows: false,
         protect_hfs: true,
@@ -77,6 +91,7 @@ pub fn fsck_tree(mut data: &[u8]) -> Result<(), String> {
         if rest.len() < nul + 1 + 20 {
             return Err("badTree: truncated entry".into());
         }
+        let oid = &rest[nul + 1..nul + 1 + 20];
         data = &rest[nul + 1 + 20..];
         let is_tree = match mode {
             // git fsck only warns about zero-padded modes (old histories have them): accept.
@@ -110,6 +125,8 @@ pub fn fsck_tree(mut data: &[u8]) -> Result<(), String> {
             }
         }
         prev = Some((name, is_tree));
+        let gitlink = matches!(mode, b"160000" | b"0160000");
+        entry(oid, gitlink);
     }
     Ok(())
 }

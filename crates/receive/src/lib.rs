@@ -296,7 +296,8 @@ fn write_report(
 
 #[derive(Default)]
 struct Unpacked {
-    oids: Vec<gix_hash::ObjectId>,
+    /// Every object of the push with its kind, sorted by oid.
+    oids: Vec<(gix_hash::ObjectId, gix_object::Kind)>,
     missing_references: usize,
     tag_targets: HashMap<gix_hash::ObjectId, gix_hash::ObjectId>,
     sealed: Vec<gitstow_odb::container::SealedContainer>,
@@ -359,6 +360,7 @@ fn unpack(
         }
         worker.join().expect("resolver panicked")
     });
+    drop(pack);
     let resolved = resolved.map_err(|e| match e {
         ResolveError::Invalid(m) => UnpackFailure::Client(m),
         ResolveError::Odb(e) => UnpackFailure::Server(format!("reading a thin-pack base: {e}")),
@@ -374,11 +376,17 @@ fn unpack(
         .finish()
         .map_err(|e| UnpackFailure::Server(format!("sealing a container: {e}")))?;
     let collected = resolved.collected;
-    let missing_references = collected
-        .references
-        .iter()
-        .filter(|r| collected.oids.binary_search(r).is_err() && !db.contains(r))
-        .count();
+    // Each thread's set of named objects is checked on its own and dropped
+    // (merging them would hold a second copy of the largest one).
+    let mut missing_references = 0;
+    for references in resolved.references {
+        missing_references += references
+            .iter()
+            .filter(|r| {
+                collected.oids.binary_search_by_key(*r, |e| e.0).is_err() && !db.contains(r)
+            })
+            .count();
+    }
     Ok(Unpacked {
         oids: collected.oids,
         missing_references,
@@ -389,10 +397,9 @@ fn unpack(
 
 /// The pack type id of an object's kind, from the push's containers or the repository.
 fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> Option<u8> {
-    unpacked
-        .sealed
-        .iter()
-        .find_map(|c| c.index.lookup(oid).map(|e| e.kind))
+    let pushed = unpacked.oids.binary_search_by_key(oid, |e| e.0).ok();
+    pushed
+        .map(|i| gitstow_odb::record::type_id_from_kind(unpacked.oids[i].1))
         .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
 }
 
@@ -416,7 +423,11 @@ fn decide(
             Some("funny refname".to_owned())
         } else if cmd.new.is_null() {
             None
-        } else if (unpacked.oids.binary_search(&cmd.new).is_err() && !db.contains(&cmd.new))
+        } else if (unpacked
+            .oids
+            .binary_search_by_key(&cmd.new, |e| e.0)
+            .is_err()
+            && !db.contains(&cmd.new))
             || unpacked.missing_references > 0
         {
             Some("missing necessary objects".to_owned())
@@ -437,7 +448,7 @@ fn decide(
         .collect();
     let mut containers = Vec::new();
     if rejected.iter().any(Option::is_none) {
-        for sealed in &unpacked.sealed {
+        for sealed in unpacked.sealed {
             match repo.upload_container(sealed) {
                 Ok(c) => {
                     outcome.container_bytes += c.bytes;

@@ -65,8 +65,11 @@ pub struct Counters {
 /// What pass 2 produced.
 #[derive(Debug, Default)]
 pub struct Resolved {
-    /// Checks' output, merged over threads; `oids` sorted.
+    /// Checks' output, merged over threads; `oids` sorted, `references` empty.
     pub collected: Collected,
+    /// The objects named by pushed objects, one set per resolver thread (not
+    /// merged: checking each against `oids` needs no second copy).
+    pub references: Vec<gix_hashtable::HashSet>,
     /// Thin-pack bases read from the repository.
     pub thin_bases: u64,
     /// Objects staged (not already in the repository).
@@ -119,7 +122,10 @@ pub fn resolve(
     for (i, e) in pack.entries.iter().enumerate() {
         match e.kind {
             EntryKind::OfsDelta(base) => child_start[base as usize + 1] += 1,
-            EntryKind::RefDelta(base) => ref_children.entry(base).or_default().push(i as u32),
+            EntryKind::RefDelta(base) => ref_children
+                .entry(pack.ref_bases[base as usize])
+                .or_default()
+                .push(i as u32),
             EntryKind::Base(_) => {}
         }
     }
@@ -195,15 +201,20 @@ pub fn resolve(
         )));
     }
     let mut collected = Collected::default();
+    collected
+        .oids
+        .reserve_exact(workers.iter().map(|w| w.collected.oids.len()).sum());
+    let mut references = Vec::with_capacity(workers.len());
     for w in workers {
-        collected.references.extend(w.collected.references);
         collected.tag_targets.extend(w.collected.tag_targets);
         collected.oids.extend(w.collected.oids);
+        references.push(w.collected.references);
     }
-    collected.oids.sort_unstable();
-    collected.oids.dedup();
+    collected.oids.sort_unstable_by_key(|e| e.0);
+    collected.oids.dedup_by_key(|e| e.0);
     Ok(Resolved {
         collected,
+        references,
         thin_bases: shared.thin_bases.load(Ordering::Relaxed),
         staged: shared.staged.load(Ordering::Relaxed),
     })
@@ -498,9 +509,11 @@ impl Shared<'_> {
     }
 }
 
-/// A spare buffer (reused across objects so steady-state allocation is near zero).
+/// A spare buffer (reused across objects so steady-state allocation is near
+/// zero): the largest one, so buffers stop growing once they fit the objects.
 fn take_buf(w: &mut Worker) -> Vec<u8> {
-    w.pool.pop().unwrap_or_default()
+    let largest = (0..w.pool.len()).max_by_key(|&i| w.pool[i].capacity());
+    largest.map(|i| w.pool.swap_remove(i)).unwrap_or_default()
 }
 
 /// Gives a buffer back; only a few, and none over 16 MiB, are kept.

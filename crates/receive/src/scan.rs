@@ -22,8 +22,9 @@ pub enum EntryKind {
     Base(u8),
     /// OFS_DELTA against the entry at this index.
     OfsDelta(u32),
-    /// REF_DELTA against this oid.
-    RefDelta(ObjectId),
+    /// REF_DELTA against the oid at this index of [`ScannedPack::ref_bases`]
+    /// (kept out of line so an entry is 32 bytes, not 48).
+    RefDelta(u32),
 }
 
 /// One pack entry as pass 1 saw it.
@@ -39,6 +40,8 @@ pub struct ScannedEntry {
     pub kind: EntryKind,
 }
 
+const _: () = assert!(std::mem::size_of::<ScannedEntry>() == 32);
+
 /// The table pass 1 produces.
 #[derive(Debug, Default)]
 pub struct ScannedPack {
@@ -46,6 +49,8 @@ pub struct ScannedPack {
     pub entries: Vec<ScannedEntry>,
     /// Number of REF_DELTA entries.
     pub ref_deltas: usize,
+    /// The bases REF_DELTA entries name, in pack order.
+    pub ref_bases: Vec<ObjectId>,
     /// Bytes of the pack, trailer included.
     pub pack_bytes: u64,
 }
@@ -115,6 +120,7 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
     let mut out = ScannedPack {
         entries: Vec::with_capacity(count.min(1 << 20) as usize),
         ref_deltas: 0,
+        ref_bases: Vec::new(),
         pack_bytes,
     };
     let mut offsets: Vec<u64> = Vec::with_capacity(count.min(1 << 20) as usize);
@@ -162,7 +168,8 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
                     *b = input.byte()?;
                 }
                 out.ref_deltas += 1;
-                EntryKind::RefDelta(ObjectId::from_bytes_or_panic(&id))
+                out.ref_bases.push(ObjectId::from_bytes_or_panic(&id));
+                EntryKind::RefDelta((out.ref_bases.len() - 1) as u32)
             }
             t => return Err(bad(&format!("unknown object type {t}"))),
         };

@@ -15,7 +15,8 @@ use sha2::{Digest, Sha256};
 
 const MAGIC: &[u8; 4] = b"GSTI";
 const VERSION: u32 = 1;
-const ROW: usize = 20 + 8 + 8 + 1 + 1 + 8 + 4 + 4 + 20;
+/// Bytes of one row of the index.
+pub const ROW: usize = 20 + 8 + 8 + 1 + 1 + 8 + 4 + 4 + 20;
 const HEADER: usize = 4 + 4 + 4 + 256 * 4;
 /// Upper bound on a decompressed index, in bytes (about 27 million objects).
 const MAX_INDEX_BYTES: usize = 2 << 30;
@@ -52,6 +53,87 @@ pub enum IndexError {
     /// Wrong magic, version, lengths or checksum.
     #[error("container index is corrupt: {0}")]
     Corrupt(&'static str),
+}
+
+impl IndexEntry {
+    /// The entry as one row of the index (the layout in the module docs).
+    pub fn to_row(&self) -> [u8; ROW] {
+        let mut r = [0u8; ROW];
+        r[..20].copy_from_slice(self.oid.as_slice());
+        r[20..28].copy_from_slice(&self.offset.to_be_bytes());
+        r[28..36].copy_from_slice(&self.length.to_be_bytes());
+        r[36] = self.record_type;
+        r[37] = self.kind;
+        r[38..46].copy_from_slice(&self.size.to_be_bytes());
+        r[46..50].copy_from_slice(&self.crc32.to_be_bytes());
+        r[50..54].copy_from_slice(&self.depth.to_be_bytes());
+        if let Some(b) = self.base {
+            r[54..74].copy_from_slice(b.as_slice());
+        }
+        r
+    }
+
+    /// Parses one row written by [`IndexEntry::to_row`].
+    pub fn from_row(r: &[u8; ROW]) -> IndexEntry {
+        let u32_at = |i: usize| u32::from_be_bytes(r[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_be_bytes(r[i..i + 8].try_into().expect("8 bytes"));
+        let base_raw = &r[54..74];
+        IndexEntry {
+            oid: ObjectId::from_bytes_or_panic(&r[..20]),
+            offset: u64_at(20),
+            length: u64_at(28),
+            record_type: r[36],
+            kind: r[37],
+            size: u64_at(38),
+            crc32: u32_at(46),
+            depth: u32_at(50),
+            base: (base_raw != [0u8; 20]).then(|| ObjectId::from_bytes_or_panic(base_raw)),
+        }
+    }
+}
+
+/// Encodes an index from rows sorted by oid without duplicates (what
+/// [`ContainerIndex::encode`] writes), without building the entries in memory.
+pub fn encode_sorted_rows(rows: &[[u8; ROW]]) -> Vec<u8> {
+    let mut fanout = vec![0u32; 256];
+    for r in rows {
+        fanout[r[0] as usize] += 1;
+    }
+    let mut sum = 0;
+    for f in fanout.iter_mut() {
+        sum += *f;
+        *f = sum;
+    }
+    encode_rows(&fanout, rows.len(), rows.iter().copied())
+}
+
+/// Header, rows and checksum, compressed as they are written (64 KiB at a time).
+fn encode_rows(fanout: &[u32], count: usize, rows: impl Iterator<Item = [u8; ROW]>) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 3).expect("zstd encoder over a Vec");
+    let mut hasher = Sha256::new();
+    let mut raw = Vec::with_capacity(64 * 1024 + ROW);
+    let mut flush = |raw: &mut Vec<u8>, z: &mut zstd::stream::write::Encoder<'_, Vec<u8>>| {
+        hasher.update(&raw[..]);
+        z.write_all(raw).expect("writing to a Vec cannot fail");
+        raw.clear();
+    };
+    raw.extend_from_slice(MAGIC);
+    raw.extend_from_slice(&VERSION.to_be_bytes());
+    raw.extend_from_slice(&(count as u32).to_be_bytes());
+    for f in fanout {
+        raw.extend_from_slice(&f.to_be_bytes());
+    }
+    for row in rows {
+        if raw.len() >= 64 * 1024 {
+            flush(&mut raw, &mut z);
+        }
+        raw.extend_from_slice(&row);
+    }
+    flush(&mut raw, &mut z);
+    let sum = hasher.finalize();
+    z.write_all(&sum).expect("writing to a Vec cannot fail");
+    z.finish().expect("writing to a Vec cannot fail")
 }
 
 /// The decoded index of one container, held in memory sorted by oid.
@@ -118,30 +200,11 @@ impl ContainerIndex {
 
     /// Serializes and zstd-compresses the index.
     pub fn encode(&self) -> Vec<u8> {
-        let mut raw = Vec::with_capacity(HEADER + self.entries.len() * ROW + 32);
-        raw.extend_from_slice(MAGIC);
-        raw.extend_from_slice(&VERSION.to_be_bytes());
-        raw.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
-        for f in &self.fanout {
-            raw.extend_from_slice(&f.to_be_bytes());
-        }
-        for e in &self.entries {
-            raw.extend_from_slice(e.oid.as_slice());
-            raw.extend_from_slice(&e.offset.to_be_bytes());
-            raw.extend_from_slice(&e.length.to_be_bytes());
-            raw.push(e.record_type);
-            raw.push(e.kind);
-            raw.extend_from_slice(&e.size.to_be_bytes());
-            raw.extend_from_slice(&e.crc32.to_be_bytes());
-            raw.extend_from_slice(&e.depth.to_be_bytes());
-            match e.base {
-                Some(b) => raw.extend_from_slice(b.as_slice()),
-                None => raw.extend_from_slice(&[0u8; 20]),
-            }
-        }
-        let sum = Sha256::digest(&raw);
-        raw.extend_from_slice(&sum);
-        zstd::bulk::compress(&raw, 3).expect("zstd compression of an in-memory buffer")
+        encode_rows(
+            &self.fanout,
+            self.entries.len(),
+            self.entries.iter().map(IndexEntry::to_row),
+        )
     }
 
     /// Decompresses and checks an index written by [`ContainerIndex::encode`].
@@ -170,7 +233,6 @@ impl ContainerIndex {
             return Err(IndexError::Corrupt("bad magic"));
         }
         let u32_at = |i: usize| u32::from_be_bytes(body[i..i + 4].try_into().expect("4 bytes"));
-        let u64_at = |i: usize| u64::from_be_bytes(body[i..i + 8].try_into().expect("8 bytes"));
         if u32_at(4) != VERSION {
             return Err(IndexError::Corrupt("unknown version"));
         }
@@ -184,24 +246,10 @@ impl ContainerIndex {
         if fanout[255] as usize != count || fanout.windows(2).any(|w| w[0] > w[1]) {
             return Err(IndexError::Corrupt("bad fanout"));
         }
-        let mut entries = Vec::with_capacity(count);
-        for r in 0..count {
-            let p = HEADER + r * ROW;
-            let oid = ObjectId::from_bytes_or_panic(&body[p..p + 20]);
-            let base_raw = &body[p + 54..p + 74];
-            let base = (base_raw != [0u8; 20]).then(|| ObjectId::from_bytes_or_panic(base_raw));
-            entries.push(IndexEntry {
-                oid,
-                offset: u64_at(p + 20),
-                length: u64_at(p + 28),
-                record_type: body[p + 36],
-                kind: body[p + 37],
-                size: u64_at(p + 38),
-                crc32: u32_at(p + 46),
-                depth: u32_at(p + 50),
-                base,
-            });
-        }
+        let entries: Vec<IndexEntry> = body[HEADER..]
+            .chunks_exact(ROW)
+            .map(|r| IndexEntry::from_row(r.try_into().expect("ROW bytes")))
+            .collect();
         if entries.windows(2).any(|w| w[0].oid >= w[1].oid) {
             return Err(IndexError::Corrupt("entries not sorted"));
         }

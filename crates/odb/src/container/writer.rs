@@ -1,13 +1,19 @@
 //! Writing a container: records are appended to a staging file while its
 //! SHA-256 is computed; sealing names the container by that hash.
+//!
+//! Index rows go to a second staging file as records are appended; memory
+//! holds only an oid → offset map of the open container (for OFS_DELTA bases
+//! and duplicates). Sealing reads the rows back, sorts them and encodes the
+//! `.idx`, so a push never holds the index entries of all its objects.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 use gix_hash::ObjectId;
 use sha2::{Digest, Sha256};
 
-use super::{ContainerId, ContainerIndex, IndexEntry};
+use super::index::{encode_sorted_rows, ROW};
+use super::{ContainerId, IndexEntry};
 use crate::record::{self, BaseRef};
 
 /// A container being written: one hashed staging file plus the entries seen so far.
@@ -15,19 +21,23 @@ pub struct ContainerWriter {
     file: BufWriter<tempfile::NamedTempFile>,
     hasher: Sha256,
     len: u64,
-    entries: Vec<IndexEntry>,
+    rows: BufWriter<tempfile::NamedTempFile>,
+    count: usize,
     offsets: gix_hashtable::HashMap<ObjectId, u64>,
     header: Vec<u8>,
 }
 
-/// A finished container: its id, the `.bin` as a local temp file, and its index.
+/// A finished container: its id, the `.bin` as a local temp file, and its
+/// encoded index.
 pub struct SealedContainer {
     /// Hex SHA-256 of the `.bin`.
     pub id: ContainerId,
     /// The `.bin` on local disk (deleted when dropped).
     pub bin: tempfile::TempPath,
-    /// The index of the objects in it.
-    pub index: ContainerIndex,
+    /// The `.idx` bytes ([`ContainerIndex::encode`](super::ContainerIndex::encode)'s format).
+    pub index: Vec<u8>,
+    /// Objects in the container.
+    pub objects: usize,
     /// Size of the `.bin` in bytes.
     pub bytes: u64,
 }
@@ -36,7 +46,7 @@ impl std::fmt::Debug for SealedContainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SealedContainer")
             .field("id", &self.id)
-            .field("objects", &self.index.len())
+            .field("objects", &self.objects)
             .field("bytes", &self.bytes)
             .finish()
     }
@@ -49,7 +59,8 @@ impl ContainerWriter {
             file: BufWriter::with_capacity(256 * 1024, tempfile::NamedTempFile::new_in(dir)?),
             hasher: Sha256::new(),
             len: 0,
-            entries: Vec::new(),
+            rows: BufWriter::with_capacity(64 * 1024, tempfile::NamedTempFile::new_in(dir)?),
+            count: 0,
             offsets: Default::default(),
             header: Vec::with_capacity(32),
         })
@@ -62,7 +73,7 @@ impl ContainerWriter {
 
     /// True when nothing was written.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.count == 0
     }
 
     /// True when `oid` is already in this container.
@@ -80,12 +91,15 @@ impl ContainerWriter {
         self.hasher.update(zlib);
         let length = (self.header.len() + zlib.len()) as u64;
         self.offsets.insert(entry.oid, self.len);
-        self.entries.push(IndexEntry {
+        let row = IndexEntry {
             offset: self.len,
             length,
             crc32: crc.finalize(),
             ..entry
-        });
+        }
+        .to_row();
+        self.rows.write_all(&row)?;
+        self.count += 1;
         self.len += length;
         Ok(())
     }
@@ -153,10 +167,19 @@ impl ContainerWriter {
     pub fn seal(self) -> io::Result<SealedContainer> {
         let file = self.file.into_inner().map_err(|e| e.into_error())?;
         file.as_file().sync_data()?;
+        drop(self.offsets);
+        let mut rows_file = self.rows.into_inner().map_err(|e| e.into_error())?;
+        let mut rows = vec![[0u8; ROW]; self.count];
+        rows_file.rewind()?;
+        rows_file.read_exact(rows.as_flattened_mut())?;
+        drop(rows_file);
+        rows.sort_unstable_by(|a, b| a[..20].cmp(&b[..20]));
+        rows.dedup_by(|a, b| a[..20] == b[..20]);
         Ok(SealedContainer {
             id: hex::encode(self.hasher.finalize()),
             bin: file.into_temp_path(),
-            index: ContainerIndex::from_entries(self.entries),
+            index: encode_sorted_rows(&rows),
+            objects: rows.len(),
             bytes: self.len,
         })
     }
