@@ -1,0 +1,438 @@
+//! The written results, as pure functions of what was measured:
+//! `report.md` ([`markdown`]), `samples.csv` ([`csv`]), `summary.json`
+//! ([`json`]), and the targets of issue #4 ([`evaluate_targets`]).
+
+use std::fmt::Write;
+
+use crate::results::{ConcStep, SeqPush, Summary, Target};
+use crate::sampler::Sample;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// kB → MiB with one decimal.
+fn mib_kb(kb: u64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
+}
+
+/// Signed kB → MiB with one decimal.
+fn mib_kb_signed(kb: i64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
+}
+
+/// Bytes → MiB with one decimal.
+fn mib_bytes(b: u64) -> String {
+    format!("{:.1}", b as f64 / MIB)
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "–".into())
+}
+
+/// Evaluates targets (2), (3) and (5) of issue #4 on the summary's figures.
+pub fn evaluate_targets(s: &Summary) -> Vec<Target> {
+    vec![target_rise(s), target_allocated(s), target_concurrency(s)]
+}
+
+/// The successful sequential pushes.
+fn ok_seq(s: &Summary) -> impl Iterator<Item = &SeqPush> {
+    s.seq.iter().filter(|p| p.error.is_none())
+}
+
+fn target_rise(s: &Summary) -> Target {
+    let objects = s.input.pack.objects;
+    let rule = "push: anon rise ≤ 128 MiB and ≤ 64 MiB + 100 B × objects".to_owned();
+    let limit = (128.0 * MIB).min(64.0 * MIB + 100.0 * objects as f64);
+    // the worst sequential push; without any, the K=1 step
+    let worst = ok_seq(s)
+        .map(|p| (format!("sequential push {}", p.index), p.span.rise_anon_kb))
+        .max_by_key(|(_, r)| *r)
+        .or_else(|| {
+            s.conc
+                .iter()
+                .find(|c| c.k == 1 && c.errors.is_empty())
+                .map(|c| ("the K=1 step".to_owned(), c.span.rise_anon_kb))
+        });
+    let Some((which, rise_kb)) = worst else {
+        return Target {
+            id: 2,
+            rule,
+            pass: None,
+            detail: "no push succeeded".into(),
+        };
+    };
+    let rise = rise_kb as f64 * 1024.0;
+    Target {
+        id: 2,
+        rule,
+        pass: Some(rise <= limit),
+        detail: format!(
+            "worst: {which}, rise {:.1} MiB; limit min(128 MiB, 64 MiB + 100 B × {objects} = {:.1} MiB) = {:.1} MiB",
+            rise / MIB,
+            (64.0 * MIB + 100.0 * objects as f64) / MIB,
+            limit / MIB
+        ),
+    }
+}
+
+fn target_allocated(s: &Summary) -> Target {
+    let rule = "push: bytes allocated ≤ 3 × pack bytes".to_owned();
+    let pack = s.input.pack.pack_bytes;
+    let pushes: Vec<&SeqPush> = ok_seq(s).collect();
+    let figures: Option<Vec<(usize, u64)>> = pushes
+        .iter()
+        .map(|p| Some((p.index, p.span.allocated_bytes?)))
+        .collect();
+    match figures {
+        _ if pushes.is_empty() => Target {
+            id: 3,
+            rule,
+            pass: None,
+            detail: "no sequential push succeeded".into(),
+        },
+        None => Target {
+            id: 3,
+            rule,
+            pass: None,
+            detail: "not evaluated: the daemon's /metrics gave no gitstow_allocated_bytes_total"
+                .into(),
+        },
+        Some(figures) => {
+            let (index, worst) = figures.into_iter().max_by_key(|(_, a)| *a).unwrap();
+            Target {
+                id: 3,
+                rule,
+                pass: Some(worst as f64 <= 3.0 * pack as f64),
+                detail: format!(
+                    "worst: sequential push {index}, {} MiB allocated = {:.2} × pack ({} MiB)",
+                    mib_bytes(worst),
+                    worst as f64 / pack.max(1) as f64,
+                    mib_bytes(pack)
+                ),
+            }
+        }
+    }
+}
+
+fn target_concurrency(s: &Summary) -> Target {
+    let ok = |c: &&ConcStep| c.errors.is_empty();
+    let k1 = s.conc.iter().filter(ok).find(|c| c.k == 1);
+    let kn = s.conc.iter().filter(ok).find(|c| c.k == 8).or_else(|| {
+        s.conc
+            .iter()
+            .filter(ok)
+            .filter(|c| c.k > 1)
+            .max_by_key(|c| c.k)
+    });
+    let k = kn.map_or(8, |c| c.k);
+    let rule = format!("concurrency: anon rise at K={k} ≤ {k} × rise at K=1");
+    let (Some(k1), Some(kn)) = (k1, kn) else {
+        return Target {
+            id: 5,
+            rule,
+            pass: None,
+            detail: "not evaluated: the sweep needs a successful K=1 step and one with K > 1"
+                .into(),
+        };
+    };
+    let (r1, rk) = (k1.span.rise_anon_kb, kn.span.rise_anon_kb);
+    Target {
+        id: 5,
+        rule,
+        pass: Some(rk <= k as i64 * r1),
+        detail: format!(
+            "rise at K={k} {} MiB; rise at K=1 {} MiB, × {k} = {} MiB",
+            mib_kb_signed(rk),
+            mib_kb_signed(r1),
+            mib_kb_signed(k as i64 * r1)
+        ),
+    }
+}
+
+/// The verdict word of a target.
+pub fn verdict(t: &Target) -> &'static str {
+    match t.pass {
+        Some(true) => "PASS",
+        Some(false) => "FAIL",
+        None => "N/A",
+    }
+}
+
+/// Renders `report.md`.
+pub fn markdown(s: &Summary) -> String {
+    let mut md = String::new();
+    let m = &s.machine;
+    let _ = writeln!(md, "# membench: what a push costs gitstow in memory\n");
+    let _ = writeln!(md, "Run started {} UTC.\n", s.started);
+    let _ = writeln!(md, "## Machine\n");
+    let _ = writeln!(
+        md,
+        "- {} cores, {:.1} GiB memory, Linux {}\n- {}\n- daemon: {}\n",
+        m.cores,
+        m.mem_total_kb as f64 / 1024.0 / 1024.0,
+        m.kernel,
+        m.git_version,
+        m.daemon_version
+    );
+    let _ = writeln!(md, "## Input\n");
+    let p = &s.input.pack;
+    let _ = writeln!(
+        md,
+        "- repository: `{}`\n- push: `git push {}`\n- pack: {} bytes ({} MiB), {} objects \
+         (objects: `git count-objects -v`; bytes: the `.pack` files of the local copy)\n",
+        s.input.repo,
+        s.input.push,
+        p.pack_bytes,
+        mib_bytes(p.pack_bytes),
+        p.objects
+    );
+    let d = &s.daemon;
+    let _ = writeln!(
+        md,
+        "## Daemon\n\n- `{} {}`\n- {} (pid {}); {}\n",
+        d.binary,
+        d.args.join(" "),
+        d.url,
+        d.pid,
+        d.exit.as_deref().unwrap_or("still running at the end")
+    );
+    let st = &s.settings;
+    let _ = writeln!(
+        md,
+        "Plan: idle {} s, {} sequential pushes with {} s gaps, concurrency steps {:?}, settle {} s; \
+         a sample every {} ms.\n",
+        st.idle_secs, st.seq_pushes, st.gap_secs, st.conc_steps, st.settle_secs, st.sample_interval_ms
+    );
+    let i = &s.idle;
+    let _ = writeln!(md, "## Idle baseline (medians of {} samples)\n", i.samples);
+    let _ = writeln!(
+        md,
+        "| VmRSS MiB | RssAnon MiB | RssFile MiB | Pss MiB | jemalloc allocated MiB |"
+    );
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "| {} | {} | {} | {} | {} |\n",
+        mib_kb(i.vm_rss_kb),
+        mib_kb(i.rss_anon_kb),
+        mib_kb(i.rss_file_kb),
+        opt(i.pss_kb, mib_kb),
+        opt(i.jemalloc_allocated_bytes, mib_bytes)
+    );
+    seq_table(&mut md, s);
+    conc_table(&mut md, s);
+    if let (Some(rss), Some(anon)) = (s.settled_rss_kb, s.settled_anon_kb) {
+        let _ = writeln!(
+            md,
+            "## Settle\n\nAt the end: VmRSS {} MiB, RssAnon {} MiB ({} MiB above idle).\n",
+            mib_kb(rss),
+            mib_kb(anon),
+            mib_kb_signed(anon as i64 - i.rss_anon_kb as i64)
+        );
+    }
+    let _ = writeln!(md, "## Targets\n");
+    for t in &s.targets {
+        let _ = writeln!(
+            md,
+            "- **({}) {}** {}: {}",
+            t.id,
+            verdict(t),
+            t.rule,
+            t.detail
+        );
+    }
+    let _ = writeln!(md, "\n## Notes\n");
+    if s.notes.is_empty() {
+        let _ = writeln!(
+            md,
+            "- The daemon's push spool is not memory-mapped: RssFile holds the binary and other \
+             mapped files, not the pushed pack, so RssAnon is the figure the targets use."
+        );
+    }
+    for n in &s.notes {
+        let _ = writeln!(md, "- {n}");
+    }
+    let _ = writeln!(
+        md,
+        "- Sources: VmRSS, VmHWM, RssAnon, RssFile from /proc/PID/status; Pss, Private_Dirty from \
+         /proc/PID/smaps_rollup; CPU = utime + stime of /proc/PID/stat; the peak VmHWM is the \
+         kernel's after `echo 5 > /proc/PID/clear_refs` before each push or step, other peaks \
+         are the highest sample; rise above idle = peak RssAnon − idle RssAnon (what the targets \
+         use; it includes what earlier pushes left behind), rise above start = peak RssAnon − \
+         RssAnon when the push or step started; retained = one gap after the push ended; \
+         allocated = growth of gitstow_allocated_bytes_total on /metrics."
+    );
+    let sm = &s.sampler;
+    let _ = writeln!(
+        md,
+        "- /metrics scrapes: {} ok, {} failed{}.",
+        sm.scrapes_ok,
+        sm.scrapes_failed,
+        sm.first_scrape_error
+            .as_deref()
+            .map(|e| format!(" (first: {})", e.replace('\n', " ")))
+            .unwrap_or_default()
+    );
+    let ok = s.profiles.iter().filter(|p| p.error.is_none()).count();
+    let _ = writeln!(
+        md,
+        "- Heap profiles: {ok} saved in profiles/ of {} asked for{}.",
+        s.profiles.len(),
+        s.profiles
+            .iter()
+            .find_map(|p| p.error.as_deref())
+            .map(|e| format!(" (first failure: {})", e.replace('\n', " ")))
+            .unwrap_or_default()
+    );
+    if !s.failures.is_empty() {
+        let _ = writeln!(md, "\n## Failures\n");
+        for f in &s.failures {
+            let _ = writeln!(md, "- {}", f.replace('\n', " "));
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\nFiles: samples.csv, summary.json, plot.svg, profiles/, daemon.log, repos.txt."
+    );
+    md
+}
+
+fn seq_table(md: &mut String, s: &Summary) {
+    let _ = writeln!(md, "## Sequential pushes\n");
+    if s.seq.is_empty() {
+        let _ = writeln!(md, "None.\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "| # | wall s | CPU s | VmHWM peak MiB | RssAnon peak MiB | RssFile peak MiB | rise above idle (anon) MiB \
+         | rise above start (anon) MiB | retained RSS MiB | retained anon MiB | allocated MiB | allocated / pack \
+         | MB/s | objects/s |"
+    );
+    let _ = writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let pack = s.input.pack.pack_bytes.max(1) as f64;
+    for p in &s.seq {
+        let x = &p.span;
+        if let Some(e) = &p.error {
+            let _ = writeln!(
+                md,
+                "| {} | {:.2} | FAILED: {} |",
+                p.index,
+                x.wall_s,
+                e.replace(['\n', '|'], " ")
+            );
+            continue;
+        }
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} |",
+            p.index,
+            x.wall_s,
+            x.cpu_s,
+            mib_kb(x.vm_hwm_peak_kb),
+            if x.hwm_reset { "" } else { " (since start)" },
+            mib_kb(x.rss_anon_peak_kb),
+            mib_kb(x.rss_file_peak_kb),
+            mib_kb_signed(x.rise_anon_kb),
+            mib_kb_signed(x.rise_from_start_kb),
+            opt(x.retained_rss_kb, mib_kb),
+            opt(x.retained_anon_kb, mib_kb),
+            opt(x.allocated_bytes, mib_bytes),
+            opt(x.allocated_bytes, |a| format!("{:.2}", a as f64 / pack)),
+            p.pack_mb_per_s,
+            p.objects_per_s
+        );
+    }
+    let _ = writeln!(md);
+}
+
+fn conc_table(md: &mut String, s: &Summary) {
+    let _ = writeln!(
+        md,
+        "## Concurrency sweep (K pushes at once, each into its own repository)\n"
+    );
+    if s.conc.is_empty() {
+        let _ = writeln!(md, "None.\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "| K | wall s | CPU s | VmHWM peak MiB | RssAnon peak MiB | rise above idle MiB | rise / K MiB \
+         | rise(K) / rise(1) | rise above start MiB | retained anon MiB | allocated MiB | failed |"
+    );
+    let _ = writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for c in &s.conc {
+        let x = &c.span;
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+            c.k,
+            x.wall_s,
+            x.cpu_s,
+            mib_kb(x.vm_hwm_peak_kb),
+            mib_kb(x.rss_anon_peak_kb),
+            mib_kb_signed(x.rise_anon_kb),
+            c.rise_per_push_kb / 1024.0,
+            opt(c.rise_ratio_to_k1, |r| format!("{r:.2}")),
+            mib_kb_signed(x.rise_from_start_kb),
+            opt(x.retained_anon_kb, mib_kb),
+            opt(x.allocated_bytes, mib_bytes),
+            c.errors.len()
+        );
+    }
+    let _ = writeln!(md);
+}
+
+/// The header of `samples.csv` (memory in kB, CPU in s, metrics in bytes).
+pub const CSV_HEADER: &str = "t_ms,phase,step,vm_rss_kb,vm_hwm_kb,rss_anon_kb,rss_file_kb,pss_kb,\
+private_dirty_kb,cpu_s,jemalloc_allocated_bytes,jemalloc_active_bytes,jemalloc_resident_bytes,\
+allocated_bytes_total,pushes_in_flight";
+
+/// Renders `samples.csv`: [`CSV_HEADER`] and one row per sample; the metrics
+/// cells are empty when that scrape failed.
+pub fn csv(samples: &[Sample]) -> String {
+    let mut out = String::with_capacity(64 + samples.len() * 120);
+    let cell = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let _ = writeln!(out, "{CSV_HEADER}");
+    for s in samples {
+        let m = s.metrics.unwrap_or_default();
+        let cpu = if s.cpu_s.is_finite() {
+            format!("{:.3}", s.cpu_s)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            s.t_ms,
+            s.phase,
+            s.step,
+            s.vm_rss_kb,
+            s.vm_hwm_kb,
+            s.rss_anon_kb,
+            s.rss_file_kb,
+            cell(s.pss_kb),
+            cell(s.private_dirty_kb),
+            cpu,
+            cell(m.jemalloc_allocated_bytes),
+            cell(m.jemalloc_active_bytes),
+            cell(m.jemalloc_resident_bytes),
+            cell(m.allocated_bytes_total),
+            cell(m.pushes_in_flight)
+        );
+    }
+    out
+}
+
+/// Renders `summary.json`.
+pub fn json(s: &Summary) -> String {
+    serde_json::to_string_pretty(s).expect("a summary always serializes")
+}
+
+#[cfg(test)]
+mod tests;
