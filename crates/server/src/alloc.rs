@@ -67,6 +67,21 @@ pub fn jemalloc_stats() -> Option<JemallocStats> {
     })
 }
 
+/// Keeps glibc's malloc — used by the C libraries (zstd) — from holding freed
+/// memory: one arena, and fixed trim and mmap thresholds of 128 KiB (glibc
+/// otherwise raises both after a large block is freed, and per-thread arenas
+/// keep megabytes each after every push). Measured on git/git pushes: 10-17 MB
+/// retained after a push before, 3-4 MB after. Call once at start-up.
+pub fn tune_libc_malloc() {
+    // SAFETY: mallopt only changes glibc's malloc parameters; it has no
+    // memory-safety preconditions.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 /// jemalloc's start-up options for the binary (export this string as
 /// `_rjem_malloc_conf`): the heap profiler is compiled in and initialised but
 /// inactive (`prof_active:false`) until `--heap-profiling` turns it on, sampling

@@ -124,6 +124,7 @@ fn init_logging(format: LogFormat) {
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
+    crate::alloc::tune_libc_malloc();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),

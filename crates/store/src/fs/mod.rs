@@ -13,12 +13,19 @@
 //! the object's path, `fsync`s the directory and releases the lock. Readers
 //! take no lock: `rename` is atomic and an open file keeps the version it
 //! opened, so a reader never sees a partial object.
+//!
+//! Ranged reads of content-addressed keys (`.bin`, `.idx`: named by the hash
+//! of their bytes, so never rewritten with other content) keep their file open
+//! in a small per-store table ([`OPEN_FILES`] handles, least recently used
+//! evicted): a clone reads hundreds of thousands of records, and an
+//! open/stat/close per record cost more CPU than the reads.
 
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
@@ -34,6 +41,41 @@ const COPY_BUF_LEN: usize = 64 * 1024;
 /// How often a write retries a `rename` whose target directory was removed
 /// underneath it by a concurrent [`FsStore::delete`] pruning empty dirs.
 const RENAME_ATTEMPTS: usize = 16;
+
+/// Open files kept for ranged reads of content-addressed keys.
+pub const OPEN_FILES: usize = 64;
+
+/// Whether `key` names content-addressed bytes (see the module docs).
+fn is_content_addressed(key: &str) -> bool {
+    key.ends_with(".bin") || key.ends_with(".idx")
+}
+
+/// Open files of content-addressed keys, most recently used last.
+#[derive(Debug, Default)]
+struct OpenFiles {
+    files: Vec<(String, Arc<File>, u64)>,
+}
+
+impl OpenFiles {
+    fn get(&mut self, key: &str) -> Option<(Arc<File>, u64)> {
+        let i = self.files.iter().position(|(k, _, _)| k == key)?;
+        let entry = self.files.remove(i);
+        let found = (entry.1.clone(), entry.2);
+        self.files.push(entry);
+        Some(found)
+    }
+
+    fn insert(&mut self, key: &str, file: Arc<File>, size: u64) {
+        if self.files.len() >= OPEN_FILES {
+            self.files.remove(0);
+        }
+        self.files.push((key.to_owned(), file, size));
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.files.retain(|(k, _, _)| k != key);
+    }
+}
 
 /// The embedded local backend: one directory, one file per key.
 ///
@@ -55,6 +97,7 @@ const RENAME_ATTEMPTS: usize = 16;
 #[derive(Debug)]
 pub struct FsStore {
     root: PathBuf,
+    open_files: Mutex<OpenFiles>,
 }
 
 impl FsStore {
@@ -71,7 +114,10 @@ impl FsStore {
         for dir in [root.join(TMP_DIR), root.join(LOCK_DIR)] {
             fs::create_dir_all(&dir).map_err(|e| Error::io(root.display().to_string(), e))?;
         }
-        Ok(FsStore { root })
+        Ok(FsStore {
+            root,
+            open_files: Mutex::default(),
+        })
     }
 
     /// The directory this store keeps its objects in.
@@ -86,6 +132,38 @@ impl FsStore {
 
     /// Open the object at `key` for reading; `None` when there is no regular
     /// file there (absent, a directory, or below a file).
+    fn forget_open(&self, key: &str) {
+        if is_content_addressed(key) {
+            self.open_files
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .forget(key);
+        }
+    }
+
+    /// An open file of `key` and its size, from the table of open files for
+    /// content-addressed keys; `None` when absent.
+    fn open_for_range(&self, key: &str) -> Result<Option<(Arc<File>, u64)>> {
+        let cacheable = is_content_addressed(key);
+        if cacheable {
+            let mut table = self.open_files.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(found) = table.get(key) {
+                return Ok(Some(found));
+            }
+        }
+        let Some((file, meta)) = self.open_object(key)? else {
+            return Ok(None);
+        };
+        let file = Arc::new(file);
+        if cacheable {
+            self.open_files
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, file.clone(), meta.len());
+        }
+        Ok(Some((file, meta.len())))
+    }
+
     fn open_object(&self, key: &str) -> Result<Option<(File, Metadata)>> {
         let file = match File::open(self.object_path(key)) {
             Ok(file) => file,
@@ -215,12 +293,14 @@ impl FsStore {
 impl ObjectStore for FsStore {
     fn put(&self, key: &str, data: &[u8], condition: PutCondition) -> Result<ETag> {
         validate_key(key)?;
+        self.forget_open(key);
         let (tmp, etag) = self.stage_bytes(key, data)?;
         self.commit(key, tmp, etag, condition)
     }
 
     fn put_file(&self, key: &str, path: &Path) -> Result<ETag> {
         validate_key(key)?;
+        self.forget_open(key);
         let src = File::open(path).map_err(|e| Error::io(key, e))?;
         let (tmp, etag) = self.stage_reader(key, src)?;
         self.commit(key, tmp, etag, PutCondition::None)
@@ -239,12 +319,11 @@ impl ObjectStore for FsStore {
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>> {
         validate_key(key)?;
-        let Some((file, meta)) = self.open_object(key)? else {
+        let Some((file, size)) = self.open_for_range(key)? else {
             return Err(Error::NotFound {
                 key: key.to_owned(),
             });
         };
-        let size = meta.len();
         if range.start > range.end || range.end > size {
             return Err(Error::InvalidRange {
                 key: key.to_owned(),
@@ -333,6 +412,7 @@ impl ObjectStore for FsStore {
 
     fn delete(&self, key: &str) -> Result<()> {
         validate_key(key)?;
+        self.forget_open(key);
         let _lock = KeyLock::acquire(&self.root.join(LOCK_DIR), key)?;
         let path = self.object_path(key);
         match fs::remove_file(&path) {

@@ -423,3 +423,29 @@ fn cross_process_worker() {
         increment(&store, COUNTER);
     }
 }
+
+#[test]
+fn ranged_reads_of_containers_keep_files_open_and_follow_writes() {
+    let (_dir, store) = store();
+    let key = "r.git/containers/ab.bin";
+    store.put(key, b"0123456789", PutCondition::None).unwrap();
+    assert_eq!(store.get_range(key, 2..5).unwrap(), b"234");
+    // Served from the open-file table: the same bytes, and the bound checks still hold.
+    assert_eq!(store.get_range(key, 0..10).unwrap(), b"0123456789");
+    assert!(matches!(
+        store.get_range(key, 5..11),
+        Err(Error::InvalidRange { size: 10, .. })
+    ));
+    // A write or delete through this store drops the open file.
+    store.put(key, b"abcdef", PutCondition::None).unwrap();
+    assert_eq!(store.get_range(key, 0..6).unwrap(), b"abcdef");
+    store.delete(key).unwrap();
+    assert!(matches!(store.get_range(key, 0..1), Err(Error::NotFound { .. })));
+    // More containers than the table holds: every read still answers.
+    for i in 0..(OPEN_FILES + 8) {
+        let k = format!("r.git/containers/{i}.bin");
+        store.put(&k, format!("{i:04}").as_bytes(), PutCondition::None).unwrap();
+        assert_eq!(store.get_range(&k, 0..4).unwrap(), format!("{i:04}").as_bytes());
+    }
+    assert_eq!(store.get_range("r.git/containers/0.bin", 0..4).unwrap(), b"0000");
+}
