@@ -169,8 +169,9 @@ pub fn resolve(
     };
 
     // Phase A: whole objects and everything below them.
+    debug_assert_eq!(roots.len(), pack.base_oids.len());
     let mut workers = run_parallel(&shared, roots.len(), |s, w, k| {
-        s.resolve_root(w, roots[k] as usize)
+        s.resolve_root(w, roots[k] as usize, pack.base_oids[k])
     })?;
     // Phase B: thin-pack bases from the repository (keys not resolved in phase A).
     let pending: Vec<ObjectId> = shared
@@ -302,17 +303,41 @@ impl Shared<'_> {
         ResolveError::Invalid(format!("entry at spool offset {off}: {what}"))
     }
 
-    fn resolve_root(&self, w: &mut Worker, i: usize) -> Result<(), ResolveError> {
+    /// Resolves the whole entry `i`, whose oid pass 1 computed, and everything below it.
+    fn resolve_root(&self, w: &mut Worker, i: usize, oid: ObjectId) -> Result<(), ResolveError> {
         let e = self.pack.entries[i];
         let EntryKind::Base(type_id) = e.kind else {
             unreachable!("roots are whole objects")
         };
         let kind = record::kind_from_type_id(type_id).expect("scan admits only types 1-4");
         self.read_compressed(w, i)?;
+        let has_children = self.child_start[i] != self.child_start[i + 1]
+            || self
+                .ref_children
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&oid);
+        if kind == Kind::Blob && !has_children {
+            // Pass 1 inflated it to its declared size and hashed it; a blob
+            // needs no parsing, and nothing is based on it: store its record.
+            w.collected.oids.push((oid, kind));
+            if !self.db.contains(&oid) {
+                self.sink.stage(EncodedObject {
+                    id: oid,
+                    kind,
+                    size: e.decompressed_size,
+                    encoding: Encoding::Whole {
+                        zlib: &w.compressed,
+                    },
+                })?;
+                self.staged.fetch_add(1, Ordering::Relaxed);
+            }
+            self.counters.objects.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         let mut data = take_buf(w);
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;
-        let oid = hash(kind, &data).map_err(|err| self.invalid(i, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
         if !self.db.contains(&oid) {
             self.sink.stage(EncodedObject {

@@ -51,6 +51,11 @@ pub struct ScannedPack {
     pub ref_deltas: usize,
     /// The bases REF_DELTA entries name, in pack order.
     pub ref_bases: Vec<ObjectId>,
+    /// The oid of every whole entry, in pack order (the k-th `Base` entry's
+    /// oid is `base_oids[k]`): hashed while pass 1 inflates them, as git's
+    /// index-pack does, so pass 2 never hashes them again and never inflates
+    /// a blob no delta is based on.
+    pub base_oids: Vec<ObjectId>,
     /// Bytes of the pack, trailer included.
     pub pack_bytes: u64,
 }
@@ -75,6 +80,16 @@ pub struct ScanLimits {
 
 fn invalid(msg: impl Into<String>) -> ScanError {
     ScanError::Invalid(msg.into())
+}
+
+/// The object kind of a whole entry's pack type id (1-4; the scan admits no other).
+fn object_kind(type_id: u8) -> gix_object::Kind {
+    match type_id {
+        1 => gix_object::Kind::Commit,
+        2 => gix_object::Kind::Tree,
+        3 => gix_object::Kind::Blob,
+        _ => gix_object::Kind::Tag,
+    }
 }
 
 /// git's index-pack words for a truncated pack.
@@ -121,6 +136,7 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
         entries: Vec::with_capacity(count.min(1 << 20) as usize),
         ref_deltas: 0,
         ref_bases: Vec::new(),
+        base_oids: Vec::new(),
         pack_bytes,
     };
     let mut offsets: Vec<u64> = Vec::with_capacity(count.min(1 << 20) as usize);
@@ -180,13 +196,25 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
             )));
         }
         let data_offset = input.pos;
+        let mut object_hasher = match kind {
+            EntryKind::Base(t) => {
+                let mut h = gix_hash::hasher(gix_hash::Kind::Sha1);
+                h.update(&gix_object::encode::loose_header(object_kind(t), size));
+                Some(h)
+            }
+            _ => None,
+        };
         input
-            .inflate(&mut z, size, &mut scratch)
+            .inflate(&mut z, size, &mut scratch, object_hasher.as_mut())
             .map_err(|e| match e {
                 InflateFailure::Io(e) => ScanError::Io(e),
                 InflateFailure::Truncated => invalid(TRUNCATED),
                 InflateFailure::Bad(what) => bad(&what),
             })?;
+        if let Some(h) = object_hasher {
+            let oid = h.try_finalize().map_err(|e| bad(&e.to_string()))?;
+            out.base_oids.push(oid);
+        }
         offsets.push(offset);
         out.entries.push(ScannedEntry {
             data_offset: pack_start + data_offset,
@@ -260,11 +288,13 @@ impl Input {
 
     /// Inflates one zlib stream, discarding its output, and checks that it
     /// produces exactly `size` bytes; stops as soon as it produces more.
+    /// The output goes through `hasher` when given.
     fn inflate(
         &mut self,
         z: &mut Decompress,
         size: u64,
         scratch: &mut [u8],
+        mut hasher: Option<&mut gix_hash::Hasher>,
     ) -> Result<(), InflateFailure> {
         z.reset(true);
         loop {
@@ -280,6 +310,10 @@ impl Input {
                 .map_err(|e| InflateFailure::Bad(format!("inflate: {e}")))?;
             let used = (z.total_in() - in_before) as usize;
             self.consume(used);
+            if let Some(h) = hasher.as_deref_mut() {
+                let produced = (z.total_out() - out_before) as usize;
+                h.update(&scratch[..produced.min(room)]);
+            }
             if z.total_out() > size {
                 return Err(InflateFailure::Bad(format!(
                     "inflates to more than the {size} bytes its header declares"
