@@ -106,6 +106,12 @@ impl ObjectDb {
             })
     }
 
+    /// Every index entry of every container, oldest container first (an
+    /// object stored twice, by racing pushes, appears twice).
+    pub fn entries(&self) -> impl Iterator<Item = &IndexEntry> {
+        self.containers.iter().flat_map(|(_, idx)| idx.entries())
+    }
+
     /// True when the repository has `oid`.
     pub fn contains(&self, oid: &gix_hash::oid) -> bool {
         self.lookup(oid).is_some()

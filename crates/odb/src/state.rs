@@ -32,6 +32,12 @@ pub struct RepoState {
     pub peeled: BTreeMap<String, ObjectId>,
     /// Live containers, oldest first. A delta's base is always in the same or an earlier container.
     pub containers: Vec<ContainerRef>,
+    /// Every object of the live containers is reachable from the refs: true
+    /// while the repository has only ever gained refs by pushes that created
+    /// them (no update, no deletion, no rejected command). A fetch that wants
+    /// every ref tip and has nothing is then answered with every object,
+    /// without a reachability walk. `false` is always safe.
+    pub closed: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -42,6 +48,9 @@ struct StateFile {
     #[serde(default)]
     peeled: BTreeMap<String, String>,
     containers: Vec<ContainerRef>,
+    /// Absent in states written before the flag existed: not closed.
+    #[serde(default)]
+    closed: bool,
 }
 
 /// A state object that could not be decoded.
@@ -77,6 +86,7 @@ impl RepoState {
                 .map(|(k, v)| (k.clone(), v.to_string()))
                 .collect(),
             containers: self.containers.clone(),
+            closed: self.closed,
         };
         let json = serde_json::to_vec(&file).expect("state serializes");
         zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
@@ -104,6 +114,7 @@ impl RepoState {
                 .map(|(k, v)| Ok((k.clone(), parse_oid(v)?)))
                 .collect::<Result<_, StateError>>()?,
             containers: file.containers,
+            closed: file.closed,
         })
     }
 
@@ -132,6 +143,12 @@ mod tests {
             bytes: 99,
         });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        s.closed = true;
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        // A state written before `closed` existed reads as not closed.
+        let old = br#"{"format":1,"head":null,"refs":{},"containers":[]}"#;
+        let old = zstd::bulk::compress(old, 3).unwrap();
+        assert!(!RepoState::decode(&old).unwrap().closed);
         assert_eq!(s.head_oid(), Some(oid));
         assert!(RepoState::decode(b"junk").is_err());
     }

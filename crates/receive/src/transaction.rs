@@ -287,6 +287,17 @@ impl Transaction<'_> {
             return (statuses, None, messages);
         }
         let mut next = state.clone();
+        // Still closed (every stored object reachable from the refs) only if
+        // it was (or was empty) and every command created its ref: an update
+        // or a deletion may leave objects unreachable, and a rejected
+        // command leaves its objects in the pushed containers without a ref.
+        let was_closed = state.closed || (state.refs.is_empty() && state.containers.is_empty());
+        next.closed = was_closed
+            && self
+                .commands
+                .iter()
+                .zip(&reasons)
+                .all(|(c, r)| r.is_none() && c.old.is_null() && !c.new.is_null());
         let had_branches = state.refs.keys().any(|k| k.starts_with("refs/heads/"));
         let mut cache = ObjectCache::new(1 << 20);
         for (cmd, r) in self.commands.iter().zip(&reasons) {

@@ -155,6 +155,7 @@ pub fn serve_v0(
             shallow: &shallow_plan,
             filter,
             cache_bytes: opts.cache_bytes,
+            closed_tips: closed_tips(state).as_deref(),
         },
     )?;
     if req.capabilities.contains("include-tag") {
@@ -167,6 +168,17 @@ pub fn serve_v0(
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
     Ok(outcome)
+}
+
+/// The distinct ref tips of a closed state (see [`walk::WalkOptions::closed_tips`]).
+fn closed_tips(state: &RepoState) -> Option<Vec<gix_hash::ObjectId>> {
+    if !state.closed {
+        return None;
+    }
+    let mut tips: Vec<gix_hash::ObjectId> = state.refs.values().copied().collect();
+    tips.sort_unstable();
+    tips.dedup();
+    Some(tips)
 }
 
 /// Answers git's `ERR upload-pack: not our ref <oid>` for the first want the
@@ -352,6 +364,7 @@ fn fetch_v2(
             shallow: &shallow_plan,
             filter,
             cache_bytes: opts.cache_bytes,
+            closed_tips: closed_tips(state).as_deref(),
         },
     )?;
     if args.include_tag {

@@ -166,6 +166,12 @@ pub struct WalkOptions<'a> {
     pub filter: Option<Filter>,
     /// Bytes of the delta-base cache.
     pub cache_bytes: usize,
+    /// The ref tips, when every object of the repository is reachable from
+    /// them (the state's `closed` flag): a fetch with no haves, no shallow
+    /// and no filter whose wants include every tip then gets every object,
+    /// read from the container indexes without a walk (the role of git's
+    /// reachability bitmaps for a full clone).
+    pub closed_tips: Option<&'a [ObjectId]>,
 }
 
 /// Computes the objects to send for `wants` given the client's haves (haves
@@ -180,6 +186,9 @@ pub fn objects_to_send(
     opts: &WalkOptions<'_>,
 ) -> Result<Walk, WalkError> {
     let (haves, shallow, cache_bytes) = (opts.haves, opts.shallow, opts.cache_bytes);
+    if let Some(walk) = every_object(db, wants, opts) {
+        return Ok(walk);
+    }
     let mut w = Walker {
         db,
         cache: ObjectCache::new(cache_bytes),
@@ -299,6 +308,35 @@ pub fn objects_to_send(
     }
     out.objects.extend(emit_list);
     Ok(out)
+}
+
+/// The full-clone answer of [`WalkOptions::closed_tips`], if it applies.
+fn every_object(db: &ObjectDb, wants: &[ObjectId], opts: &WalkOptions<'_>) -> Option<Walk> {
+    let tips = opts.closed_tips?;
+    let s = opts.shallow;
+    let plain = opts.haves.is_empty()
+        && opts.filter.is_none()
+        && s.boundary.is_empty()
+        && s.client_shallows.is_empty()
+        && s.unshallows.is_empty();
+    if !plain || tips.is_empty() || !wants.iter().all(|w| db.contains(w)) {
+        return None;
+    }
+    let wanted: HashSet = wants.iter().copied().collect();
+    if !tips.iter().all(|t| wanted.contains(t)) {
+        return None;
+    }
+    let mut seen: HashSet = HashSet::default();
+    let mut out = Walk::default();
+    for entry in db.entries() {
+        if seen.insert(entry.oid) {
+            out.objects.push(entry.oid);
+            if entry.kind == gitstow_odb::record::COMMIT {
+                out.commits += 1;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// `include-tag`: adds the annotated tags (from `tags`: tag oid → peeled oid)
