@@ -3,16 +3,18 @@
 //!
 //! Index rows go to a second staging file as records are appended; memory
 //! holds only an oid → offset map of the open container (for OFS_DELTA bases
-//! and duplicates). Sealing reads the rows back, sorts them and encodes the
-//! `.idx`, so a push never holds the index entries of all its objects.
+//! and duplicates). Sealing reads the rows back twice, the oids first (which
+//! the encoder sorts) and then the other fields, which go straight into the
+//! `.idx`'s columns, so a push never holds the index entries of its objects
+//! (sealing holds about 35 bytes a record of the container being sealed).
 
-use std::io::{self, BufWriter, Read, Seek, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 use gix_hash::ObjectId;
 use sha2::{Digest, Sha256};
 
-use super::index::{encode_sorted_rows, ROW};
+use super::index::{IndexEncoder, ROW};
 use super::{ContainerId, IndexEntry};
 use crate::record::{self, BaseRef};
 
@@ -81,10 +83,13 @@ impl ContainerWriter {
         self.offsets.contains_key(oid)
     }
 
+    /// Writes the record (`self.header` and `zlib`) and its index row; an oid
+    /// already in the container is not written again (the index holds one
+    /// record an oid, and records lie back to back).
     fn write_record(&mut self, entry: IndexEntry, zlib: &[u8]) -> io::Result<()> {
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&self.header);
-        crc.update(zlib);
+        if self.offsets.contains_key(&entry.oid) {
+            return Ok(());
+        }
         self.file.write_all(&self.header)?;
         self.file.write_all(zlib)?;
         self.hasher.update(&self.header);
@@ -94,7 +99,6 @@ impl ContainerWriter {
         let row = IndexEntry {
             offset: self.len,
             length,
-            crc32: crc.finalize(),
             ..entry
         }
         .to_row();
@@ -122,7 +126,6 @@ impl ContainerWriter {
             record_type: type_id,
             kind: type_id,
             size,
-            crc32: 0,
             depth: 0,
             base: None,
         };
@@ -156,31 +159,119 @@ impl ContainerWriter {
             record_type,
             kind: record::type_id_from_kind(kind),
             size,
-            crc32: 0,
             depth,
             base: Some(base),
         };
         self.write_record(entry, zlib)
     }
 
-    /// Flushes the staging file and names the container by its hash.
+    /// Flushes the staging file, names the container by its hash and encodes its index.
     pub fn seal(self) -> io::Result<SealedContainer> {
         let file = self.file.into_inner().map_err(|e| e.into_error())?;
         file.as_file().sync_data()?;
         drop(self.offsets);
-        let mut rows_file = self.rows.into_inner().map_err(|e| e.into_error())?;
-        let mut rows = vec![[0u8; ROW]; self.count];
-        rows_file.rewind()?;
-        rows_file.read_exact(rows.as_flattened_mut())?;
-        drop(rows_file);
-        rows.sort_unstable_by(|a, b| a[..20].cmp(&b[..20]));
-        rows.dedup_by(|a, b| a[..20] == b[..20]);
+        let mut rows = self.rows.into_inner().map_err(|e| e.into_error())?;
+        let invalid = |e: super::IndexError| io::Error::new(io::ErrorKind::InvalidData, e);
+        let mut row = [0u8; ROW];
+        rows.rewind()?;
+        let mut oids = Vec::with_capacity(self.count);
+        let mut reader = BufReader::with_capacity(64 * 1024, rows.as_file_mut());
+        for _ in 0..self.count {
+            reader.read_exact(&mut row)?;
+            oids.push(ObjectId::from_bytes_or_panic(&row[..20]));
+        }
+        drop(reader);
+        let mut encoder = IndexEncoder::new(oids).map_err(invalid)?;
+        rows.rewind()?;
+        let mut reader = BufReader::with_capacity(64 * 1024, rows.as_file_mut());
+        for _ in 0..self.count {
+            reader.read_exact(&mut row)?;
+            encoder.push(&IndexEntry::from_row(&row)).map_err(invalid)?;
+        }
+        drop(reader);
+        drop(rows);
         Ok(SealedContainer {
             id: hex::encode(self.hasher.finalize()),
             bin: file.into_temp_path(),
-            index: encode_sorted_rows(&rows),
-            objects: rows.len(),
+            index: encoder.finish(self.len).map_err(invalid)?,
+            objects: self.count,
             bytes: self.len,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::container::ContainerIndex;
+    use crate::record::{decode_header, OFS_DELTA, REF_DELTA};
+
+    #[test]
+    fn sealed_index_describes_the_bin() {
+        let dir = tempfile::tempdir().unwrap();
+        let oid = |b: u8| ObjectId::from_bytes_or_panic(&[b; 20]);
+        let mut w = ContainerWriter::new(dir.path()).unwrap();
+        w.append_whole(oid(0x50), gix_object::Kind::Blob, 5, b"zlib-a")
+            .unwrap();
+        w.append_delta(
+            oid(0x10),
+            gix_object::Kind::Blob,
+            7,
+            1,
+            oid(0x50),
+            3,
+            b"zl-b",
+        )
+        .unwrap();
+        w.append_delta(
+            oid(0x30),
+            gix_object::Kind::Tree,
+            9,
+            4,
+            oid(0x99),
+            2,
+            b"z-c",
+        )
+        .unwrap();
+        // a second record of one oid is not written
+        w.append_whole(oid(0x10), gix_object::Kind::Blob, 7, b"again")
+            .unwrap();
+        w.append_whole(oid(0x20), gix_object::Kind::Commit, 11, b"zlib-d")
+            .unwrap();
+        let sealed = w.seal().unwrap();
+        assert_eq!(sealed.objects, 4);
+        let bin = std::fs::read(&sealed.bin).unwrap();
+        assert_eq!(bin.len() as u64, sealed.bytes);
+        let idx = ContainerIndex::decode(&sealed.index).unwrap();
+        assert_eq!(idx.len(), 4);
+        let mut end = 0;
+        let mut by_offset: Vec<_> = idx.entries().to_vec();
+        by_offset.sort_by_key(|e| e.offset);
+        for e in &by_offset {
+            assert_eq!(e.offset, end);
+            end += e.length;
+            let record = &bin[e.offset as usize..(e.offset + e.length) as usize];
+            let header = decode_header(record).unwrap();
+            assert_eq!(header.type_id, e.record_type);
+        }
+        assert_eq!(end, sealed.bytes);
+        let b = idx.lookup(&oid(0x10)).unwrap();
+        assert_eq!(
+            (b.record_type, b.kind, b.size, b.depth),
+            (OFS_DELTA, 3, 7, 1)
+        );
+        assert_eq!(b.base, Some(oid(0x50)));
+        let c = idx.lookup(&oid(0x30)).unwrap();
+        assert_eq!(
+            (c.record_type, c.kind, c.size, c.depth),
+            (REF_DELTA, 2, 9, 4)
+        );
+        assert_eq!(c.base, Some(oid(0x99)));
+        let d = idx.lookup(&oid(0x20)).unwrap();
+        assert_eq!((d.record_type, d.kind, d.base), (1, 1, None));
+        assert_eq!(
+            &bin[d.offset as usize..][..d.length as usize][d.length as usize - 6..],
+            b"zlib-d"
+        );
     }
 }

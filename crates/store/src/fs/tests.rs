@@ -440,12 +440,23 @@ fn ranged_reads_of_containers_keep_files_open_and_follow_writes() {
     store.put(key, b"abcdef", PutCondition::None).unwrap();
     assert_eq!(store.get_range(key, 0..6).unwrap(), b"abcdef");
     store.delete(key).unwrap();
-    assert!(matches!(store.get_range(key, 0..1), Err(Error::NotFound { .. })));
+    assert!(matches!(
+        store.get_range(key, 0..1),
+        Err(Error::NotFound { .. })
+    ));
     // More containers than the table holds: every read still answers.
     for i in 0..(OPEN_FILES + 8) {
         let k = format!("r.git/containers/{i}.bin");
-        store.put(&k, format!("{i:04}").as_bytes(), PutCondition::None).unwrap();
-        assert_eq!(store.get_range(&k, 0..4).unwrap(), format!("{i:04}").as_bytes());
+        store
+            .put(&k, format!("{i:04}").as_bytes(), PutCondition::None)
+            .unwrap();
+        assert_eq!(
+            store.get_range(&k, 0..4).unwrap(),
+            format!("{i:04}").as_bytes()
+        );
     }
-    assert_eq!(store.get_range("r.git/containers/0.bin", 0..4).unwrap(), b"0000");
+    assert_eq!(
+        store.get_range("r.git/containers/0.bin", 0..4).unwrap(),
+        b"0000"
+    );
 }
