@@ -1,0 +1,141 @@
+//! Unit tests of the container index.
+
+use super::v2::{put_varint, Cursor};
+use super::*;
+
+/// A container of 256 records: whole ones, OFS_DELTAs on the record
+/// before, and REF_DELTAs on an outside oid.
+fn container() -> Vec<IndexEntry> {
+    let oid = |i: u64| {
+        let mut raw = [(i * 7 % 256) as u8; 20];
+        raw[18] = 0xaa;
+        raw[19] = i as u8;
+        ObjectId::from_bytes_or_panic(&raw)
+    };
+    (0..256u64)
+        .map(|i| {
+            let (record_type, base) = match i % 3 {
+                0 => (3, None),
+                1 => (OFS_DELTA, Some(oid(i - 1))),
+                _ => (REF_DELTA, Some(ObjectId::from_bytes_or_panic(&[9; 20]))),
+            };
+            IndexEntry {
+                oid: oid(i),
+                offset: i * 10,
+                length: 10,
+                record_type,
+                kind: 3,
+                size: 42 + i,
+                depth: (i % 3 != 0) as u32,
+                base,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn roundtrip_and_lookup() {
+    let entries = container();
+    let idx = ContainerIndex::from_entries(entries.clone());
+    let back = ContainerIndex::decode(&idx.encode()).unwrap();
+    assert_eq!(back.len(), 256);
+    for e in &entries {
+        assert_eq!(back.lookup(&e.oid), Some(e));
+    }
+    assert!(back
+        .lookup(&ObjectId::from_bytes_or_panic(&[1; 20]))
+        .is_none());
+}
+
+#[test]
+fn empty_index_roundtrips() {
+    let back = ContainerIndex::decode(&ContainerIndex::default().encode()).unwrap();
+    assert!(back.is_empty());
+}
+
+#[test]
+fn varints_are_strict() {
+    let read = |b: &[u8]| Cursor { rest: b }.varint("x").ok();
+    assert_eq!(read(&[0]), Some(0));
+    assert_eq!(read(&[0x80, 0x01]), Some(128));
+    assert_eq!(read(&[0x80, 0x00]), None);
+    assert_eq!(read(&[0x80]), None);
+    let mut max = Vec::new();
+    put_varint(&mut max, u64::MAX);
+    assert_eq!(max.len(), 10);
+    assert_eq!(read(&max), Some(u64::MAX));
+    max[9] = 2;
+    assert_eq!(read(&max), None);
+    assert_eq!(read(&[0xff; 11]), None);
+}
+
+#[test]
+fn corruption_is_detected() {
+    let idx = ContainerIndex::from_entries(container());
+    let raw = zstd::stream::decode_all(&idx.encode()[..]).unwrap();
+    let mut bad = raw.clone();
+    bad[HEADER + 3] ^= 1;
+    let bad = zstd::bulk::compress(&bad, 1).unwrap();
+    assert!(ContainerIndex::decode(&bad).is_err());
+    assert!(ContainerIndex::decode(b"not zstd").is_err());
+}
+
+#[test]
+fn entries_that_are_not_a_container_do_not_encode() {
+    let good = container();
+    type Edit = Box<dyn Fn(&mut Vec<IndexEntry>)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        ("gap", Box::new(|v| v[5].offset += 1)),
+        ("empty", Box::new(|v| v[255].length = 0)),
+        ("type", Box::new(|v| v[0].record_type = 5)),
+        ("whole kind", Box::new(|v| v[0].kind = 1)),
+        ("whole base", Box::new(|v| v[0].base = v[1].base)),
+        ("ofs later", Box::new(|v| v[1].base = Some(v[3].oid))),
+        ("ofs outside", Box::new(|v| v[1].base = v[2].base)),
+        ("ofs itself", Box::new(|v| v[1].base = Some(v[1].oid))),
+        ("ref itself", Box::new(|v| v[2].base = Some(v[2].oid))),
+        ("ref none", Box::new(|v| v[2].base = None)),
+    ];
+    for (what, edit) in cases {
+        let mut v = good.clone();
+        edit(&mut v);
+        assert!(
+            ContainerIndex::from_entries(v).try_encode().is_err(),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn version_1_is_read() {
+    let entries = container();
+    let mut sorted = entries.clone();
+    sorted.sort_by_key(|e| e.oid);
+    let mut body = MAGIC.to_vec();
+    body.extend_from_slice(&1u32.to_be_bytes());
+    body.extend_from_slice(&(sorted.len() as u32).to_be_bytes());
+    for i in 0..256 {
+        let c = sorted
+            .iter()
+            .filter(|e| e.oid.as_slice()[0] as usize <= i)
+            .count() as u32;
+        body.extend_from_slice(&c.to_be_bytes());
+    }
+    for e in &sorted {
+        body.extend_from_slice(e.oid.as_slice());
+        body.extend_from_slice(&e.offset.to_be_bytes());
+        body.extend_from_slice(&e.length.to_be_bytes());
+        body.extend_from_slice(&[e.record_type, e.kind]);
+        body.extend_from_slice(&e.size.to_be_bytes());
+        body.extend_from_slice(&0xdead_beef_u32.to_be_bytes());
+        body.extend_from_slice(&e.depth.to_be_bytes());
+        body.extend_from_slice(e.base.as_ref().map_or(&[0u8; 20][..], |b| b.as_slice()));
+    }
+    let sum = Sha256::digest(&body);
+    body.extend_from_slice(&sum);
+    let idx = ContainerIndex::decode(&zstd::bulk::compress(&body, 3).unwrap()).unwrap();
+    assert_eq!(idx.entries(), &sorted[..]);
+    // and it is written back as version 2
+    let again = ContainerIndex::decode(&idx.encode()).unwrap();
+    assert_eq!(again.entries(), &sorted[..]);
+}

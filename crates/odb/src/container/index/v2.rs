@@ -1,0 +1,425 @@
+//! Format v2 of the container index: the encoder and the decoder (the
+//! layout is in the parent module's docs).
+
+use super::*;
+
+/// Whether `record_type << 4 | kind` is a valid type byte (section 6).
+fn valid_types(record_type: u8, kind: u8) -> bool {
+    match record_type {
+        1..=4 => kind == record_type,
+        OFS_DELTA | REF_DELTA => (1..=4).contains(&kind),
+        _ => false,
+    }
+}
+
+/// Bytes of a row number when there are `n` rows (section 4).
+fn row_width(n: usize) -> usize {
+    match n {
+        0..=0x100 => 1,
+        0x101..=0x1_0000 => 2,
+        0x1_0001..=0x100_0000 => 3,
+        _ => 4,
+    }
+}
+
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// An oid from its two-byte prefix (section 2) and its suffix (section 3).
+fn oid_from_parts(prefix: usize, suffix: &[u8]) -> ObjectId {
+    let mut raw = [0u8; 20];
+    raw[..2].copy_from_slice(&(prefix as u16).to_be_bytes());
+    raw[2..].copy_from_slice(suffix);
+    ObjectId::from_bytes_or_panic(&raw)
+}
+
+/// Writes a version-2 index: [`IndexEncoder::new`] with the oids of a container's
+/// records in `.bin` order, [`IndexEncoder::push`] with each record in that
+/// order, then [`IndexEncoder::finish`]. Holds the oids, two row numbers a
+/// record and the small columns (about 35 bytes a record), never the entries.
+pub struct IndexEncoder {
+    /// Oids in `.bin` order.
+    oids: Vec<ObjectId>,
+    /// Record numbers in oid order (row → record).
+    by_oid: Vec<u32>,
+    /// The next record expected by `push`.
+    next: usize,
+    /// Offset of the next record.
+    offset: u64,
+    lengths: Vec<u8>,
+    types: Vec<u8>,
+    sizes: Vec<u8>,
+    depths: Vec<u8>,
+    ofs_bases: Vec<u8>,
+    ref_bases: Vec<u8>,
+}
+
+impl IndexEncoder {
+    /// Starts the index of the records whose oids are `oids`, in `.bin` order.
+    pub fn new(oids: Vec<ObjectId>) -> Result<Self, IndexError> {
+        let n = oids.len();
+        if u32::try_from(n).is_err() {
+            return Err(IndexError::Invalid("too many records"));
+        }
+        if oids.iter().any(|o| o.as_slice().len() != 20) {
+            return Err(IndexError::Invalid("not a SHA-1 oid"));
+        }
+        let mut by_oid: Vec<u32> = (0..n as u32).collect();
+        by_oid.sort_unstable_by(|&a, &b| oids[a as usize].cmp(&oids[b as usize]));
+        if by_oid
+            .windows(2)
+            .any(|w| oids[w[0] as usize] == oids[w[1] as usize])
+        {
+            return Err(IndexError::Invalid("duplicate oid"));
+        }
+        Ok(IndexEncoder {
+            oids,
+            by_oid,
+            next: 0,
+            offset: 0,
+            lengths: Vec::with_capacity(n * 2),
+            types: Vec::with_capacity(n),
+            sizes: Vec::with_capacity(n * 2),
+            depths: Vec::with_capacity(n),
+            ofs_bases: Vec::new(),
+            ref_bases: Vec::new(),
+        })
+    }
+
+    /// Adds the next record in `.bin` order; its oid and offset must be the
+    /// ones expected (records back to back from offset 0).
+    pub fn push(&mut self, e: &IndexEntry) -> Result<(), IndexError> {
+        let p = self.next;
+        if self.oids.get(p) != Some(&e.oid) {
+            return Err(IndexError::Invalid("records not in the order of the oids"));
+        }
+        if e.offset != self.offset {
+            return Err(IndexError::Invalid("records are not back to back"));
+        }
+        if e.length == 0 {
+            return Err(IndexError::Invalid("empty record"));
+        }
+        let end = self
+            .offset
+            .checked_add(e.length)
+            .ok_or(IndexError::Invalid("records end past 2^64"))?;
+        if !valid_types(e.record_type, e.kind) {
+            return Err(IndexError::Invalid("bad record type or kind"));
+        }
+        match (e.record_type, e.base) {
+            (OFS_DELTA, Some(base)) => {
+                let row = self
+                    .by_oid
+                    .binary_search_by(|&i| self.oids[i as usize].cmp(&base))
+                    .map_err(|_| IndexError::Invalid("OFS_DELTA base not in the container"))?;
+                let at = self.by_oid[row] as usize;
+                if at >= p {
+                    return Err(IndexError::Invalid("OFS_DELTA base not before its delta"));
+                }
+                put_varint(&mut self.ofs_bases, (p - at) as u64);
+            }
+            (REF_DELTA, Some(base)) => {
+                if base == e.oid || base.is_null() {
+                    return Err(IndexError::Invalid(
+                        "REF_DELTA base is the null oid or itself",
+                    ));
+                }
+                self.ref_bases.extend_from_slice(base.as_slice());
+            }
+            (1..=4, None) => {}
+            _ => return Err(IndexError::Invalid("base does not match the record type")),
+        }
+        put_varint(&mut self.lengths, e.length);
+        self.types.push((e.record_type << 4) | e.kind);
+        put_varint(&mut self.sizes, e.size);
+        put_varint(&mut self.depths, e.depth.into());
+        self.offset = end;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Writes the index after the last record; `bin_len` is the length of the
+    /// `.bin`, where the last record must end.
+    pub fn finish(self, bin_len: u64) -> Result<Vec<u8>, IndexError> {
+        let n = self.oids.len();
+        if self.next != n {
+            return Err(IndexError::Invalid("fewer records than oids"));
+        }
+        if self.offset != bin_len {
+            return Err(IndexError::Invalid(
+                "records do not end at the end of the .bin",
+            ));
+        }
+        let mut out = Body::new();
+        out.put(MAGIC);
+        out.put(&VERSION.to_be_bytes());
+        out.put(&(n as u32).to_be_bytes());
+        out.put(&bin_len.to_be_bytes());
+        let mut counts = vec![0u64; PREFIXES];
+        for o in &self.oids {
+            let s = o.as_slice();
+            counts[u16::from_be_bytes([s[0], s[1]]) as usize] += 1;
+        }
+        let mut column = Vec::with_capacity(PREFIXES);
+        for c in counts {
+            put_varint(&mut column, c);
+        }
+        out.put(&column);
+        drop(column);
+        let mut row_of = vec![0u32; n];
+        for (row, &p) in self.by_oid.iter().enumerate() {
+            out.put(&self.oids[p as usize].as_slice()[2..]);
+            row_of[p as usize] = row as u32;
+        }
+        drop(self.by_oid);
+        drop(self.oids);
+        let w = row_width(n);
+        for row in row_of {
+            out.put(&row.to_be_bytes()[4 - w..]);
+        }
+        for column in [
+            self.lengths,
+            self.types,
+            self.sizes,
+            self.depths,
+            self.ofs_bases,
+            self.ref_bases,
+        ] {
+            out.put(&column);
+        }
+        Ok(out.finish())
+    }
+}
+
+/// The body going through SHA-256 and zstd, 64 KiB at a time.
+struct Body {
+    z: zstd::stream::write::Encoder<'static, Vec<u8>>,
+    hasher: Sha256,
+    buf: Vec<u8>,
+}
+
+impl Body {
+    const CHUNK: usize = 64 * 1024;
+
+    fn new() -> Self {
+        Body {
+            z: zstd::stream::write::Encoder::new(Vec::new(), 3).expect("zstd encoder over a Vec"),
+            hasher: Sha256::new(),
+            buf: Vec::with_capacity(Self::CHUNK),
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        if self.buf.len() + bytes.len() > Self::CHUNK {
+            self.flush();
+        }
+        if bytes.len() >= Self::CHUNK {
+            self.hasher.update(bytes);
+            self.write(bytes);
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        self.z
+            .write_all(bytes)
+            .expect("writing to a Vec cannot fail");
+    }
+
+    fn flush(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        self.hasher.update(&buf);
+        self.write(&buf);
+        self.buf = buf;
+        self.buf.clear();
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        use std::io::Write;
+        self.flush();
+        let Body { mut z, hasher, .. } = self;
+        z.write_all(&hasher.finalize())
+            .expect("writing to a Vec cannot fail");
+        z.finish().expect("writing to a Vec cannot fail")
+    }
+}
+
+/// Reads the body of a version-2 index front to back.
+pub(super) struct Cursor<'a> {
+    pub(super) rest: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], IndexError> {
+        if self.rest.len() < n {
+            return Err(IndexError::Corrupt(what));
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    pub(super) fn varint(&mut self, what: &'static str) -> Result<u64, IndexError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let &b = self.rest.get(i).ok_or(IndexError::Corrupt(what))?;
+            let group = u64::from(b & 0x7f);
+            if i == 9 && b > 1 {
+                return Err(IndexError::Corrupt(what));
+            }
+            v |= group << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    return Err(IndexError::Corrupt(what));
+                }
+                self.rest = &self.rest[i + 1..];
+                return Ok(v);
+            }
+        }
+        Err(IndexError::Corrupt(what))
+    }
+}
+
+pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
+    let mut cur = Cursor { rest: &body[8..] };
+    let head = cur.take(HEADER - 8, "too short")?;
+    let n = u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+    let bin_len = u64::from_be_bytes(head[4..].try_into().expect("8 bytes"));
+
+    // Prefix counts, then the oids, rows in order (which also makes the fanout).
+    let mut counts = Vec::with_capacity(PREFIXES);
+    let mut total = 0usize;
+    for _ in 0..PREFIXES {
+        let c = cur.varint("bad prefix count")?;
+        let c = usize::try_from(c)
+            .ok()
+            .filter(|&c| c <= n - total)
+            .ok_or(IndexError::Corrupt("prefix counts exceed the record count"))?;
+        total += c;
+        counts.push(c);
+    }
+    if total != n {
+        return Err(IndexError::Corrupt(
+            "prefix counts do not add up to the record count",
+        ));
+    }
+    let suffixes = cur.take(
+        n.checked_mul(SUFFIX)
+            .ok_or(IndexError::Corrupt("too short"))?,
+        "too short for the oids",
+    )?;
+    let mut entries = Vec::with_capacity(n);
+    let mut fanout = vec![0u32; 256];
+    let mut suffixes = suffixes.chunks_exact(SUFFIX);
+    for (prefix, &c) in counts.iter().enumerate() {
+        let mut prev: Option<&[u8]> = None;
+        for _ in 0..c {
+            let s = suffixes.next().expect("n suffixes");
+            if prev.is_some_and(|p| p >= s) {
+                return Err(IndexError::Corrupt("oids not sorted"));
+            }
+            prev = Some(s);
+            entries.push(IndexEntry {
+                oid: oid_from_parts(prefix, s),
+                offset: 0,
+                length: 0,
+                record_type: 0,
+                kind: 0,
+                size: 0,
+                depth: 0,
+                base: None,
+            });
+        }
+        fanout[prefix >> 8] += c as u32;
+    }
+    drop(counts);
+    let mut sum = 0;
+    for f in fanout.iter_mut() {
+        sum += *f;
+        *f = sum;
+    }
+
+    // The row of each record: a permutation.
+    let w = row_width(n);
+    let rows = cur.take(n * w, "too short for the rows")?;
+    let mut row_of = Vec::with_capacity(n);
+    let mut seen = vec![false; n];
+    for r in rows.chunks_exact(w) {
+        let mut be = [0u8; 4];
+        be[4 - w..].copy_from_slice(r);
+        let row = u32::from_be_bytes(be) as usize;
+        match seen.get_mut(row) {
+            Some(s) if !*s => *s = true,
+            _ => return Err(IndexError::Corrupt("rows are not a permutation")),
+        }
+        row_of.push(row as u32);
+    }
+    drop(seen);
+
+    let mut offset = 0u64;
+    for &row in &row_of {
+        let length = cur.varint("bad length")?;
+        if length == 0 {
+            return Err(IndexError::Corrupt("empty record"));
+        }
+        let e = &mut entries[row as usize];
+        e.offset = offset;
+        e.length = length;
+        offset = offset
+            .checked_add(length)
+            .filter(|&end| end <= bin_len)
+            .ok_or(IndexError::Corrupt("records end past the .bin"))?;
+    }
+    if offset != bin_len {
+        return Err(IndexError::Corrupt("records do not fill the .bin"));
+    }
+    let types = cur.take(n, "too short for the types")?;
+    for (&row, &t) in row_of.iter().zip(types) {
+        let e = &mut entries[row as usize];
+        (e.record_type, e.kind) = (t >> 4, t & 0xf);
+        if !valid_types(e.record_type, e.kind) {
+            return Err(IndexError::Corrupt("bad record type or kind"));
+        }
+    }
+    for &row in &row_of {
+        entries[row as usize].size = cur.varint("bad size")?;
+    }
+    for &row in &row_of {
+        entries[row as usize].depth = u32::try_from(cur.varint("bad depth")?)
+            .map_err(|_| IndexError::Corrupt("bad depth"))?;
+    }
+    for (p, &row) in row_of.iter().enumerate() {
+        if entries[row as usize].record_type == OFS_DELTA {
+            let back = cur.varint("bad OFS_DELTA base")?;
+            let base_row = usize::try_from(back)
+                .ok()
+                .filter(|&b| (1..=p).contains(&b))
+                .map(|b| row_of[p - b] as usize)
+                .ok_or(IndexError::Corrupt("OFS_DELTA base out of range"))?;
+            entries[row as usize].base = Some(entries[base_row].oid);
+        }
+    }
+    for &row in &row_of {
+        let e = &mut entries[row as usize];
+        if e.record_type == REF_DELTA {
+            let base = ObjectId::from_bytes_or_panic(cur.take(20, "too short for the bases")?);
+            if base == e.oid || base.is_null() {
+                return Err(IndexError::Corrupt(
+                    "REF_DELTA base is the null oid or itself",
+                ));
+            }
+            e.base = Some(base);
+        }
+    }
+    if !cur.rest.is_empty() {
+        return Err(IndexError::Corrupt("trailing bytes"));
+    }
+    Ok(ContainerIndex { fanout, entries })
+}
