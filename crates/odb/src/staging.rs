@@ -20,6 +20,16 @@ pub enum Encoding<'a> {
         /// The zlib stream, as received.
         zlib: &'a [u8],
     },
+    /// The whole object as a zlib stream of `len` bytes at `offset` of
+    /// `file`, copied into the container in pieces (never held in memory).
+    WholeFromFile {
+        /// The file holding the stream (a push's spool).
+        file: &'a std::fs::File,
+        /// Where the stream starts, in bytes.
+        offset: u64,
+        /// Its length in bytes.
+        len: u64,
+    },
     /// A delta against `base` as a zlib stream of delta instructions.
     Delta {
         /// The base object's id.
@@ -101,9 +111,10 @@ impl ContainerStaging {
 impl EncodedObjectStore for ContainerStaging {
     fn stage(&self, object: EncodedObject<'_>) -> std::io::Result<()> {
         let record_len = match object.encoding {
-            Encoding::Whole { zlib } => zlib.len(),
-            Encoding::Delta { zlib, .. } => zlib.len(),
-        } as u64;
+            Encoding::Whole { zlib } => zlib.len() as u64,
+            Encoding::WholeFromFile { len, .. } => len,
+            Encoding::Delta { zlib, .. } => zlib.len() as u64,
+        };
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let full = inner
             .current
@@ -123,6 +134,9 @@ impl EncodedObjectStore for ContainerStaging {
         match object.encoding {
             Encoding::Whole { zlib } => {
                 w.append_whole(object.id, object.kind, object.size, zlib)?
+            }
+            Encoding::WholeFromFile { file, offset, len } => {
+                w.append_whole_from_file(object.id, object.kind, object.size, file, offset, len)?
             }
             Encoding::Delta {
                 base,

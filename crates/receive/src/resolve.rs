@@ -310,7 +310,6 @@ impl Shared<'_> {
             unreachable!("roots are whole objects")
         };
         let kind = record::kind_from_type_id(type_id).expect("scan admits only types 1-4");
-        self.read_compressed(w, i)?;
         let has_children = self.child_start[i] != self.child_start[i + 1]
             || self
                 .ref_children
@@ -319,15 +318,19 @@ impl Shared<'_> {
                 .contains_key(&oid);
         if kind == Kind::Blob && !has_children {
             // Pass 1 inflated it to its declared size and hashed it; a blob
-            // needs no parsing, and nothing is based on it: store its record.
+            // needs no parsing, and nothing is based on it: its record is
+            // copied from the spool in pieces, so a blob of any size costs
+            // no memory here.
             w.collected.oids.push((oid, kind));
             if !self.db.contains(&oid) {
                 self.sink.stage(EncodedObject {
                     id: oid,
                     kind,
                     size: e.decompressed_size,
-                    encoding: Encoding::Whole {
-                        zlib: &w.compressed,
+                    encoding: Encoding::WholeFromFile {
+                        file: self.file,
+                        offset: e.data_offset,
+                        len: e.compressed_size,
                     },
                 })?;
                 self.staged.fetch_add(1, Ordering::Relaxed);
@@ -335,6 +338,7 @@ impl Shared<'_> {
             self.counters.objects.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        self.read_compressed(w, i)?;
         let mut data = take_buf(w);
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;

@@ -18,6 +18,20 @@ use super::index::{IndexEncoder, ROW};
 use super::{ContainerId, IndexEntry};
 use crate::record::{self, BaseRef};
 
+/// Bytes copied at a time from a file into the container.
+const COPY_CHUNK: usize = 64 * 1024;
+
+/// Where a record's zlib stream comes from.
+#[derive(Clone, Copy)]
+enum ZlibSource<'a> {
+    Bytes(&'a [u8]),
+    File {
+        file: &'a std::fs::File,
+        offset: u64,
+        len: u64,
+    },
+}
+
 /// A container being written: one hashed staging file plus the entries seen so far.
 pub struct ContainerWriter {
     file: BufWriter<tempfile::NamedTempFile>,
@@ -27,6 +41,7 @@ pub struct ContainerWriter {
     count: usize,
     offsets: gix_hashtable::HashMap<ObjectId, u64>,
     header: Vec<u8>,
+    copy_buf: Vec<u8>,
 }
 
 /// A finished container: its id, the `.bin` as a local temp file, and its
@@ -65,6 +80,7 @@ impl ContainerWriter {
             count: 0,
             offsets: Default::default(),
             header: Vec::with_capacity(32),
+            copy_buf: Vec::new(),
         })
     }
 
@@ -86,15 +102,43 @@ impl ContainerWriter {
     /// Writes the record (`self.header` and `zlib`) and its index row; an oid
     /// already in the container is not written again (the index holds one
     /// record an oid, and records lie back to back).
-    fn write_record(&mut self, entry: IndexEntry, zlib: &[u8]) -> io::Result<()> {
+    fn write_record(&mut self, entry: IndexEntry, zlib: ZlibSource<'_>) -> io::Result<()> {
         if self.offsets.contains_key(&entry.oid) {
             return Ok(());
         }
         self.file.write_all(&self.header)?;
-        self.file.write_all(zlib)?;
         self.hasher.update(&self.header);
-        self.hasher.update(zlib);
-        let length = (self.header.len() + zlib.len()) as u64;
+        let zlib_len = match zlib {
+            ZlibSource::Bytes(zlib) => {
+                self.file.write_all(zlib)?;
+                self.hasher.update(zlib);
+                zlib.len() as u64
+            }
+            ZlibSource::File { file, offset, len } => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = std::mem::take(&mut self.copy_buf);
+                buf.resize(COPY_CHUNK.min(len as usize), 0);
+                let mut done = 0u64;
+                let copied = loop {
+                    if done == len {
+                        break Ok(());
+                    }
+                    let n = (len - done).min(buf.len() as u64) as usize;
+                    if let Err(e) = file.read_exact_at(&mut buf[..n], offset + done) {
+                        break Err(e);
+                    }
+                    if let Err(e) = self.file.write_all(&buf[..n]) {
+                        break Err(e);
+                    }
+                    self.hasher.update(&buf[..n]);
+                    done += n as u64;
+                };
+                self.copy_buf = buf;
+                copied?;
+                len
+            }
+        };
+        let length = self.header.len() as u64 + zlib_len;
         self.offsets.insert(entry.oid, self.len);
         let row = IndexEntry {
             offset: self.len,
@@ -129,7 +173,35 @@ impl ContainerWriter {
             depth: 0,
             base: None,
         };
-        self.write_record(entry, zlib)
+        self.write_record(entry, ZlibSource::Bytes(zlib))
+    }
+
+    /// Appends a whole object whose zlib stream is `len` bytes at `offset` of
+    /// `file` (a push's spool), copied in pieces of at most 64 KiB: a record of
+    /// any size costs no more memory than that.
+    pub fn append_whole_from_file(
+        &mut self,
+        oid: ObjectId,
+        kind: gix_object::Kind,
+        size: u64,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let type_id = record::type_id_from_kind(kind);
+        self.header.clear();
+        record::write_header(type_id, size, BaseRef::None, &mut self.header);
+        let entry = IndexEntry {
+            oid,
+            offset: 0,
+            length: 0,
+            record_type: type_id,
+            kind: type_id,
+            size,
+            depth: 0,
+            base: None,
+        };
+        self.write_record(entry, ZlibSource::File { file, offset, len })
     }
 
     /// Appends a delta: `zlib` is the zlib stream of `delta_size` bytes of delta
@@ -162,7 +234,7 @@ impl ContainerWriter {
             depth,
             base: Some(base),
         };
-        self.write_record(entry, zlib)
+        self.write_record(entry, ZlibSource::Bytes(zlib))
     }
 
     /// Flushes the staging file, names the container by its hash and encodes its index.
