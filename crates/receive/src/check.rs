@@ -9,9 +9,9 @@ use gix_object::{Kind, ObjectRef};
 pub struct Collected {
     /// Every object named by a pushed commit, tree (except gitlinks) or tag.
     pub references: gix_hashtable::HashSet,
-    /// Oids recently added to `references`, by their low 16 bits: a tree
+    /// Oids recently added to `references`, by 14 bits of them: a tree
     /// resolved from its delta base names mostly what the base named, and a
-    /// hit here (a full 20-byte compare in a 1.3 MiB table) skips a probe of
+    /// hit here (a full 20-byte compare in a 320 KiB table) skips a probe of
     /// the much larger set.
     recent: RecentOids,
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
@@ -33,7 +33,7 @@ impl std::fmt::Debug for RecentOids {
 }
 
 impl RecentOids {
-    const SLOTS: usize = 1 << 16;
+    const SLOTS: usize = 1 << 14;
 
     /// True if `oid` (20 bytes) is in its slot; otherwise puts it there.
     fn hit_or_insert(&mut self, oid: &[u8]) -> bool {
@@ -50,7 +50,8 @@ impl RecentOids {
                 .collect();
         }
         // Oids are uniformly distributed: two of their bytes pick the slot.
-        let slot = &mut self.slots[usize::from(u16::from_le_bytes([oid[18], oid[19]]))];
+        let index = usize::from(u16::from_le_bytes([oid[18], oid[19]])) & (Self::SLOTS - 1);
+        let slot = &mut self.slots[index];
         if slot[..] == oid[..] {
             return true;
         }
