@@ -58,7 +58,19 @@ fn metrics_count_a_push_and_a_clone() {
     assert!(sample(&before, "gitstow_process_resident_bytes").unwrap() > 1e6);
     assert!(sample(&before, "gitstow_jemalloc_allocated_bytes").unwrap() > 0.0);
 
-    git(&src, &["push", "--quiet", "--mirror", &server.url("m")]);
+    // A post buffer smaller than the pack makes git send its probe request
+    // first (a lone flush-pkt): that is not a push and must not count as one.
+    git(
+        &src,
+        &[
+            "-c",
+            "http.postBuffer=1024",
+            "push",
+            "--quiet",
+            "--mirror",
+            &server.url("m"),
+        ],
+    );
     let after = scrape(server.port());
     assert_eq!(
         sample(&after, r#"gitstow_pushes_total{result="ok"}"#),
@@ -185,7 +197,7 @@ fn pushes_past_the_cap_wait_and_time_out_with_a_clear_message() {
     }
     let err = git_fail(&work, &["push", &url_b, "HEAD:refs/heads/main"]);
     assert!(
-        err.contains("server busy: 1 pushes already running"),
+        err.contains("server busy: the limit of 1 concurrent pushes is reached"),
         "git said: {err}"
     );
     assert!(

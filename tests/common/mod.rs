@@ -18,6 +18,7 @@ mod git;
 mod http;
 mod pack;
 mod pkt;
+pub mod raw_pack;
 pub mod raw_target;
 mod server;
 

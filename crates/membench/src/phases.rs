@@ -197,6 +197,7 @@ impl Plan<'_> {
             allocated_bytes: delta(&|m| m.allocated_bytes_total),
             received_bytes: delta(&|m| m.received_bytes_total),
             jemalloc_allocated_peak_bytes: window.jemalloc_allocated_peak_bytes,
+            pushes_in_flight_peak: window.pushes_in_flight_peak,
             samples: window.samples,
             hwm_reset,
             ..Span::default()

@@ -351,7 +351,10 @@ fn seq_table(md: &mut String, s: &Summary) {
 fn conc_table(md: &mut String, s: &Summary) {
     let _ = writeln!(
         md,
-        "## Concurrency sweep (K pushes at once, each into its own repository)\n"
+        "## Concurrency sweep (K pushes started at once, each into its own repository)\n\n\
+         The daemon resolves at most `--max-concurrent-pushes` of them at once (default: one \
+         per core) and queues the rest; \"in flight\" is the most it ran at once (sampled \
+         `gitstow_pushes_in_flight`), so rows past the cap show memory staying flat.\n"
     );
     if s.conc.is_empty() {
         let _ = writeln!(md, "None.\n");
@@ -360,17 +363,17 @@ fn conc_table(md: &mut String, s: &Summary) {
     let _ = writeln!(
         md,
         "| K | wall s | CPU s | VmHWM peak MiB | RssAnon peak MiB | rise above idle MiB | rise / K MiB \
-         | rise(K) / rise(1) | rise above start MiB | retained anon MiB | allocated MiB | failed |"
+         | rise(K) / rise(1) | rise above start MiB | retained anon MiB | allocated MiB | in flight | failed |"
     );
     let _ = writeln!(
         md,
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for c in &s.conc {
         let x = &c.span;
         let _ = writeln!(
             md,
-            "| {} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
             c.k,
             x.wall_s,
             x.cpu_s,
@@ -382,6 +385,7 @@ fn conc_table(md: &mut String, s: &Summary) {
             mib_kb_signed(x.rise_from_start_kb),
             opt(x.retained_anon_kb, mib_kb),
             opt(x.allocated_bytes, mib_bytes),
+            opt(x.pushes_in_flight_peak, |n| n.to_string()),
             c.errors.len()
         );
     }

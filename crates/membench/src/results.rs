@@ -128,6 +128,10 @@ pub struct Span {
     pub received_bytes: Option<u64>,
     /// Highest sampled `gitstow_jemalloc_allocated_bytes`, bytes.
     pub jemalloc_allocated_peak_bytes: Option<u64>,
+    /// Highest sampled `gitstow_pushes_in_flight`: how many pushes the daemon
+    /// resolved at once (its `--max-concurrent-pushes` queues the rest).
+    #[serde(default)]
+    pub pushes_in_flight_peak: Option<u64>,
     /// Samples taken during the span.
     pub samples: usize,
     /// Whether `clear_refs` reset the peak before the span.

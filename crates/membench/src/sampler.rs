@@ -56,6 +56,9 @@ pub struct Window {
     pub rss_file_peak_kb: u64,
     /// Highest `gitstow_jemalloc_allocated_bytes` scraped, bytes.
     pub jemalloc_allocated_peak_bytes: Option<u64>,
+    /// Highest `gitstow_pushes_in_flight` scraped: pushes the daemon ran at
+    /// once (past its `--max-concurrent-pushes` queue).
+    pub pushes_in_flight_peak: Option<u64>,
 }
 
 impl Window {
@@ -67,6 +70,10 @@ impl Window {
         if let Some(a) = s.metrics.and_then(|m| m.jemalloc_allocated_bytes) {
             let peak = self.jemalloc_allocated_peak_bytes.get_or_insert(0);
             *peak = (*peak).max(a);
+        }
+        if let Some(n) = s.metrics.and_then(|m| m.pushes_in_flight) {
+            let peak = self.pushes_in_flight_peak.get_or_insert(0);
+            *peak = (*peak).max(n);
         }
     }
 }

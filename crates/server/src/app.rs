@@ -454,8 +454,15 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
     if let Ok(meta) = spooled.file.metadata() {
         metrics::counter!(m::RECEIVED_BYTES, "service" => "receive-pack").increment(meta.len());
     }
+    // git's probe before a large push (a lone flush-pkt, `http.postBuffer`)
+    // answers at once: it is not a push, so it neither queues nor counts.
+    let probe = spooled.file.metadata().is_ok_and(|m| m.len() <= 4);
     // The body is on disk; wait here (not while reading it) for a push slot.
-    let slot = app.pushes.admit().await;
+    let slot = if probe {
+        None
+    } else {
+        Some(app.pushes.admit().await)
+    };
     let repo = app.repo(&name);
     let opts = app.config.receive.clone();
     response::stream(
@@ -465,12 +472,16 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
             let started = std::time::Instant::now();
             let request = spooled.file;
             let (result, _slot) = match slot {
-                Err(busy) => {
+                None => (
+                    gitstow_receive::receive_pack(&repo, &request, out, &opts),
+                    None,
+                ),
+                Some(Err(busy)) => {
                     tracing::warn!(repo = repo.name(), error = %busy, "push refused: queue timeout");
                     let r = gitstow_receive::refuse_pack(&request, out, &busy.to_string(), &opts);
                     (r, None)
                 }
-                Ok(slot) if spooled.truncated => {
+                Some(Ok(slot)) if spooled.truncated => {
                     let r = gitstow_receive::refuse_pack(
                         &request,
                         out,
@@ -479,12 +490,14 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
                     );
                     (r, Some(slot))
                 }
-                Ok(slot) => (
+                Some(Ok(slot)) => (
                     gitstow_receive::receive_pack(&repo, &request, out, &opts),
                     Some(slot),
                 ),
             };
-            record_push(&result, started);
+            if !probe {
+                record_push(&result, started);
+            }
             match &result {
                 Ok(o) => tracing::info!(
                     repo = repo.name(),

@@ -201,8 +201,17 @@ fn serve(args: ServeArgs) -> i32 {
     let max_concurrent_pushes = args
         .max_concurrent_pushes
         .unwrap_or_else(|| crate::push_queue::default_limit(cores, crate::push_queue::mem_total()));
+    if args.max_concurrent_pushes == Some(0) || args.push_queue_timeout == 0 {
+        eprintln!("gitstow: --max-concurrent-pushes and --push-queue-timeout must be at least 1");
+        return 2;
+    }
     let heap_profiling = args.heap_profiling
-        || std::env::var("GITSTOW_HEAP_PROFILING").is_ok_and(|v| !v.is_empty() && v != "0");
+        || std::env::var("GITSTOW_HEAP_PROFILING").is_ok_and(|v| {
+            !matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "" | "0" | "false" | "no" | "off"
+            )
+        });
     let metrics = match crate::metrics::Metrics::install(store.clone()) {
         Ok(m) => Some(m),
         Err(e) => {
@@ -249,31 +258,37 @@ fn serve(args: ServeArgs) -> i32 {
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
+        let metrics_listener = match args.metrics_listen {
+            Some(maddr) => match tokio::net::TcpListener::bind(maddr).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    eprintln!("gitstow: cannot listen on {maddr}: {e}");
+                    return 1;
+                }
+            },
+            None => None,
+        };
         {
             use std::io::Write;
             let mut stdout = std::io::stdout();
             let _ = writeln!(stdout, "gitstow listening on http://{addr}");
+            if let Some(Ok(maddr)) = metrics_listener.as_ref().map(|l| l.local_addr()) {
+                let _ = writeln!(stdout, "gitstow metrics on http://{maddr}/metrics");
+            }
             let _ = stdout.flush();
         }
         tracing::info!(%addr, store = %args.store, max_concurrent_pushes, heap_profiling, "serving");
         let store_for_stats = store.clone();
         let app = app::App::new(store, config, metrics);
-        if let Some(maddr) = args.metrics_listen {
-            match tokio::net::TcpListener::bind(maddr).await {
-                Ok(l) => {
-                    let router = app::operator_router(app.clone());
-                    tracing::info!(addr = %maddr, "metrics listener");
-                    tokio::spawn(async move {
-                        if let Err(e) = axum::serve(l, router).await {
-                            tracing::error!(error = %e, "metrics listener failed");
-                        }
-                    });
+        if let Some(l) = metrics_listener {
+            let router = app::operator_router(app.clone());
+            let maddr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            tracing::info!(addr = %maddr, "metrics listener");
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(l, router).await {
+                    tracing::error!(error = %e, "metrics listener failed");
                 }
-                Err(e) => {
-                    eprintln!("gitstow: cannot listen on {maddr}: {e}");
-                    return 1;
-                }
-            }
+            });
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let graceful = async move {

@@ -31,7 +31,7 @@ pub struct PushSlot {
 
 /// A push waited longer than the queue timeout.
 #[derive(Debug, thiserror::Error)]
-#[error("server busy: {limit} pushes already running, waited {waited_secs} s for a slot; try again later")]
+#[error("server busy: the limit of {limit} concurrent pushes is reached, waited {waited_secs} s for a slot; try again later")]
 pub struct QueueTimeout {
     /// The cap.
     pub limit: usize,
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(err.limit, 1);
         assert!(err
             .to_string()
-            .starts_with("server busy: 1 pushes already running"));
+            .starts_with("server busy: the limit of 1 concurrent pushes is reached"));
         drop(first);
         q.admit().await.expect("slot freed");
     }

@@ -1,0 +1,238 @@
+//! Hostile delta entries POSTed raw to receive-pack (see `hostile_pack.rs`
+//! for the method and how the canonical answers were recorded): each is
+//! refused, the repository is unchanged, and the server still takes a good
+//! push afterwards.
+
+mod common;
+
+use common::raw_pack::*;
+use common::raw_target::*;
+use common::*;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------
+// deltas
+
+/// Distances 0, one byte before the pack start, and 2^40. canonical, all
+/// three: band 2 "fatal: offset value out of bound for delta base object".
+/// gitstow: "pack has bad object at offset 57: delta base offset is out of
+/// bound" (index-pack's words).
+#[test]
+fn ofs_delta_bad_distance() {
+    let s = setup("ofs-distance");
+    let base = text(10, "b");
+    let d = delta(base.len(), 3, &[Op::Insert(b"new")]);
+    let id = blob_commit_pack(b"new").1;
+    for distance in [0u64, 13, 1 << 40] {
+        let pack = RawPack::default().whole(Kind::Blob, &base);
+        let distance = if distance == 13 {
+            pack.next_offset() as u64 + 1 // before the pack start
+        } else {
+            distance
+        };
+        let pack = pack.entry(ofs_delta(distance, &d)).build();
+        let r = s.push_pack(&id, &pack);
+        s.assert_refused(&r);
+    }
+    s.assert_unchanged_and_serving();
+}
+
+/// canonical: band 2 "fatal: unresolved deltas left after unpacking"
+/// ("unpack unpack-objects abnormal exit"). gitstow: "pack has 1 unresolved deltas".
+#[test]
+fn ref_delta_to_an_absent_base() {
+    let s = setup("absent-base");
+    let ghost = object_id(Kind::Blob, b"never pushed\n");
+    let d = delta(13, 3, &[Op::Insert(b"new")]);
+    let id = blob_commit_pack(b"new").1;
+    let pack = RawPack::default()
+        .whole(Kind::Blob, b"other\n")
+        .entry(ref_delta(&ghost, &d))
+        .build();
+    let r = s.push_pack(&id, &pack);
+    s.assert_refused_with(&r, "unresolved");
+    s.assert_unchanged_and_serving();
+}
+
+/// Deltas whose instructions are wrong. canonical band 2: "error: delta
+/// replay has gone wild" + "fatal: failed to apply delta" (copies outside,
+/// wrong sizes, reserved 0, truncated), and for 64 GiB "fatal: Out of
+/// memory, malloc failed (tried to allocate 68719476737 bytes)"; all "unpack
+/// unpack-objects abnormal exit". gitstow: "entry at spool offset N: delta
+/// copies 80+20 outside a base of 90 bytes" etc.; the 64 GiB result is
+/// refused before allocating.
+#[test]
+fn bad_delta_instructions() {
+    let s = setup("bad-delta");
+    let base = text(10, "b");
+    let id = blob_commit_pack(b"x").1;
+    let n = base.len();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("copy past the end", delta(n, 20, &[Op::Copy(n - 10, 20)])),
+        ("copy far outside", delta(n, 16, &[Op::Copy(1 << 30, 16)])),
+        (
+            "result shorter than declared",
+            delta(n, 50, &[Op::Copy(0, 10)]),
+        ),
+        (
+            "result longer than declared",
+            delta(n, 5, &[Op::Copy(0, 10)]),
+        ),
+        ("wrong base size", delta(n + 1, 3, &[Op::Insert(b"abc")])),
+        ("reserved instruction 0", {
+            let mut d = delta(n, 1, &[]);
+            d.push(0);
+            d
+        }),
+        ("truncated copy", {
+            let mut d = delta(n, 4, &[]);
+            d.push(0x91); // offset byte 0 and size byte 0 announced, none follow
+            d
+        }),
+        ("declares 64 GiB", delta(n, 64 << 30, &[Op::Copy(0, 10)])),
+    ];
+    for (what, d) in cases {
+        eprintln!("{what}");
+        let mut pack = RawPack::default().whole(Kind::Blob, &base);
+        let dist = pack.next_offset() - pack.offset(0);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        let r = s.push_pack(&id, &pack.build());
+        s.assert_refused(&r);
+        // and the same as a REF_DELTA
+        let pack = RawPack::default()
+            .whole(Kind::Blob, &base)
+            .entry(ref_delta(&object_id(Kind::Blob, &base), &d));
+        let r = s.push_pack(&id, &pack.build());
+        s.assert_refused(&r);
+    }
+    s.assert_unchanged_and_serving();
+}
+
+/// Two REF_DELTAs naming each other, and one naming itself. canonical: band
+/// 2 "fatal: unresolved deltas left after unpacking" ("unpack unpack-objects
+/// abnormal exit"). gitstow: "pack has 2 unresolved deltas".
+#[test]
+fn delta_cycle() {
+    let s = setup("cycle");
+    let a = b"cycle a\n".to_vec();
+    let b = b"cycle b\n".to_vec();
+    let a_id = object_id(Kind::Blob, &a);
+    let b_id = object_id(Kind::Blob, &b);
+    // a = delta(b), b = delta(a)
+    let da = delta(b.len(), a.len(), &[Op::Insert(&a)]);
+    let db = delta(a.len(), b.len(), &[Op::Insert(&b)]);
+    let tree = tree_data(&[("100644", "a", &a_id), ("100644", "b", &b_id)]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "cycle\n");
+    let id = object_id(Kind::Commit, &commit);
+    let pack = RawPack::default()
+        .entry(ref_delta(&b_id, &da))
+        .entry(ref_delta(&a_id, &db))
+        .whole(Kind::Tree, &tree)
+        .whole(Kind::Commit, &commit)
+        .build();
+    let r = s.push_pack(&id, &pack);
+    s.assert_refused_with(&r, "unresolved");
+    // a REF_DELTA naming itself
+    let self_id = object_id(Kind::Blob, b"me\n");
+    let d = delta(3, 3, &[Op::Insert(b"me\n")]);
+    let pack = RawPack::default().entry(ref_delta(&self_id, &d)).build();
+    let r = s.push_pack(&id, &pack);
+    s.assert_refused_with(&r, "unresolved");
+    s.assert_unchanged_and_serving();
+}
+
+/// A chain of `depth` OFS deltas over a 1-byte blob, each adding one byte;
+/// the last blob is in a tree and a commit. Returns the pack, the commit and
+/// the last blob.
+fn chain_pack(depth: usize) -> (Vec<u8>, String, Vec<u8>) {
+    let mut pack = RawPack::default();
+    let mut data = b"0".to_vec();
+    pack = pack.whole(Kind::Blob, &data);
+    for i in 0..depth {
+        let b = [b'a' + (i % 26) as u8];
+        let d = delta(
+            data.len(),
+            data.len() + 1,
+            &[Op::Copy(0, data.len()), Op::Insert(&b)],
+        );
+        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        data.push(b[0]);
+    }
+    let blob_id = object_id(Kind::Blob, &data);
+    let tree = tree_data(&[("100644", "deep.txt", &blob_id)]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "deep\n");
+    let id = object_id(Kind::Commit, &commit);
+    pack = pack.whole(Kind::Tree, &tree).whole(Kind::Commit, &commit);
+    (pack.build(), id, data)
+}
+
+/// 3,000 chained OFS deltas: git accepts any depth. canonical: "unpack ok",
+/// "ok refs/heads/deep"; gitstow the same (stored chains are cut at 50), and
+/// the clone has the last blob.
+#[test]
+fn deep_delta_chain_is_accepted() {
+    let s = setup("deep");
+    let (pack, id, data) = chain_pack(3000);
+    let r = s.push_pack_to("deep", &id, &pack, Duration::from_secs(60));
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, ["ok refs/heads/deep"], "{r:?}");
+    let dir = s.tmp.path().join("deep");
+    git(
+        s.tmp.path(),
+        &["clone", "--quiet", "--branch", "deep", &s.url, "deep"],
+    );
+    assert_eq!(git_out(&dir, &["rev-parse", "HEAD"]), id);
+    assert_eq!(std::fs::read(dir.join("deep.txt")).unwrap(), data);
+    fsck(&dir);
+}
+
+/// 20,000 chained deltas (each a copy of the same 64 bytes plus nothing
+/// new, so memory stays small). canonical: "unpack ok". gitstow: refused
+/// past `max_chain_depth` (10,000): "delta chain deeper than 10000 objects";
+/// never a stack overflow.
+#[test]
+fn very_deep_delta_chain_does_not_overflow() {
+    let s = setup("deeper");
+    let base = vec![b'q'; 64];
+    let mut pack = RawPack::default().whole(Kind::Blob, &base);
+    let mut last = base.clone();
+    for i in 0..20_000usize {
+        let mut next = last.clone();
+        next[i % 64] = b'a' + (i % 26) as u8;
+        let d = delta(
+            64,
+            64,
+            &[Op::Copy(0, i % 64), Op::Insert(&next[i % 64..=i % 64]), {
+                let from = i % 64 + 1;
+                Op::Copy(from, 64 - from)
+            }],
+        );
+        // Copy(_, 0) would mean 0x10000 in git: drop empty copies
+        let d = if i % 64 == 0 {
+            delta(64, 64, &[Op::Insert(&next[..1]), Op::Copy(1, 63)])
+        } else if i % 64 == 63 {
+            delta(64, 64, &[Op::Copy(0, 63), Op::Insert(&next[63..])])
+        } else {
+            d
+        };
+        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        last = next;
+    }
+    let blob_id = object_id(Kind::Blob, &last);
+    let tree = tree_data(&[("100644", "deeper.txt", &blob_id)]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "deeper\n");
+    let id = object_id(Kind::Commit, &commit);
+    let pack = pack.whole(Kind::Tree, &tree).whole(Kind::Commit, &commit);
+    let r = s.push_pack_to("hostile", &id, &pack.build(), Duration::from_secs(120));
+    if r.unpack == "ok" {
+        assert_eq!(r.refs, ["ok refs/heads/hostile"], "{r:?}");
+    } else {
+        s.assert_refused_with(&r, "delta chain deeper than");
+        s.assert_unchanged_and_serving();
+    }
+    if let Target::Gitstow(server) = &s.target {
+        assert!(!server.logs().contains("panicked"), "{}", server.logs());
+    }
+}
