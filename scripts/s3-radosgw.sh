@@ -176,6 +176,10 @@ admin_socket = $CEPH_DIR/run/\$name.asok
 pid_file = $CEPH_DIR/run/\$name.pid
 osd_pool_default_size = 1
 osd_pool_default_min_size = 1
+# A throwaway single-node test cluster: start even when the host disk is fuller
+# than the monitor's default 5 % free (it refused to start at 3 % free).
+mon_data_avail_crit = 1
+mon_data_avail_warn = 2
 mon_allow_pool_size_one = true
 mon_warn_on_pool_no_redundancy = false
 osd_pool_default_pg_num = 8
