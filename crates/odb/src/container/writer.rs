@@ -160,20 +160,7 @@ impl ContainerWriter {
         size: u64,
         zlib: &[u8],
     ) -> io::Result<()> {
-        let type_id = record::type_id_from_kind(kind);
-        self.header.clear();
-        record::write_header(type_id, size, BaseRef::None, &mut self.header);
-        let entry = IndexEntry {
-            oid,
-            offset: 0,
-            length: 0,
-            record_type: type_id,
-            kind: type_id,
-            size,
-            depth: 0,
-            base: None,
-        };
-        self.write_record(entry, ZlibSource::Bytes(zlib))
+        self.write_whole(oid, kind, size, ZlibSource::Bytes(zlib))
     }
 
     /// Appends a whole object whose zlib stream is `len` bytes at `offset` of
@@ -188,6 +175,16 @@ impl ContainerWriter {
         offset: u64,
         len: u64,
     ) -> io::Result<()> {
+        self.write_whole(oid, kind, size, ZlibSource::File { file, offset, len })
+    }
+
+    fn write_whole(
+        &mut self,
+        oid: ObjectId,
+        kind: gix_object::Kind,
+        size: u64,
+        zlib: ZlibSource<'_>,
+    ) -> io::Result<()> {
         let type_id = record::type_id_from_kind(kind);
         self.header.clear();
         record::write_header(type_id, size, BaseRef::None, &mut self.header);
@@ -201,7 +198,7 @@ impl ContainerWriter {
             depth: 0,
             base: None,
         };
-        self.write_record(entry, ZlibSource::File { file, offset, len })
+        self.write_record(entry, zlib)
     }
 
     /// Appends a delta: `zlib` is the zlib stream of `delta_size` bytes of delta
