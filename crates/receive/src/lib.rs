@@ -375,22 +375,20 @@ fn unpack(
     let sealed = staging
         .finish()
         .map_err(|e| UnpackFailure::Server(format!("sealing a container: {e}")))?;
-    let collected = resolved.collected;
+    let oids = resolved.oids;
     // Each thread's set of named objects is checked on its own and dropped
     // (merging them would hold a second copy of the largest one).
     let mut missing_references = 0;
     for references in resolved.references {
         missing_references += references
             .iter()
-            .filter(|r| {
-                collected.oids.binary_search_by_key(*r, |e| e.0).is_err() && !db.contains(r)
-            })
+            .filter(|r| oids.binary_search_by_key(*r, |e| e.0).is_err() && !db.contains(r))
             .count();
     }
     Ok(Unpacked {
-        oids: collected.oids,
+        oids,
         missing_references,
-        tag_targets: collected.tag_targets.into_iter().collect(),
+        tag_targets: resolved.tag_targets.into_iter().collect(),
         sealed,
     })
 }

@@ -65,8 +65,10 @@ pub struct Counters {
 /// What pass 2 produced.
 #[derive(Debug, Default)]
 pub struct Resolved {
-    /// Checks' output, merged over threads; `oids` sorted, `references` empty.
-    pub collected: Collected,
+    /// Every object of the pack with its kind, sorted by oid, no duplicates.
+    pub oids: Vec<(ObjectId, Kind)>,
+    /// (tag oid, target oid) of every pushed annotated tag.
+    pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// The objects named by pushed objects, one set per resolver thread (not
     /// merged: checking each against `oids` needs no second copy).
     pub references: Vec<gix_hashtable::HashSet>,
@@ -201,20 +203,19 @@ pub fn resolve(
             n.saturating_sub(resolved).max(leftover)
         )));
     }
-    let mut collected = Collected::default();
-    collected
-        .oids
-        .reserve_exact(workers.iter().map(|w| w.collected.oids.len()).sum());
+    let mut oids = Vec::with_capacity(workers.iter().map(|w| w.collected.oids.len()).sum());
+    let mut tag_targets = Vec::new();
     let mut references = Vec::with_capacity(workers.len());
     for w in workers {
-        collected.tag_targets.extend(w.collected.tag_targets);
-        collected.oids.extend(w.collected.oids);
+        tag_targets.extend(w.collected.tag_targets);
+        oids.extend(w.collected.oids);
         references.push(w.collected.references);
     }
-    collected.oids.sort_unstable_by_key(|e| e.0);
-    collected.oids.dedup_by_key(|e| e.0);
+    oids.sort_unstable_by_key(|e| e.0);
+    oids.dedup_by_key(|e| e.0);
     Ok(Resolved {
-        collected,
+        oids,
+        tag_targets,
         references,
         thin_bases: shared.thin_bases.load(Ordering::Relaxed),
         staged: shared.staged.load(Ordering::Relaxed),
