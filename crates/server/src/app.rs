@@ -47,8 +47,6 @@ pub struct Config {
     pub max_concurrent_pushes: usize,
     /// How long a push may wait in the queue before it is refused.
     pub push_queue_timeout: std::time::Duration,
-    /// Serve `GET /debug/pprof/heap` (jemalloc's profiler is active).
-    pub heap_profiling: bool,
 }
 
 /// Shared state of all requests.
@@ -116,27 +114,25 @@ async fn operator_endpoint(app: &App, method: &Method, path: &str) -> Option<Res
             }
             None => error(StatusCode::NOT_FOUND, "metrics are not enabled"),
         },
-        _ => heap_profile(app.config.heap_profiling).await,
+        _ => heap_profile().await,
     })
 }
 
-/// A pprof heap profile from jemalloc's sampling profiler (`jemalloc_pprof`).
-async fn heap_profile(enabled: bool) -> Response {
-    if !enabled {
-        return error(
+/// A pprof heap profile from jemalloc's sampling profiler (`jemalloc_pprof`),
+/// if `--heap-profiling` activated it.
+async fn heap_profile() -> Response {
+    let off = || {
+        error(
             StatusCode::NOT_FOUND,
             "heap profiling is off: start gitstow serve with --heap-profiling",
-        );
-    }
+        )
+    };
     let Some(ctl) = jemalloc_pprof::PROF_CTL.as_ref() else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "jemalloc's profiler is not available",
-        );
+        return off();
     };
     let mut ctl = ctl.lock().await;
     if !ctl.activated() {
-        return error(StatusCode::NOT_FOUND, "jemalloc's profiler is not active");
+        return off();
     }
     match ctl.dump_pprof() {
         Ok(profile) => {
@@ -451,12 +447,12 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         Ok(s) => s,
         Err(e) => return body_error(e),
     };
-    if let Ok(meta) = spooled.file.metadata() {
-        metrics::counter!(m::RECEIVED_BYTES, "service" => "receive-pack").increment(meta.len());
-    }
+    let received = spooled.file.metadata().ok().map(|m| m.len());
+    metrics::counter!(m::RECEIVED_BYTES, "service" => "receive-pack")
+        .increment(received.unwrap_or(0));
     // git's probe before a large push (a lone flush-pkt, `http.postBuffer`)
     // answers at once: it is not a push, so it neither queues nor counts.
-    let probe = spooled.file.metadata().is_ok_and(|m| m.len() <= 4);
+    let probe = received.is_some_and(|n| n <= 4);
     // The body is on disk; wait here (not while reading it) for a push slot.
     let slot = if probe {
         None

@@ -222,7 +222,6 @@ fn serve(args: ServeArgs) -> i32 {
     let config = Config {
         max_concurrent_pushes,
         push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
-        heap_profiling,
         auto_create: !args.no_auto_create,
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
