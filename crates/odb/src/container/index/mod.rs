@@ -128,25 +128,18 @@ impl IndexEntry {
 
     /// Parses one row written by [`IndexEntry::to_row`].
     pub fn from_row(r: &[u8; ROW]) -> IndexEntry {
-        let u64_at = |i: usize| u64::from_be_bytes(r[i..i + 8].try_into().expect("8 bytes"));
-        let base_raw = &r[50..70];
-        IndexEntry {
-            oid: ObjectId::from_bytes_or_panic(&r[..20]),
-            offset: u64_at(20),
-            length: u64_at(28),
-            record_type: r[36],
-            kind: r[37],
-            size: u64_at(38),
-            depth: u32::from_be_bytes(r[46..50].try_into().expect("4 bytes")),
-            base: (base_raw != [0u8; 20]).then(|| ObjectId::from_bytes_or_panic(base_raw)),
-        }
+        Self::parse_row(r, 46)
     }
 
-    /// Parses one version-1 row (the crc32 is dropped).
+    /// Parses one version-1 row: the same layout with a crc32 (dropped) before the depth.
     fn from_v1_row(r: &[u8]) -> IndexEntry {
-        let u32_at = |i: usize| u32::from_be_bytes(r[i..i + 4].try_into().expect("4 bytes"));
+        Self::parse_row(r, 50)
+    }
+
+    /// The fields of a row whose depth (`u32`) is at `depth_at`, followed by the base oid.
+    fn parse_row(r: &[u8], depth_at: usize) -> IndexEntry {
         let u64_at = |i: usize| u64::from_be_bytes(r[i..i + 8].try_into().expect("8 bytes"));
-        let base_raw = &r[54..74];
+        let base_raw = &r[depth_at + 4..depth_at + 24];
         IndexEntry {
             oid: ObjectId::from_bytes_or_panic(&r[..20]),
             offset: u64_at(20),
@@ -154,7 +147,7 @@ impl IndexEntry {
             record_type: r[36],
             kind: r[37],
             size: u64_at(38),
-            depth: u32_at(50),
+            depth: u32::from_be_bytes(r[depth_at..depth_at + 4].try_into().expect("4 bytes")),
             base: (base_raw != [0u8; 20]).then(|| ObjectId::from_bytes_or_panic(base_raw)),
         }
     }
