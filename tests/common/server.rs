@@ -87,7 +87,12 @@ impl TestStore {
 
     /// Every key in the store (sorted), read through the store crate.
     pub fn keys(&self) -> Vec<String> {
-        let store = match self {
+        self.open().list("").expect("listing the store")
+    }
+
+    /// The store, opened through the store crate.
+    pub fn open(&self) -> std::sync::Arc<dyn gitstow_store::ObjectStore> {
+        match self {
             TestStore::Fs(dir) => gitstow_store::open(&self.url())
                 .unwrap_or_else(|e| panic!("opening {}: {e}", dir.display())),
             TestStore::S3 { url, .. } => gitstow_store::open_with(
@@ -102,8 +107,32 @@ impl TestStore {
                 },
             )
             .unwrap_or_else(|e| panic!("opening {url}: {e}")),
+        }
+    }
+
+    /// The state of repository `name`, read through the odb crate.
+    pub fn repo_state(&self, name: &str) -> Option<gitstow_odb::RepoState> {
+        gitstow_odb::Repository::new(self.open(), name, gitstow_odb::IndexCache::new())
+            .load_state()
+            .expect("reading the state")
+            .map(|v| v.state)
+    }
+
+    /// Runs `gitstow maintain` on this store with `args` (and environment
+    /// `env`); returns its output whatever its exit status.
+    pub fn maintain(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let Some(bin) = option_env!("CARGO_BIN_EXE_gitstow") else {
+            panic!("no `gitstow` binary: these tests belong to the root package")
         };
-        store.list("").expect("listing the store")
+        Command::new(bin)
+            .arg("maintain")
+            .args(self.args())
+            .args(args)
+            .envs(env.iter().copied())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {bin} maintain: {e}"))
     }
 }
 

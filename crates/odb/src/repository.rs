@@ -15,16 +15,71 @@ use crate::state::{ContainerRef, RepoState};
 use crate::{Error, Result};
 
 /// Decoded container indexes shared by every repository of a server.
-/// Indexes are immutable (named by content hash), so entries never go stale.
-#[derive(Debug, Default)]
+/// Indexes are immutable (named by a unique id), so entries never go stale;
+/// but maintenance replaces containers, so the cache is bounded: past
+/// `max_objects` objects in all, the indexes loaded longest ago are dropped
+/// (readers holding one keep it until they finish).
+#[derive(Debug)]
 pub struct IndexCache {
-    map: Mutex<HashMap<String, Arc<ContainerIndex>>>,
+    inner: Mutex<CacheInner>,
+    max_objects: usize,
 }
 
+#[derive(Debug, Default)]
+struct CacheInner {
+    map: HashMap<String, Arc<ContainerIndex>>,
+    order: std::collections::VecDeque<String>,
+    objects: usize,
+}
+
+/// Objects the default [`IndexCache`] holds (about 80 bytes each).
+pub const DEFAULT_INDEX_CACHE_OBJECTS: usize = 4 << 20;
+
 impl IndexCache {
-    /// An empty cache.
+    /// An empty cache of at most [`DEFAULT_INDEX_CACHE_OBJECTS`] objects.
     pub fn new() -> Arc<Self> {
-        Arc::new(IndexCache::default())
+        Self::with_limit(DEFAULT_INDEX_CACHE_OBJECTS)
+    }
+
+    /// An empty cache of at most `max_objects` objects (the newest index is
+    /// kept even when it alone is larger).
+    pub fn with_limit(max_objects: usize) -> Arc<Self> {
+        Arc::new(IndexCache {
+            inner: Mutex::new(CacheInner::default()),
+            max_objects,
+        })
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<ContainerIndex>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .get(key)
+            .cloned()
+    }
+
+    fn insert(&self, key: String, idx: Arc<ContainerIndex>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.map.contains_key(&key) {
+            return;
+        }
+        inner.objects += idx.len();
+        inner.order.push_back(key.clone());
+        inner.map.insert(key, idx);
+        while inner.objects > self.max_objects && inner.order.len() > 1 {
+            let Some(old) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = inner.map.remove(&old) {
+                inner.objects -= gone.len();
+            }
+        }
+    }
+
+    /// Objects in the cached indexes.
+    pub fn objects(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).objects
     }
 }
 
@@ -86,8 +141,19 @@ impl Repository {
         format!("{}containers/{id}.bin", self.prefix)
     }
 
-    fn idx_key(&self, id: &str) -> String {
+    /// Key of a container's `.idx`.
+    pub fn idx_key(&self, id: &str) -> String {
         format!("{}containers/{id}.idx", self.prefix)
+    }
+
+    /// The key prefix under which the containers live (`<name>.git/containers/`).
+    pub fn containers_prefix(&self) -> String {
+        format!("{}containers/", self.prefix)
+    }
+
+    /// The key prefix of everything of this repository (`<name>.git/`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// Reads the current state; `Ok(None)` when the repository does not exist.
@@ -149,14 +215,8 @@ impl Repository {
     /// The index of container `id`, from the cache or the store.
     pub fn container_index(&self, id: &str) -> Result<Arc<ContainerIndex>> {
         let key = self.idx_key(id);
-        if let Some(idx) = self
-            .indexes
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return Ok(idx.clone());
+        if let Some(idx) = self.indexes.get(&key) {
+            return Ok(idx);
         }
         let (bytes, _) = self
             .store
@@ -168,11 +228,7 @@ impl Repository {
                 source,
             })?,
         );
-        self.indexes
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, idx.clone());
+        self.indexes.insert(key, idx.clone());
         Ok(idx)
     }
 

@@ -21,6 +21,20 @@ pub struct ContainerRef {
     pub bytes: u64,
 }
 
+/// A container no longer listed as live, kept until its grace period ends.
+///
+/// Maintenance lists a container here when a compaction replaces it, or when
+/// a listing of the store finds a container that no state names (left by a
+/// failed or killed push). It is deleted once `since` + the grace period has
+/// passed, so a fetch that loaded an older state keeps reading it until then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredContainer {
+    /// The container's id.
+    pub id: String,
+    /// When it stopped being live (or was first found unnamed), in seconds since the Unix epoch.
+    pub since: u64,
+}
+
 /// What a repository is, as of one version of its state object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepoState {
@@ -38,6 +52,9 @@ pub struct RepoState {
     /// every ref tip and has nothing is then answered with every object,
     /// without a reachability walk. `false` is always safe.
     pub closed: bool,
+    /// Containers no state lists as live any more, waiting for their grace
+    /// period to end before maintenance deletes them. Never read by fetches.
+    pub retired: Vec<RetiredContainer>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -51,6 +68,9 @@ struct StateFile {
     /// Absent in states written before the flag existed: not closed.
     #[serde(default)]
     closed: bool,
+    /// Absent when empty (and in states written before maintenance existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    retired: Vec<RetiredContainer>,
 }
 
 /// A state object that could not be decoded.
@@ -87,6 +107,7 @@ impl RepoState {
                 .collect(),
             containers: self.containers.clone(),
             closed: self.closed,
+            retired: self.retired.clone(),
         };
         let json = serde_json::to_vec(&file).expect("state serializes");
         zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
@@ -115,6 +136,7 @@ impl RepoState {
                 .collect::<Result<_, StateError>>()?,
             containers: file.containers,
             closed: file.closed,
+            retired: file.retired,
         })
     }
 
@@ -144,6 +166,11 @@ mod tests {
         });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         s.closed = true;
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        s.retired.push(RetiredContainer {
+            id: "cd".into(),
+            since: 1_700_000_000,
+        });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         // A state written before `closed` existed reads as not closed.
         let old = br#"{"format":1,"head":null,"refs":{},"containers":[]}"#;

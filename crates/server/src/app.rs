@@ -47,6 +47,8 @@ pub struct Config {
     pub max_concurrent_pushes: usize,
     /// How long a push may wait in the queue before it is refused.
     pub push_queue_timeout: std::time::Duration,
+    /// Automatic maintenance after pushes (`None`: off).
+    pub maintenance: Option<crate::maintenance::MaintenanceConfig>,
 }
 
 /// Shared state of all requests.
@@ -55,6 +57,7 @@ pub struct App {
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
     pushes: PushQueue,
+    maintenance: Option<Arc<crate::maintenance::Maintenance>>,
     metrics: Option<Metrics>,
     config: Config,
 }
@@ -63,9 +66,16 @@ impl App {
     /// An application serving repositories from `store`, answering `/metrics`
     /// from `metrics` (404 when `None`).
     pub fn new(store: Arc<dyn ObjectStore>, config: Config, metrics: Option<Metrics>) -> Arc<Self> {
+        let indexes = IndexCache::new();
+        let maintenance = config.maintenance.clone().and_then(|mc| {
+            crate::maintenance::Maintenance::start(store.clone(), indexes.clone(), mc)
+                .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
+                .ok()
+        });
         Arc::new(App {
             store,
-            indexes: IndexCache::new(),
+            indexes,
+            maintenance,
             pushes: PushQueue::new(config.max_concurrent_pushes, config.push_queue_timeout),
             metrics,
             config,
@@ -461,6 +471,7 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
     };
     let repo = app.repo(&name);
     let opts = app.config.receive.clone();
+    let maintenance = app.maintenance.clone();
     response::stream(
         "receive-pack",
         "application/x-git-receive-pack-result",
@@ -493,6 +504,11 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
             };
             if !probe {
                 record_push(&result, started);
+            }
+            if let (Some(maintenance), Ok(o)) = (&maintenance, &result) {
+                if o.updated > 0 {
+                    maintenance.after_push(repo.name());
+                }
             }
             match &result {
                 Ok(o) => tracing::info!(

@@ -31,18 +31,17 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve repositories over smart HTTP.
     Serve(ServeArgs),
+    /// Maintain repositories: merge containers, delete what is past its grace period.
+    Maintain(crate::maintain_cmd::MaintainArgs),
 }
 
-/// Arguments of `gitstow serve`.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
+/// Where repositories live, as `serve` and the admin commands take it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
     /// Where repositories live: file://PATH (the embedded local store), a plain path, or
     /// s3://BUCKET[/PREFIX] (S3 or an S3-compatible server; see the --s3-* flags).
-    #[arg(long, default_value = "file://./gitstow-data")]
-    pub store: String,
+    #[arg(long = "store", default_value = "file://./gitstow-data")]
+    pub url: String,
     /// S3 endpoint URL for an S3-compatible server, e.g. http://127.0.0.1:7480
     /// (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS itself).
     #[arg(long)]
@@ -60,6 +59,32 @@ pub struct ServeArgs {
     /// S3 secret access key (default: AWS_SECRET_ACCESS_KEY, which keeps it out of `ps`).
     #[arg(long)]
     pub s3_secret_key: Option<String>,
+}
+
+impl StoreArgs {
+    /// Opens the store (no cache in front).
+    pub fn open(&self) -> gitstow_store::Result<Arc<dyn gitstow_store::ObjectStore>> {
+        let s3 = gitstow_store::S3Options {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            path_style: self.s3_path_style,
+            access_key: self.s3_access_key.clone(),
+            secret_key: self.s3_secret_key.clone(),
+            session_token: None,
+        };
+        gitstow_store::open_with(&self.url, &s3)
+    }
+}
+
+/// Arguments of `gitstow serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The store and its S3 settings.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Directory of the local cache of immutable containers, used with s3:// stores
     /// (default: a directory per store under the system temp dir).
     #[arg(long)]
@@ -102,13 +127,28 @@ pub struct ServeArgs {
     /// on the main listener too).
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Turn automatic maintenance off (by default each push that commits queues
+    /// its repository for geometric compaction and the deletion of containers
+    /// past their grace period).
+    #[arg(long)]
+    pub no_maintenance: bool,
+    /// Seconds a container stays in the store after no state names it any
+    /// more (a fetch on an older state reads it that long; a push has that
+    /// long from its first upload to its commit).
+    #[arg(long, default_value_t = 86_400)]
+    pub maintenance_grace: u64,
+    /// Seconds between scans of a repository's containers for orphans (left
+    /// by failed or killed pushes); a scan lists the repository's containers.
+    #[arg(long, default_value_t = 86_400)]
+    pub maintenance_scan_interval: u64,
     /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
     /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
     #[arg(long)]
     pub heap_profiling: bool,
 }
 
-fn init_logging(format: LogFormat) {
+/// Sets up tracing on stderr in `format` (`GITSTOW_LOG` filters, default `info`).
+pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GITSTOW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
@@ -128,6 +168,7 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Maintain(args) => crate::maintain_cmd::main(args),
     }
 }
 
@@ -139,22 +180,14 @@ fn is_immutable_key(key: &str) -> bool {
 
 /// Open the store `args.store` names; an S3 store gets the local container cache in front.
 fn open_store(args: &ServeArgs) -> gitstow_store::Result<Arc<dyn gitstow_store::ObjectStore>> {
-    let s3 = gitstow_store::S3Options {
-        endpoint: args.s3_endpoint.clone(),
-        region: args.s3_region.clone(),
-        path_style: args.s3_path_style,
-        access_key: args.s3_access_key.clone(),
-        secret_key: args.s3_secret_key.clone(),
-        session_token: None,
-    };
-    let store = gitstow_store::open_with(&args.store, &s3)?;
-    if !gitstow_store::is_s3_url(&args.store) {
+    let store = args.store.open()?;
+    if !gitstow_store::is_s3_url(&args.store.url) {
         return Ok(store);
     }
     let dir = args
         .cache_dir
         .clone()
-        .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store));
+        .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store.url));
     tracing::info!(dir = %dir.display(), max_bytes = args.cache_size, "container cache");
     Ok(Arc::new(gitstow_store::CachedStore::new(
         store,
@@ -164,30 +197,59 @@ fn open_store(args: &ServeArgs) -> gitstow_store::Result<Arc<dyn gitstow_store::
     )))
 }
 
+/// Wraps `store` in the fault injector when `GITSTOW_FAULTS` is set (tests
+/// only, see `gitstow_store::fault`; never set in production).
+pub fn with_faults(
+    store: Arc<dyn gitstow_store::ObjectStore>,
+) -> Result<Arc<dyn gitstow_store::ObjectStore>, String> {
+    match std::env::var("GITSTOW_FAULTS") {
+        Ok(spec) if !spec.is_empty() => {
+            let f = gitstow_store::fault::FaultyStore::new(store, &spec)
+                .map_err(|e| format!("GITSTOW_FAULTS: {e}"))?;
+            tracing::warn!(%spec, "GITSTOW_FAULTS is set: injecting store faults");
+            Ok(Arc::new(f))
+        }
+        _ => Ok(store),
+    }
+}
+
+fn maintenance_config(args: &ServeArgs) -> crate::maintenance::MaintenanceConfig {
+    let grace = std::time::Duration::from_secs(args.maintenance_grace);
+    let options = gitstow_maintain::Options {
+        grace,
+        scan_interval: std::time::Duration::from_secs(args.maintenance_scan_interval),
+        staging_dir: args.tmp_dir.clone(),
+        // Tests only: widen the window between a merge's read of the state and its commit.
+        test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis),
+        ..Default::default()
+    };
+    crate::maintenance::MaintenanceConfig {
+        options,
+        revisit: (grace / 2).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(3600),
+        ),
+    }
+}
+
 fn serve(args: ServeArgs) -> i32 {
     init_logging(args.log_format);
     let store = match open_store(&args) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("gitstow: cannot open store {}: {e}", args.store);
+            eprintln!("gitstow: cannot open store {}: {e}", args.store.url);
             return 2;
         }
     };
-    // Fault injection for tests (see gitstow_store::fault); never set in production.
-    let store: Arc<dyn gitstow_store::ObjectStore> = match std::env::var("GITSTOW_FAULTS") {
-        Ok(spec) if !spec.is_empty() => {
-            match gitstow_store::fault::FaultyStore::new(store, &spec) {
-                Ok(f) => {
-                    tracing::warn!(%spec, "GITSTOW_FAULTS is set: injecting store faults");
-                    Arc::new(f)
-                }
-                Err(e) => {
-                    eprintln!("gitstow: GITSTOW_FAULTS: {e}");
-                    return 2;
-                }
-            }
+    let store = match with_faults(store) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("gitstow: {e}");
+            return 2;
         }
-        _ => store,
     };
     let mut receive = gitstow_receive::Options {
         max_object_bytes: args.max_object_size,
@@ -226,6 +288,7 @@ fn serve(args: ServeArgs) -> i32 {
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
         idle_timeout: std::time::Duration::from_secs(args.idle_timeout.max(1)),
+        maintenance: (!args.no_maintenance).then(|| maintenance_config(&args)),
         receive,
         upload: gitstow_upload::Options::default(),
     };
@@ -276,7 +339,7 @@ fn serve(args: ServeArgs) -> i32 {
             }
             let _ = stdout.flush();
         }
-        tracing::info!(%addr, store = %args.store, max_concurrent_pushes, heap_profiling, "serving");
+        tracing::info!(%addr, store = %args.store.url, max_concurrent_pushes, heap_profiling, "serving");
         let store_for_stats = store.clone();
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {

@@ -8,6 +8,8 @@
 //! - [`repo_name`]: repository names in URLs.
 //! - [`metrics`]: `/metrics` (Prometheus text).
 //! - [`push_queue`]: the push concurrency cap.
+//! - [`maintenance`]: automatic maintenance after pushes.
+//! - [`maintain_cmd`]: `gitstow maintain`.
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
 #![deny(missing_docs)]
 
@@ -15,6 +17,8 @@ pub mod alloc;
 pub mod app;
 pub mod body;
 pub mod cli;
+pub mod maintain_cmd;
+pub mod maintenance;
 pub mod metrics;
 pub mod push_queue;
 pub mod repo_name;

@@ -65,6 +65,21 @@ pub const STORE_BYTES: &str = "gitstow_store_bytes_total";
 /// Counter: container-cache lookups, label `outcome` (`hit`, `miss`, `read_through`).
 pub const CACHE_LOOKUPS: &str = "gitstow_cache_lookups_total";
 
+/// Counter: maintenance runs, label `result` (`compacted`, `deleted`,
+/// `nothing`, `lease_held`, `superseded`, `error`).
+pub const MAINTENANCE_RUNS: &str = "gitstow_maintenance_runs_total";
+/// Histogram: seconds a maintenance run took.
+pub const MAINTENANCE_DURATION: &str = "gitstow_maintenance_duration_seconds";
+/// Counter: bytes of containers written by compaction.
+pub const MAINTENANCE_BYTES_REWRITTEN: &str = "gitstow_maintenance_bytes_rewritten_total";
+/// Counter: containers merged away by compaction (its sources).
+pub const MAINTENANCE_CONTAINERS_MERGED: &str = "gitstow_maintenance_containers_merged_total";
+/// Counter: retired containers deleted after their grace period.
+pub const MAINTENANCE_CONTAINERS_DELETED: &str = "gitstow_maintenance_containers_deleted_total";
+/// Gauge: retired containers held for their grace period, over the
+/// repositories this process maintained (as of each one's last run).
+pub const MAINTENANCE_RETIRED_HELD: &str = "gitstow_maintenance_retired_containers";
+
 /// Buckets of the duration histograms, in seconds.
 const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -93,7 +108,12 @@ impl Metrics {
             .map_err(|e| e.to_string())?;
         describe();
         // Present from the first scrape, before any request.
-        for gauge in [PUSHES_IN_FLIGHT, PUSHES_QUEUED, FETCHES_IN_FLIGHT] {
+        for gauge in [
+            PUSHES_IN_FLIGHT,
+            PUSHES_QUEUED,
+            FETCHES_IN_FLIGHT,
+            MAINTENANCE_RETIRED_HELD,
+        ] {
             metrics::gauge!(gauge).set(0.0);
         }
         for counter in [
@@ -104,6 +124,9 @@ impl Metrics {
             OBJECTS_SENT,
             STATE_CAS_RETRIES,
             PUSH_QUEUE_TIMEOUTS,
+            MAINTENANCE_BYTES_REWRITTEN,
+            MAINTENANCE_CONTAINERS_MERGED,
+            MAINTENANCE_CONTAINERS_DELETED,
         ] {
             metrics::counter!(counter).increment(0);
         }
@@ -184,6 +207,25 @@ fn describe() {
         "Receive-pack requests waiting for a push slot."
     );
     describe_gauge!(FETCHES_IN_FLIGHT, "Upload-pack requests running.");
+    describe_counter!(MAINTENANCE_RUNS, "Maintenance runs by result.");
+    describe_histogram!(MAINTENANCE_DURATION, Unit::Seconds, "Maintenance run time.");
+    describe_counter!(
+        MAINTENANCE_BYTES_REWRITTEN,
+        Unit::Bytes,
+        "Bytes of containers written by compaction."
+    );
+    describe_counter!(
+        MAINTENANCE_CONTAINERS_MERGED,
+        "Containers merged away by compaction."
+    );
+    describe_counter!(
+        MAINTENANCE_CONTAINERS_DELETED,
+        "Retired containers deleted after the grace period."
+    );
+    describe_gauge!(
+        MAINTENANCE_RETIRED_HELD,
+        "Retired containers held for their grace period."
+    );
     describe_histogram!(
         PUSH_DURATION,
         Unit::Seconds,

@@ -6,7 +6,9 @@
 //! - `KEY-SUBSTRING`: the rule applies to keys containing it (empty: every key);
 //! - `ACTION`: `fail` (an I/O error, nothing done), `fail-after` (the request
 //!   is carried out, then an I/O error is returned: the ambiguous failure of a
-//!   timeout after the server applied a write), or `delay=<ms>`;
+//!   timeout after the server applied a write), `delay=<ms>`, `kill` (the
+//!   process sends itself SIGKILL before the request: a crash at that point)
+//!   or `kill-after` (SIGKILL right after the request is carried out);
 //! - `TIMES`: how many matching requests the rule hits (default: all);
 //! - `SKIP`: how many matching requests pass untouched first (default 0).
 //!
@@ -31,6 +33,22 @@ pub enum Action {
     FailAfter,
     /// Sleep, then do the request.
     Delay(Duration),
+    /// SIGKILL the process before the request.
+    Kill,
+    /// Do the request, then SIGKILL the process.
+    KillAfter,
+}
+
+/// Ends the process at once, as a crash or `kill -9` would (no destructors,
+/// no buffered output flushed).
+fn kill_self() -> ! {
+    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// One fault rule.
@@ -89,6 +107,8 @@ pub fn parse(spec: &str) -> std::result::Result<Vec<Rule>, String> {
             let action = match parts[2] {
                 "fail" => Action::Fail,
                 "fail-after" => Action::FailAfter,
+                "kill" => Action::Kill,
+                "kill-after" => Action::KillAfter,
                 a => match a
                     .strip_prefix("delay=")
                     .and_then(|ms| ms.trim_end_matches("ms").parse().ok())
@@ -150,6 +170,11 @@ impl FaultyStore {
             Some(Action::Delay(d)) => {
                 std::thread::sleep(d);
                 f()
+            }
+            Some(Action::Kill) => kill_self(),
+            Some(Action::KillAfter) => {
+                let _ = f();
+                kill_self()
             }
         }
     }

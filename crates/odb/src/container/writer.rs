@@ -1,6 +1,13 @@
 //! Writing a container: records are appended to a staging file while its
 //! SHA-256 is computed; sealing names the container by that hash.
 //!
+//! The hash starts with a salt unique to the writer (process id, clock,
+//! a counter and per-process random state), so two containers never share an
+//! id even when their bytes are equal (a retried push, two maintenance runs
+//! of the same sources). An id is then named by exactly one writer, which is
+//! what lets maintenance delete a container no state names without racing a
+//! push that uploads the same bytes again.
+//!
 //! Index rows go to a second staging file as records are appended; memory
 //! holds only an oid → offset map of the open container (for OFS_DELTA bases
 //! and duplicates). Sealing reads the rows back twice, the oids first (which
@@ -69,12 +76,33 @@ impl std::fmt::Debug for SealedContainer {
     }
 }
 
+/// 32 bytes no other writer (of this process or another) starts its hash with.
+fn unique_salt() -> [u8; 32] {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(nanos);
+    let random = h.finish();
+    let mut salt = Sha256::new();
+    salt.update(std::process::id().to_be_bytes());
+    salt.update(nanos.to_be_bytes());
+    salt.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    salt.update(random.to_be_bytes());
+    salt.finalize().into()
+}
+
 impl ContainerWriter {
     /// Starts a container whose staging file lives in `dir`.
     pub fn new(dir: &Path) -> io::Result<Self> {
+        let mut hasher = Sha256::new();
+        hasher.update(unique_salt());
         Ok(ContainerWriter {
             file: BufWriter::with_capacity(256 * 1024, tempfile::NamedTempFile::new_in(dir)?),
-            hasher: Sha256::new(),
+            hasher,
             len: 0,
             rows: BufWriter::with_capacity(64 * 1024, tempfile::NamedTempFile::new_in(dir)?),
             count: 0,
@@ -232,6 +260,43 @@ impl ContainerWriter {
             base: Some(base),
         };
         self.write_record(entry, ZlibSource::Bytes(zlib))
+    }
+
+    /// Copies a stored record of another container: its zlib stream is `len`
+    /// bytes at `offset` of `file` (copied in pieces of at most 64 KiB, never
+    /// inflated), `payload_size` the inflated size its header gives (the
+    /// object's for a whole record, the delta instructions' for a delta).
+    /// `entry` describes the object (oid, kind, size, depth, base). A delta
+    /// whose base is already in this container is written as an OFS_DELTA,
+    /// any other as a REF_DELTA; an oid already here is not written again.
+    pub fn append_record_from_file(
+        &mut self,
+        entry: &IndexEntry,
+        payload_size: u64,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        self.header.clear();
+        let record_type = match entry.base {
+            None => {
+                record::write_header(entry.kind, payload_size, BaseRef::None, &mut self.header);
+                entry.kind
+            }
+            Some(base) => {
+                let (record_type, base_ref) = match self.offsets.get(&base) {
+                    Some(&at) => (record::OFS_DELTA, BaseRef::Distance(self.len - at)),
+                    None => (record::REF_DELTA, BaseRef::Oid(base)),
+                };
+                record::write_header(record_type, payload_size, base_ref, &mut self.header);
+                record_type
+            }
+        };
+        let entry = IndexEntry {
+            record_type,
+            ..*entry
+        };
+        self.write_record(entry, ZlibSource::File { file, offset, len })
     }
 
     /// Flushes the staging file, names the container by its hash and encodes its index.

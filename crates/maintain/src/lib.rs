@@ -1,0 +1,329 @@
+//! Repository maintenance: keeps a repository's cost proportional to its
+//! size, not to its number of pushes.
+//!
+//! - [`policy`]: which containers merge (git's geometric rule).
+//! - [`compact`]: merging containers with records copied verbatim, and
+//!   publishing the result through the state's compare-and-swap.
+//! - [`sweep`]: deleting retired containers after the grace period, and the
+//!   orphan scan that finds containers no state names.
+//! - [`lease`]: the per-repository lease that keeps two instances off one
+//!   repository's maintenance.
+//!
+//! [`run`] does one maintenance pass over one repository: plan, take the
+//! lease, compact, delete what is due, scan for orphans when the scan
+//! interval has passed, release. It never blocks or refuses a push: every
+//! commit is a compare-and-swap re-applied on top of whatever a push
+//! committed meanwhile. Design and safety argument:
+//! `docs/plans/0004-maintenance.md`.
+#![deny(missing_docs)]
+
+pub mod compact;
+pub mod lease;
+pub mod policy;
+pub mod sweep;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gitstow_odb::Repository;
+
+/// Knobs of maintenance.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long a container stays in the store after the state stopped naming
+    /// it (or after an orphan scan first found it unnamed). A fetch that
+    /// loaded an older state can read that long; a push has that long from
+    /// its first upload to its commit. Default one day.
+    pub grace: Duration,
+    /// The geometric factor (at least 2): a kept container holds at least
+    /// this many times the objects of the next smaller one.
+    pub factor: u64,
+    /// Largest container written, in bytes (default 128 MiB, as pushes).
+    pub max_container_bytes: u64,
+    /// Where merged containers are staged and sources downloaded (default:
+    /// the system temp dir).
+    pub staging_dir: Option<PathBuf>,
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// The orphan scan (a LIST of the repository's containers) runs when the
+    /// last one is older than this.
+    pub scan_interval: Duration,
+    /// Merge every container that is not full (as if all failed the
+    /// geometric rule).
+    pub full: bool,
+    /// Scan for orphans in this run whatever the scan interval says (what
+    /// `gitstow maintain` does). Otherwise the first run on a repository
+    /// starts its scan clock and a scan runs once per `scan_interval`.
+    pub scan_now: bool,
+    /// Plan and report only: take no lease, write and delete nothing.
+    pub dry_run: bool,
+    /// Compare-and-swap attempts of one commit before giving up.
+    pub max_state_attempts: u32,
+    /// Tests only: sleep this long between reading the state and committing a
+    /// merge, so a push can commit in between.
+    pub test_commit_delay: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            grace: Duration::from_secs(24 * 3600),
+            factor: 2,
+            max_container_bytes: 128 << 20,
+            staging_dir: None,
+            lease_ttl: Duration::from_secs(600),
+            scan_interval: Duration::from_secs(24 * 3600),
+            full: false,
+            scan_now: false,
+            dry_run: false,
+            max_state_attempts: 50,
+            test_commit_delay: None,
+        }
+    }
+}
+
+/// Errors of maintenance. None of them leaves the repository inconsistent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing the repository failed.
+    #[error(transparent)]
+    Odb(#[from] gitstow_odb::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] gitstow_store::Error),
+    /// Local staging files.
+    #[error("local I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// Another holder took the lease while this run worked.
+    #[error("the maintenance lease was lost to another instance")]
+    LeaseLost,
+    /// Pushes kept winning the state's compare-and-swap.
+    #[error("the repository state changed {0} times during maintenance; giving up")]
+    TooManyConflicts(u32),
+}
+
+/// `Result` with maintenance's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Seconds since the Unix epoch, by this machine's clock.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Why a run did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skipped {
+    /// The repository does not exist.
+    NoRepository,
+    /// Nothing to merge, nothing due, no scan due.
+    NothingToDo,
+    /// Another instance holds the lease.
+    LeaseHeld,
+    /// A merge's sources were merged by someone else first.
+    Superseded,
+}
+
+/// What one maintenance run did (or, with `dry_run`, would do).
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    /// The repository.
+    pub repo: String,
+    /// Live containers before and after.
+    pub containers_before: usize,
+    /// Live containers after.
+    pub containers_after: usize,
+    /// Bytes of the live containers before.
+    pub bytes_before: u64,
+    /// Bytes of the live containers after.
+    pub bytes_after: u64,
+    /// Containers merged (sources).
+    pub merged: usize,
+    /// Containers written by the merge.
+    pub written: usize,
+    /// Bytes written by the merge.
+    pub bytes_rewritten: u64,
+    /// Duplicate objects dropped by the merge.
+    pub objects_dropped: u64,
+    /// REF_DELTA records turned into OFS_DELTA.
+    pub ref_to_ofs: u64,
+    /// Retired containers deleted.
+    pub deleted: usize,
+    /// Orphan containers found (and retired).
+    pub orphans: usize,
+    /// Retired containers still held for their grace period after the run.
+    pub retired_held: usize,
+    /// Set when the run did nothing, and why.
+    pub skipped: Option<Skipped>,
+    /// Wall time of the run.
+    pub duration: Duration,
+}
+
+/// One maintenance pass over `repo` (see the crate docs). `progress` gets
+/// one line per step.
+pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+    let started = Instant::now();
+    let mut report = Report {
+        repo: repo.name().to_owned(),
+        ..Default::default()
+    };
+    let finish = |mut r: Report, skipped: Option<Skipped>| {
+        r.skipped = skipped;
+        r.duration = started.elapsed();
+        r
+    };
+    let Some(current) = repo.load_state()? else {
+        return Ok(finish(report, Some(Skipped::NoRepository)));
+    };
+    let state = current.state;
+    report.containers_before = state.containers.len();
+    report.bytes_before = state.containers.iter().map(|c| c.bytes).sum();
+    report.containers_after = report.containers_before;
+    report.bytes_after = report.bytes_before;
+    report.retired_held = state.retired.len();
+    let plan = plan(&state, opts);
+    let due = sweep::due(&state, now_secs(), opts);
+    if opts.dry_run {
+        report.merged = plan.len();
+        report.deleted = due.len();
+        report.orphans = sweep::scan_orphans(repo, opts)?;
+        return Ok(finish(report, None));
+    }
+    let scan_is_due = |last_scan: u64| {
+        opts.scan_now
+            || (last_scan != 0
+                && last_scan.saturating_add(opts.scan_interval.as_secs()) <= now_secs())
+    };
+    if plan.is_empty() && due.is_empty() && !scan_is_due(lease::last_scan(repo)?) {
+        // Nothing to do: decided without writing anything.
+        return Ok(finish(report, Some(Skipped::NothingToDo)));
+    }
+    let Some(mut lease) = Lease::acquire(repo, opts.lease_ttl)? else {
+        return Ok(finish(report, Some(Skipped::LeaseHeld)));
+    };
+    let scan_due = scan_is_due(lease.last_scan());
+    let result = work(
+        repo,
+        opts,
+        &state,
+        &plan,
+        scan_due,
+        &mut lease,
+        &mut report,
+        progress,
+    );
+    // Release even after a failure; a lost lease is someone else's now.
+    match lease.release() {
+        Ok(()) | Err(Error::LeaseLost) => {}
+        Err(e) => tracing::warn!(repo = repo.name(), error = %e, "releasing the maintenance lease"),
+    }
+    let skipped = result?;
+    if let Some(after) = repo.load_state()? {
+        report.containers_after = after.state.containers.len();
+        report.bytes_after = after.state.containers.iter().map(|c| c.bytes).sum();
+        report.retired_held = after.state.retired.len();
+    }
+    Ok(finish(report, skipped))
+}
+
+use lease::Lease;
+
+/// The merge the policy asks for on `state`: positions in its container list.
+pub fn plan(state: &gitstow_odb::RepoState, opts: &Options) -> Vec<usize> {
+    if opts.full {
+        let not_full: Vec<usize> = state
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.bytes.saturating_mul(2) < opts.max_container_bytes)
+            .map(|(i, _)| i)
+            .collect();
+        return if not_full.len() >= 2 {
+            not_full
+        } else {
+            Vec::new()
+        };
+    }
+    policy::geometric(&state.containers, opts.factor, opts.max_container_bytes)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn work(
+    repo: &Repository,
+    opts: &Options,
+    state: &gitstow_odb::RepoState,
+    plan: &[usize],
+    scan_due: bool,
+    lease: &mut Lease,
+    report: &mut Report,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Option<Skipped>> {
+    let mut skipped = None;
+    if !plan.is_empty() {
+        let sources: Vec<_> = plan.iter().map(|&i| state.containers[i].clone()).collect();
+        progress(&format!(
+            "{}: merging {} containers ({} objects, {} bytes)",
+            repo.name(),
+            sources.len(),
+            sources.iter().map(|c| c.objects).sum::<u64>(),
+            sources.iter().map(|c| c.bytes).sum::<u64>()
+        ));
+        let mut renewed = Instant::now();
+        let renew_every = opts.lease_ttl / 3;
+        let mut lease_error = None;
+        let merged = compact::merge(repo, &sources, opts, &mut |_done| {
+            if lease_error.is_none() && renewed.elapsed() >= renew_every {
+                renewed = Instant::now();
+                if let Err(e) = lease.renew() {
+                    lease_error = Some(e);
+                }
+            }
+        })?;
+        if let Some(e) = lease_error {
+            return Err(e);
+        }
+        lease.renew()?;
+        if compact::commit(repo, &sources, &merged.containers, opts)? {
+            report.merged = sources.len();
+            report.written = merged.containers.len();
+            report.bytes_rewritten = merged.containers.iter().map(|c| c.bytes).sum();
+            report.objects_dropped = merged.duplicates_dropped;
+            report.ref_to_ofs = merged.ref_to_ofs;
+            progress(&format!(
+                "{}: wrote {} containers ({} bytes), {} duplicate objects dropped",
+                repo.name(),
+                report.written,
+                report.bytes_rewritten,
+                report.objects_dropped
+            ));
+        } else {
+            skipped = Some(Skipped::Superseded);
+            progress(&format!(
+                "{}: another run merged these containers first",
+                repo.name()
+            ));
+        }
+    }
+    let deleted = sweep::delete_due(repo, opts)?;
+    report.deleted = deleted.ids.len();
+    if report.deleted > 0 {
+        progress(&format!(
+            "{}: deleted {} retired containers",
+            repo.name(),
+            report.deleted
+        ));
+    }
+    if scan_due {
+        report.orphans = sweep::scan_orphans(repo, opts)?;
+        lease.scanned();
+        if report.orphans > 0 {
+            progress(&format!(
+                "{}: found {} containers no state names (deleted after the grace period)",
+                repo.name(),
+                report.orphans
+            ));
+        }
+    }
+    Ok(skipped)
+}

@@ -1,0 +1,137 @@
+//! Deleting containers: those the state retired more than a grace period
+//! ago, and finding orphans (containers in the store that no state names).
+//!
+//! Deletion is two-step and crash-safe: the retired entries are first
+//! removed from the state by compare-and-swap (so no later state names them),
+//! then their `.idx` and `.bin` are deleted. A crash between the two leaves
+//! unnamed files, which the next orphan scan retires again.
+//!
+//! The orphan scan is the only place a repository's containers are listed
+//! (never a request path). A container found unnamed is retired as of the
+//! scan, not deleted: a push that uploaded it and has not committed yet has
+//! the grace period to do so (container ids are unique per writer, so no
+//! other push can name the same id).
+
+use std::collections::BTreeSet;
+
+use gitstow_odb::state::RetiredContainer;
+use gitstow_odb::{CommitOutcome, Repository};
+
+use crate::{now_secs, Error, Options, Result};
+
+/// What [`delete_due`] removed.
+#[derive(Debug, Default)]
+pub struct Deleted {
+    /// Container ids deleted.
+    pub ids: Vec<String>,
+    /// Retired entries dropped because their container is live again.
+    pub revived: usize,
+}
+
+/// The retired containers of `state` whose grace period is over at `now`.
+pub fn due(state: &gitstow_odb::RepoState, now: u64, opts: &Options) -> Vec<String> {
+    let live: BTreeSet<&str> = state.containers.iter().map(|c| c.id.as_str()).collect();
+    state
+        .retired
+        .iter()
+        .filter(|r| !live.contains(r.id.as_str()))
+        .filter(|r| r.since.saturating_add(opts.grace.as_secs()) <= now)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+/// Drops every retired container whose grace period is over from the state
+/// (compare-and-swap, re-applied on conflict), then deletes its files.
+pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
+    let mut attempts = 0;
+    let (ids, revived) = loop {
+        let Some(current) = repo.load_state()? else {
+            return Ok(Deleted::default());
+        };
+        let state = &current.state;
+        let ids = due(state, now_secs(), opts);
+        let live: BTreeSet<&str> = state.containers.iter().map(|c| c.id.as_str()).collect();
+        let revived = state
+            .retired
+            .iter()
+            .filter(|r| live.contains(r.id.as_str()))
+            .count();
+        if ids.is_empty() && revived == 0 {
+            return Ok(Deleted::default());
+        }
+        let mut next = state.clone();
+        next.retired
+            .retain(|r| !live.contains(r.id.as_str()) && !ids.contains(&r.id));
+        match repo.commit_state(&next, Some(&current.etag))? {
+            CommitOutcome::Committed(_) => break (ids, revived),
+            CommitOutcome::Conflict => {
+                attempts += 1;
+                if attempts >= opts.max_state_attempts {
+                    return Err(Error::TooManyConflicts(attempts));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
+            }
+        }
+    };
+    for id in &ids {
+        // The index first: an index never names bytes that are gone.
+        repo.store().delete(&repo.idx_key(id))?;
+        repo.store().delete(&repo.bin_key(id))?;
+    }
+    Ok(Deleted { ids, revived })
+}
+
+/// Lists the repository's containers and retires, as of now, every one that
+/// the state neither lists as live nor as retired. Returns how many.
+pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
+    let prefix = repo.containers_prefix();
+    let found: BTreeSet<String> = repo
+        .store()
+        .list(&prefix)?
+        .iter()
+        .filter_map(|k| k.strip_prefix(&prefix))
+        .filter_map(|name| {
+            name.strip_suffix(".bin")
+                .or_else(|| name.strip_suffix(".idx"))
+        })
+        .filter(|id| !id.is_empty() && !id.contains('/'))
+        .map(str::to_owned)
+        .collect();
+    let mut attempts = 0;
+    loop {
+        let Some(current) = repo.load_state()? else {
+            return Ok(0);
+        };
+        let state = &current.state;
+        let named: BTreeSet<&str> = state
+            .containers
+            .iter()
+            .map(|c| c.id.as_str())
+            .chain(state.retired.iter().map(|r| r.id.as_str()))
+            .collect();
+        let orphans: Vec<&String> = found
+            .iter()
+            .filter(|id| !named.contains(id.as_str()))
+            .collect();
+        if orphans.is_empty() || opts.dry_run {
+            return Ok(orphans.len());
+        }
+        let since = now_secs();
+        let mut next = state.clone();
+        next.retired
+            .extend(orphans.iter().map(|id| RetiredContainer {
+                id: (*id).clone(),
+                since,
+            }));
+        match repo.commit_state(&next, Some(&current.etag))? {
+            CommitOutcome::Committed(_) => return Ok(orphans.len()),
+            CommitOutcome::Conflict => {
+                attempts += 1;
+                if attempts >= opts.max_state_attempts {
+                    return Err(Error::TooManyConflicts(attempts));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
+            }
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! Repository maintenance with the real `git` against `gitstow serve`:
+//! automatic geometric compaction after pushes, `gitstow maintain`, the
+//! grace period of retired containers, pushes racing maintenance in both
+//! orders, two maintenance runs at once, and SIGKILL at many points of a run.
+//! Every scenario ends with clones identical to the source and
+//! `git fsck --full --strict` clean.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Pushes `n` commits to `url`, one push each, from a fresh work tree at
+/// `work`; returns the tip.
+fn push_commits(work: &Path, url: &str, n: usize, tag: &str) -> String {
+    if !work.exists() {
+        init_repo(work);
+    }
+    let mut tip = String::new();
+    for i in 0..n {
+        let body = format!("{tag} {i}\n").repeat(20 + i);
+        tip = commit_files(
+            work,
+            &[
+                (&format!("{tag}/file-{i}.txt"), &body),
+                ("shared.txt", &format!("{tag} shared {i}\n")),
+            ],
+            &format!("{tag} commit {i}"),
+        );
+        git(work, &["push", "--quiet", url, "main"]);
+    }
+    tip
+}
+
+/// Mirror-clones `url` into `dir`, checks it with fsck and returns its refs and objects.
+fn clone_checked(url: &str, parent: &Path, dir: &str) -> (String, String) {
+    git(parent, &["clone", "--quiet", "--mirror", url, dir]);
+    let dst = parent.join(dir);
+    fsck(&dst);
+    refs_and_objects(&dst)
+}
+
+fn live(store: &TestStore, name: &str) -> Vec<String> {
+    store
+        .repo_state(name)
+        .expect("repository exists")
+        .containers
+        .iter()
+        .map(|c| c.id.clone())
+        .collect()
+}
+
+/// Container ids that have a `.bin` in the store.
+fn stored_bins(store: &TestStore, name: &str) -> BTreeSet<String> {
+    let prefix = format!("{name}.git/containers/");
+    store
+        .keys()
+        .iter()
+        .filter_map(|k| k.strip_prefix(&prefix))
+        .filter_map(|k| k.strip_suffix(".bin"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "gitstow maintain failed: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(out)
+}
+
+/// 24 pushes with automatic maintenance on: the container count stays
+/// logarithmic while they land; `gitstow maintain --full` then merges the
+/// rest; clones before and after are identical and fsck-clean, and with a
+/// grace of 0 the replaced containers are gone from the store.
+#[test]
+fn pushes_are_compacted_and_clones_stay_identical() {
+    let server = Server::start_with(&["--maintenance-grace", "3600"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("org/many");
+    let pushes = 24;
+    let tip = push_commits(&tmp.path().join("work"), &url, pushes, "m");
+    // Automatic maintenance runs after each push, in the background.
+    let bound = 2 * (usize::BITS - pushes.leading_zeros()) as usize; // 2·⌈log2 24⌉ = 10
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut count = live(server.store(), "org/many").len();
+    while count > bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        count = live(server.store(), "org/many").len();
+    }
+    assert!(
+        count <= bound,
+        "{count} live containers after {pushes} pushes (bound {bound})\n{}",
+        server.logs()
+    );
+    let retired = server.store().repo_state("org/many").unwrap().retired.len();
+    assert!(retired > 0, "automatic maintenance retired nothing");
+    assert!(server.logs().contains("maintenance"), "{}", server.logs());
+    let before = clone_checked(&url, tmp.path(), "before.git");
+    assert!(before.0.contains(&tip), "{}", before.0);
+
+    // The server's own maintenance may still hold the lease for a moment.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let said = loop {
+        let out = server
+            .store()
+            .maintain(&["--repo", "org/many", "--full", "--grace", "0"], &[]);
+        let said = assert_ok(&out);
+        if !said.contains("lease held") || Instant::now() > deadline {
+            break said;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(said.contains(" -> 1, bytes"), "{said}");
+    let live_now = live(server.store(), "org/many");
+    assert_eq!(live_now.len(), 1);
+    // Grace 0: every container the state does not name is gone.
+    assert_eq!(
+        stored_bins(server.store(), "org/many"),
+        live_now.iter().cloned().collect::<BTreeSet<_>>()
+    );
+    let after = clone_checked(&url, tmp.path(), "after.git");
+    assert_eq!(before, after);
+    // The repository still takes pushes on top of the merged container.
+    let tip2 = push_commits(&tmp.path().join("work"), &url, 2, "n");
+    assert!(ls_remote(&url).contains(&tip2));
+    clone_checked(&url, tmp.path(), "again.git");
+}
+
+/// Containers replaced by a merge stay in the store for the grace period
+/// (a reader of the older state can still read every object), then a later
+/// run deletes them.
+#[test]
+fn retired_containers_are_deleted_only_after_the_grace_period() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("graced");
+    push_commits(&tmp.path().join("work"), &url, 6, "g");
+    let old = server.store().repo_state("graced").unwrap();
+    let old_ids: BTreeSet<String> = old.containers.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(old_ids.len(), 6);
+    let expected = clone_checked(&url, tmp.path(), "a.git");
+
+    let said = assert_ok(
+        &server
+            .store()
+            .maintain(&["--repo", "graced", "--full", "--grace", "4"], &[]),
+    );
+    assert!(said.contains("containers 6 -> 1"), "{said}");
+    assert!(said.contains("6 retired held"), "{said}");
+    let bins = stored_bins(server.store(), "graced");
+    assert!(
+        old_ids.is_subset(&bins),
+        "a retired container was deleted early"
+    );
+
+    // A reader that loaded the older state reads every object of it.
+    let repo = gitstow_odb::Repository::new(
+        server.store().open(),
+        "graced",
+        gitstow_odb::IndexCache::new(),
+    );
+    let db = repo
+        .objects(&old)
+        .expect("the older state's containers load");
+    let mut cache = gitstow_odb::ObjectCache::new(1 << 20);
+    let oids: Vec<_> = db.entries().map(|e| e.oid).collect();
+    assert!(!oids.is_empty());
+    for oid in &oids {
+        assert!(
+            db.read(oid, &mut cache).unwrap().is_some(),
+            "{oid} unreadable"
+        );
+    }
+
+    // Within the grace period nothing is deleted.
+    let said = assert_ok(
+        &server
+            .store()
+            .maintain(&["--repo", "graced", "--grace", "4"], &[]),
+    );
+    assert!(said.contains("deleted 0 retired"), "{said}");
+    assert!(old_ids.is_subset(&stored_bins(server.store(), "graced")));
+    std::thread::sleep(Duration::from_secs(5));
+    let said = assert_ok(
+        &server
+            .store()
+            .maintain(&["--repo", "graced", "--grace", "4"], &[]),
+    );
+    assert!(said.contains("deleted 6 retired"), "{said}");
+    let bins = stored_bins(server.store(), "graced");
+    assert!(bins.is_disjoint(&old_ids), "{bins:?}");
+    assert_eq!(bins.len(), 1);
+    assert_eq!(clone_checked(&url, tmp.path(), "b.git"), expected);
+}
+
+/// A push lands while automatic maintenance sits between reading the state
+/// and committing its merge: the push is not held up, and the merge is
+/// re-applied on top of it.
+#[test]
+fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
+    let server = Server::start_on(
+        None,
+        &["--maintenance-grace", "3600"],
+        &[("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS", "2500")],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("race1");
+    let work = tmp.path().join("work");
+    // Two pushes of alike size: the geometric rule merges them.
+    push_commits(&work, &url, 2, "r");
+    std::thread::sleep(Duration::from_millis(800));
+    let tip = push_commits(&work, &url, 1, "during");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.logs().contains("re-applying the merge") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        server.logs().contains("re-applying the merge"),
+        "{}",
+        server.logs()
+    );
+    // Wait for the re-applied merge to commit.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server
+        .store()
+        .repo_state("race1")
+        .unwrap()
+        .retired
+        .is_empty()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state = server.store().repo_state("race1").unwrap();
+    assert!(!state.retired.is_empty(), "the merge never committed");
+    assert_eq!(state.refs.get("refs/heads/main").unwrap().to_string(), tip);
+    let (refs, _) = clone_checked(&url, tmp.path(), "c.git");
+    assert!(refs.contains(&tip));
+    let work_objects = refs_and_objects(&work).1;
+    let clone_objects = refs_and_objects(&tmp.path().join("c.git")).1;
+    assert_eq!(work_objects, clone_objects);
+}
+
+/// `gitstow maintain` commits a merge while a push sits between reading the
+/// state and its compare-and-swap (its state write delayed): the push's
+/// write fails, it re-reads, and lands on top of the merge.
+#[test]
+fn a_merge_during_a_push_lets_the_push_land() {
+    // The third state write (the third push's commit) waits 4 s.
+    let server = Server::start_on(
+        None,
+        &["--no-maintenance"],
+        &[("GITSTOW_FAULTS", "put:/state:delay=4000:1:2")],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("race2");
+    let work = tmp.path().join("work");
+    push_commits(&work, &url, 2, "s");
+    commit_files(&work, &[("late.txt", "late\n")], "late");
+    let tip = git_out(&work, &["rev-parse", "HEAD"]);
+    let pusher = {
+        let work = work.clone();
+        let url = url.clone();
+        std::thread::spawn(move || git(&work, &["push", "--quiet", &url, "main"]))
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = assert_ok(&server.store().maintain(&["--repo", "race2", "--full"], &[]));
+    assert!(said.contains("containers 2 -> 1"), "{said}");
+    pusher.join().expect("the push succeeds");
+    let logs = server.logs();
+    assert!(logs.contains("state_retries=1"), "{logs}");
+    let state = server.store().repo_state("race2").unwrap();
+    assert_eq!(state.refs.get("refs/heads/main").unwrap().to_string(), tip);
+    assert_eq!(state.containers.len(), 2, "the merged one and the push's");
+    let (refs, objects) = clone_checked(&url, tmp.path(), "d.git");
+    assert!(refs.contains(&tip));
+    assert_eq!(objects, refs_and_objects(&work).1);
+}
+
+/// Two `gitstow maintain` runs on one repository at once: the lease lets one
+/// merge, the other stands aside; the repository ends merged and intact.
+#[test]
+fn two_maintenance_runs_at_once() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("twice");
+    let work = tmp.path().join("work");
+    push_commits(&work, &url, 8, "t");
+    let expected = clone_checked(&url, tmp.path(), "e.git");
+    let store = server.store().clone();
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store.maintain(&["--repo", "twice", "--full", "--grace", "0"], &[])
+            })
+        })
+        .collect();
+    let outs: Vec<String> = runs
+        .into_iter()
+        .map(|h| assert_ok(&h.join().unwrap()))
+        .collect();
+    let merged = outs
+        .iter()
+        .filter(|o| o.contains("containers 8 -> 1"))
+        .count();
+    assert!(merged >= 1, "{outs:?}");
+    assert_eq!(live(server.store(), "twice").len(), 1);
+    assert_eq!(clone_checked(&url, tmp.path(), "f.git"), expected);
+    // Whatever a losing run wrote is found by the next scan and removed.
+    assert_ok(
+        &server
+            .store()
+            .maintain(&["--repo", "twice", "--grace", "0"], &[]),
+    );
+    assert_ok(
+        &server
+            .store()
+            .maintain(&["--repo", "twice", "--grace", "0"], &[]),
+    );
+    assert_eq!(stored_bins(server.store(), "twice").len(), 1);
+}
+
+/// SIGKILL at 12 points of a maintenance run (taking the lease, downloading
+/// a source, uploading the merged `.bin` and `.idx`, before and after the
+/// commit, in the deletions, in the orphan scan, releasing the lease): after
+/// each, the repository clones identical and fsck-clean, and a later run
+/// finishes the job and leaves no container behind that the state does not
+/// name.
+#[test]
+fn sigkill_anywhere_in_maintenance_leaves_a_repository_that_clones() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let points = [
+        "put:maintenance:kill:1",
+        "get:.bin:kill:1",
+        "get:.bin:kill:1:2",
+        "put_file:.bin:kill:1",
+        "put_file:.bin:kill-after:1",
+        "put:.idx:kill:1",
+        "put:/state:kill:1",
+        "put:/state:kill-after:1",
+        "delete:.idx:kill:1",
+        "delete:.bin:kill:1:2",
+        "list::kill:1",
+        "put:/state:kill-after:1:1",
+        "put:maintenance:kill:1:1",
+    ];
+    for (n, point) in points.iter().enumerate() {
+        let name = format!("kill-{n}");
+        let url = server.url(&name);
+        let work = tmp.path().join(format!("work-{n}"));
+        push_commits(&work, &url, 4, "k");
+        // One orphan for the scan to find: a maintained, then abandoned copy.
+        let out = server.store().maintain(
+            &[
+                "--repo",
+                &name,
+                "--full",
+                "--grace",
+                "0",
+                "--lease-ttl",
+                "1",
+            ],
+            &[("GITSTOW_FAULTS", point)],
+        );
+        assert_eq!(
+            out.status.signal(),
+            Some(9),
+            "{point}: the run was not killed there: {}\n{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (refs, objects) = clone_checked(&url, tmp.path(), &format!("k{n}.git"));
+        assert_eq!(objects, refs_and_objects(&work).1, "{point}");
+        assert!(
+            refs.contains(&git_out(&work, &["rev-parse", "HEAD"])),
+            "{point}"
+        );
+        // The lease of the killed run expires; later runs finish the job.
+        std::thread::sleep(Duration::from_millis(2100));
+        for _ in 0..2 {
+            assert_ok(&server.store().maintain(
+                &[
+                    "--repo",
+                    &name,
+                    "--full",
+                    "--grace",
+                    "0",
+                    "--lease-ttl",
+                    "1",
+                ],
+                &[],
+            ));
+        }
+        let live: BTreeSet<String> = live(server.store(), &name).into_iter().collect();
+        assert_eq!(live.len(), 1, "{point}");
+        assert_eq!(
+            stored_bins(server.store(), &name),
+            live,
+            "{point}: leftovers"
+        );
+        let again = clone_checked(&url, tmp.path(), &format!("k{n}-after.git"));
+        assert_eq!(again.1, objects, "{point}");
+    }
+}
