@@ -408,7 +408,10 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
                     v2,
                     wants = o.wants,
                     haves = o.haves,
+                    commits_read = o.commits_read,
                     objects = o.pack.map(|p| p.objects),
+                    thin_deltas = o.pack.map(|p| p.thin),
+                    resolved_deltas = o.pack.map(|p| p.resolved),
                     bytes = o.pack.map(|p| p.bytes),
                     ms = started.elapsed().as_millis() as u64,
                     "upload-pack"

@@ -11,6 +11,7 @@
 
 pub mod advertise;
 pub mod filter;
+pub mod limit;
 pub mod negotiate;
 pub mod pack;
 pub mod shallow;
@@ -51,6 +52,8 @@ pub struct Outcome {
     pub haves: usize,
     /// Haves the repository has.
     pub common: usize,
+    /// Commits the reachability walk read.
+    pub commits_read: usize,
     /// The pack, if one was sent.
     pub pack: Option<pack::PackStats>,
 }
@@ -161,9 +164,12 @@ pub fn serve_v0(
     if req.capabilities.contains("include-tag") {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
+    outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
         ofs_delta: req.capabilities.contains("ofs-delta"),
         cache_bytes: opts.cache_bytes,
+        // A partial clone may lack blobs its trees name: no thin bases then.
+        thin: req.capabilities.contains("thin-pack") && filter.is_none(),
     };
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
@@ -238,7 +244,8 @@ fn send_pack(
         Some(max) => {
             let band = SideBandWriter::with_max_payload(&mut *out, Band::Data, max);
             let mut buffered = BufWriter::with_capacity(max, band);
-            let result = pack::write_pack(db, &walk.objects, &mut buffered, popts);
+            let result =
+                pack::write_pack(db, &walk.objects, &walk.client_has, &mut buffered, popts);
             let stats = match result {
                 Ok(s) => s,
                 Err(e) => {
@@ -265,7 +272,8 @@ fn send_pack(
         }
         None => {
             let mut buffered = BufWriter::with_capacity(64 << 10, &mut *out);
-            let stats = pack::write_pack(db, &walk.objects, &mut buffered, popts)?;
+            let stats =
+                pack::write_pack(db, &walk.objects, &walk.client_has, &mut buffered, popts)?;
             buffered.flush()?;
             stats
         }
@@ -370,9 +378,12 @@ fn fetch_v2(
     if args.include_tag {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
+    outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
         ofs_delta: args.ofs_delta,
         cache_bytes: opts.cache_bytes,
+        // A partial clone may lack blobs its trees name: no thin bases then.
+        thin: args.thin_pack && filter.is_none(),
     };
     outcome.pack = Some(send_pack(
         &db,

@@ -4,8 +4,11 @@
 //! which puts every stored delta after its base. A record is copied verbatim
 //! (its zlib stream untouched) when it is whole or when its base is also sent;
 //! the base is then named by OFS_DELTA distance (if the client asked for
-//! `ofs-delta`) or REF_DELTA oid. A delta whose base is not sent is resolved
-//! and deflated as a whole object. No delta search is done.
+//! `ofs-delta`) or REF_DELTA oid. In a thin pack (the client asked for
+//! `thin-pack`), a delta whose base the client has is copied verbatim too, as a
+//! REF_DELTA naming that base (git's "preferred bases"; the client's
+//! `index-pack --fix-thin` completes it). Any other delta is resolved and
+//! deflated as a whole object. No delta search is done.
 
 use std::io::Write;
 
@@ -20,6 +23,9 @@ pub struct PackOptions {
     pub ofs_delta: bool,
     /// Bytes of the delta-base cache for objects that must be resolved.
     pub cache_bytes: usize,
+    /// The client asked for a thin pack (and has every object of its
+    /// `client_has` set): deltas against those go out as they are stored.
+    pub thin: bool,
 }
 
 /// Figures of a written pack.
@@ -31,6 +37,10 @@ pub struct PackStats {
     pub deltas: u64,
     /// Records copied verbatim.
     pub reused: u64,
+    /// Deltas sent against a base the client has (thin pack).
+    pub thin: u64,
+    /// Deltas resolved and sent whole (their base neither sent nor had).
+    pub resolved: u64,
     /// Pack bytes, trailer included.
     pub bytes: u64,
 }
@@ -67,10 +77,12 @@ impl Write for HashingWriter<'_> {
     }
 }
 
-/// Writes a version-2 pack of `objects` (no duplicates) to `out`.
+/// Writes a version-2 pack of `objects` (no duplicates) to `out`; with
+/// `opts.thin`, deltas against objects of `client_has` are sent as they are.
 pub fn write_pack(
     db: &ObjectDb,
     objects: &[ObjectId],
+    client_has: &gix_hashtable::HashSet,
     out: &mut dyn Write,
     opts: PackOptions,
 ) -> Result<PackStats, PackError> {
@@ -105,7 +117,8 @@ pub fn write_pack(
                 w.write_all(&raw)?;
                 stats.reused += 1;
             }
-            Some(base) if sending.contains(&base) => {
+            Some(base) if sending.contains(&base) || (opts.thin && client_has.contains(&base)) => {
+                let thin = !sending.contains(&base);
                 let raw = db.read_record(container, entry)?;
                 let h =
                     record::decode_header(&raw).map_err(|e| gitstow_odb::Error::CorruptObject {
@@ -114,7 +127,7 @@ pub fn write_pack(
                     })?;
                 header.clear();
                 let base_ref = match written_at.get(&base) {
-                    Some(&at) if opts.ofs_delta => BaseRef::Distance(offset - at),
+                    Some(&at) if opts.ofs_delta && !thin => BaseRef::Distance(offset - at),
                     _ => BaseRef::Oid(base),
                 };
                 let type_id = match base_ref {
@@ -126,8 +139,10 @@ pub fn write_pack(
                 w.write_all(&raw[h.len..])?;
                 stats.reused += 1;
                 stats.deltas += 1;
+                stats.thin += u64::from(thin);
             }
             Some(_) => {
+                stats.resolved += 1;
                 let obj = db
                     .read(&entry.oid, &mut cache)?
                     .ok_or(PackError::Missing(entry.oid))?;

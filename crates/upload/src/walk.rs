@@ -1,11 +1,10 @@
 //! Reachability: which objects a fetch must send.
 //!
 //! As git's `rev-list --objects wants --not haves` does: commits reachable from
-//! the wants but not from the haves, their trees and blobs minus those reachable
-//! from the trees of the boundary commits (the haves' side of the edge), plus
-//! tags named by the wants.
-
-use std::collections::VecDeque;
+//! the wants but not from the haves (walked by date and stopped early, see
+//! [`crate::limit`]), their trees and blobs minus those reachable from the trees
+//! of the boundary commits (the haves' side of the edge), plus tags named by
+//! the wants.
 
 use gix_hashtable::HashSet;
 
@@ -50,6 +49,12 @@ pub struct Walk {
     pub objects: Vec<ObjectId>,
     /// Commits among them.
     pub commits: usize,
+    /// Objects the client has, as far as the walk saw: the commits its haves
+    /// reach that the walk visited, and the trees and blobs of the boundary
+    /// commits. Bases a thin pack may name.
+    pub client_has: HashSet,
+    /// Commits the walk read.
+    pub commits_read: usize,
 }
 
 struct Walker<'a> {
@@ -198,36 +203,23 @@ pub fn objects_to_send(
             return Err(WalkError::NotOurRef(*want));
         }
     }
-    // 1. Commits the client has: everything reachable from its haves.
-    let mut have_commits: HashSet = HashSet::default();
-    let mut queue: VecDeque<ObjectId> = VecDeque::new();
+    // 1. Commits to send: wants --not haves, walked together by date and
+    //    stopped once only the haves' side is left (see `limit`).
+    let mut seen: HashSet = HashSet::default();
+    let mut out = Walk::default();
+    let mut have_commits: Vec<ObjectId> = Vec::new();
     for have in haves
         .iter()
         .chain(&shallow.client_shallows)
         .filter(|h| db.contains(h))
     {
         let (_, target, kind) = w.peel(*have)?;
-        if kind == Kind::Commit && have_commits.insert(target) {
-            queue.push_back(target);
+        if kind == Kind::Commit {
+            have_commits.push(target);
         }
     }
-    while let Some(c) = queue.pop_front() {
-        if shallow.client_shallows.contains(&c) {
-            continue;
-        }
-        let (_, parents) = w.commit_links(&c)?;
-        for p in parents {
-            if db.contains(&p) && have_commits.insert(p) {
-                queue.push_back(p);
-            }
-        }
-    }
-    // 2. Commits to send, and the boundary commits on the client's side.
-    let mut seen: HashSet = HashSet::default();
-    let mut out = Walk::default();
-    let mut commits: Vec<(ObjectId, ObjectId)> = Vec::new();
+    let mut want_commits: Vec<ObjectId> = Vec::new();
     let mut other_roots: Vec<(ObjectId, Kind)> = Vec::new();
-    let mut edges: HashSet = HashSet::default();
     for want in wants {
         let (tags, target, kind) = w.peel(*want)?;
         for t in tags {
@@ -236,49 +228,44 @@ pub fn objects_to_send(
             }
         }
         match kind {
-            Kind::Commit => {
-                if !have_commits.contains(&target) && seen.insert(target) {
-                    queue.push_back(target);
-                }
-            }
+            Kind::Commit => want_commits.push(target),
             _ => other_roots.push((target, kind)),
         }
     }
+    let mut deepened_parents: Vec<ObjectId> = Vec::new();
     for u in &shallow.unshallows {
         let (_, parents) = w.commit_links(u)?;
-        for p in parents {
-            if !have_commits.contains(&p) && seen.insert(p) {
-                queue.push_back(p);
-            }
+        deepened_parents.extend(parents);
+    }
+    let limited = crate::limit::limit(
+        db,
+        &want_commits,
+        &have_commits,
+        &deepened_parents,
+        &shallow.client_shallows,
+        &shallow.boundary,
+        cache_bytes,
+    )?;
+    out.commits_read = limited.commits_read;
+    let mut commits: Vec<(ObjectId, ObjectId)> = Vec::with_capacity(limited.commits.len());
+    for (c, tree) in limited.commits {
+        if seen.insert(c) {
+            out.objects.push(c);
+            out.commits += 1;
+            commits.push((c, tree));
         }
     }
-    while let Some(c) = queue.pop_front() {
-        out.objects.push(c);
-        out.commits += 1;
-        let (tree, parents) = w.commit_links(&c)?;
-        commits.push((c, tree));
-        if shallow.boundary.contains(&c) {
-            continue;
-        }
-        for p in parents {
-            if have_commits.contains(&p) {
-                edges.insert(p);
-            } else if seen.insert(p) {
-                queue.push_back(p);
-            }
-        }
-    }
-    // 3. Trees and blobs the client has through the boundary commits.
+    // 2. Trees and blobs the client has through the boundary commits (each
+    //    shared subtree walked once).
     let mut excluded: HashSet = HashSet::default();
     let none = HashSet::default();
-    for e in &edges {
-        let (tree, _) = w.commit_links(e)?;
+    for (_, tree) in &limited.edges {
         let mut scratch = HashSet::default();
         std::mem::swap(&mut scratch, &mut excluded);
-        w.walk_tree(tree, &mut scratch, &none, None, &mut |_| {})?;
+        w.walk_tree(*tree, &mut scratch, &none, None, &mut |_| {})?;
         excluded = scratch;
     }
-    // 4. Trees and blobs to send.
+    // 3. Trees and blobs to send.
     let mut emit_list = Vec::new();
     for (_, tree) in &commits {
         w.walk_tree(*tree, &mut seen, &excluded, opts.filter, &mut |id| {
@@ -307,6 +294,10 @@ pub fn objects_to_send(
         }
     }
     out.objects.extend(emit_list);
+    // What the client has: a stored delta against any of it may go out as is
+    // in a thin pack.
+    excluded.extend(limited.uninteresting);
+    out.client_has = excluded;
     Ok(out)
 }
 
