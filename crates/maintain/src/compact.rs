@@ -44,6 +44,198 @@ pub struct Merged {
     pub ref_to_ofs: u64,
 }
 
+/// Source containers opened for copying: their indexes, the copy of each
+/// oid to keep, and (once [`Sources::download`] ran) their `.bin` files.
+pub struct Sources {
+    /// The sources' indexes, in the given order.
+    pub indexes: Vec<Arc<ContainerIndex>>,
+    ids: Vec<String>,
+    chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)>,
+    files: Vec<Option<(std::fs::File, u64)>>,
+    /// Records in the sources.
+    pub objects_in: u64,
+}
+
+impl Sources {
+    /// Loads the indexes of `sources` and picks, for each oid, the copy with
+    /// the shallowest recorded chain (the oldest on a tie).
+    pub fn open(repo: &Repository, sources: &[ContainerRef]) -> Result<Self> {
+        let indexes: Vec<Arc<ContainerIndex>> = sources
+            .iter()
+            .map(|c| repo.container_index(&c.id))
+            .collect::<gitstow_odb::Result<_>>()?;
+        let mut chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)> = Default::default();
+        let mut objects_in = 0;
+        for (s, idx) in indexes.iter().enumerate() {
+            for e in idx.entries() {
+                objects_in += 1;
+                chosen
+                    .entry(e.oid)
+                    .and_modify(|c| {
+                        if e.depth < c.1 {
+                            *c = (s as u32, e.depth);
+                        }
+                    })
+                    .or_insert((s as u32, e.depth));
+            }
+        }
+        Ok(Sources {
+            indexes,
+            ids: sources.iter().map(|c| c.id.clone()).collect(),
+            chosen,
+            files: sources.iter().map(|_| None).collect(),
+            objects_in,
+        })
+    }
+
+    /// Distinct objects in the sources.
+    pub fn distinct(&self) -> u64 {
+        self.chosen.len() as u64
+    }
+
+    /// Downloads source `s`'s `.bin` into a temp file in `dir` (once).
+    pub fn download(&mut self, repo: &Repository, s: usize, dir: &std::path::Path) -> Result<()> {
+        if self.files[s].is_some() {
+            return Ok(());
+        }
+        let mut file = tempfile::tempfile_in(dir)?;
+        let key = repo.bin_key(&self.ids[s]);
+        let meta = repo
+            .store()
+            .get_to_file(&key, &mut file)?
+            .ok_or_else(|| gitstow_store::Error::NotFound { key: key.clone() })?;
+        self.files[s] = Some((file, meta.size));
+        Ok(())
+    }
+
+    /// Forgets source `s`'s downloaded file.
+    pub fn drop_file(&mut self, s: usize) {
+        self.files[s] = None;
+    }
+
+    /// The kept records of source `s` that `keep` accepts, in `.bin` order.
+    pub fn records(&self, s: usize, keep: &dyn Fn(&IndexEntry) -> bool) -> Vec<IndexEntry> {
+        let mut order: Vec<IndexEntry> = self.indexes[s]
+            .entries()
+            .iter()
+            .filter(|e| self.chosen.get(&e.oid).is_some_and(|c| c.0 == s as u32) && keep(e))
+            .copied()
+            .collect();
+        order.sort_unstable_by_key(|e| e.offset);
+        order
+    }
+
+    /// Copies record `e` of source `s` (downloaded) into `out`.
+    pub fn copy(&self, s: usize, e: &IndexEntry, out: &mut Output<'_>) -> Result<()> {
+        let (file, size) = self.files[s]
+            .as_ref()
+            .expect("source downloaded before copying");
+        let corrupt =
+            |reason: String| Error::Odb(gitstow_odb::Error::CorruptObject { oid: e.oid, reason });
+        if e.offset + e.length > *size {
+            return Err(corrupt(format!(
+                "container {} is shorter than its index says",
+                self.ids[s]
+            )));
+        }
+        let mut head = [0u8; 32];
+        let n = (e.length as usize).min(head.len());
+        file.read_exact_at(&mut head[..n], e.offset)?;
+        let h = record::decode_header(&head[..n]).map_err(|err| corrupt(err.to_string()))?;
+        if h.type_id != e.record_type {
+            return Err(corrupt("record type differs from the index".into()));
+        }
+        out.append(
+            e,
+            h.size,
+            file,
+            e.offset + h.len as u64,
+            e.length - h.len as u64,
+        )
+    }
+}
+
+/// Containers being written from copied records: rolls over at the maximum
+/// size, uploads each as it is sealed.
+pub struct Output<'a> {
+    repo: &'a Repository,
+    dir: std::path::PathBuf,
+    max_bytes: u64,
+    writer: Option<ContainerWriter>,
+    /// The uploaded containers, in the order written.
+    pub containers: Vec<ContainerRef>,
+    /// REF_DELTA records whose base joined the output and became OFS_DELTA.
+    pub ref_to_ofs: u64,
+}
+
+impl<'a> Output<'a> {
+    /// An output staging in `dir`.
+    pub fn new(repo: &'a Repository, dir: &std::path::Path, max_bytes: u64) -> Self {
+        Output {
+            repo,
+            dir: dir.to_owned(),
+            max_bytes,
+            writer: None,
+            containers: Vec::new(),
+            ref_to_ofs: 0,
+        }
+    }
+
+    fn append(
+        &mut self,
+        e: &IndexEntry,
+        payload_size: u64,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let full = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| !w.is_empty() && w.len() + e.length > self.max_bytes);
+        if full {
+            self.seal()?;
+        }
+        if self.writer.is_none() {
+            self.writer = Some(ContainerWriter::new(&self.dir)?);
+        }
+        let w = self.writer.as_mut().expect("set above");
+        if e.record_type == record::REF_DELTA && e.base.is_some_and(|b| w.contains(&b)) {
+            self.ref_to_ofs += 1;
+        }
+        w.append_record_from_file(e, payload_size, file, offset, len)?;
+        Ok(())
+    }
+
+    fn seal(&mut self) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            if !w.is_empty() {
+                self.containers.push(self.repo.upload_container(w.seal()?)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Seals and uploads the last container; returns them all.
+    pub fn finish(mut self) -> Result<(Vec<ContainerRef>, u64)> {
+        self.seal()?;
+        Ok((self.containers, self.ref_to_ofs))
+    }
+}
+
+/// A staging directory for maintenance under `opts.staging_dir` (or the system temp dir).
+pub fn staging_dir(opts: &Options) -> Result<tempfile::TempDir> {
+    let b = {
+        let mut b = tempfile::Builder::new();
+        b.prefix("gitstow-maintain");
+        b
+    };
+    Ok(match &opts.staging_dir {
+        Some(dir) => b.tempdir_in(dir)?,
+        None => b.tempdir()?,
+    })
+}
+
 /// Merges `sources` (in the state's order, oldest first) into new containers
 /// and uploads them; `progress` is called after each source.
 pub fn merge(
@@ -52,90 +244,24 @@ pub fn merge(
     opts: &Options,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Merged> {
-    let indexes: Vec<Arc<ContainerIndex>> = sources
-        .iter()
-        .map(|c| repo.container_index(&c.id))
-        .collect::<gitstow_odb::Result<_>>()?;
-    // The copy of each oid to keep: the shallowest chain, the oldest on a tie.
-    let mut chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)> = Default::default();
-    let mut merged = Merged::default();
-    for (s, idx) in indexes.iter().enumerate() {
-        for e in idx.entries() {
-            merged.objects_in += 1;
-            chosen
-                .entry(e.oid)
-                .and_modify(|c| {
-                    if e.depth < c.1 {
-                        *c = (s as u32, e.depth);
-                    }
-                })
-                .or_insert((s as u32, e.depth));
+    let staging = staging_dir(opts)?;
+    let mut src = Sources::open(repo, sources)?;
+    let mut out = Output::new(repo, staging.path(), opts.max_container_bytes);
+    for s in 0..sources.len() {
+        src.download(repo, s, staging.path())?;
+        for e in src.records(s, &|_| true) {
+            src.copy(s, &e, &mut out)?;
         }
-    }
-    merged.duplicates_dropped = merged.objects_in - chosen.len() as u64;
-    let staging = match &opts.staging_dir {
-        Some(dir) => tempfile::Builder::new()
-            .prefix("gitstow-maintain")
-            .tempdir_in(dir)?,
-        None => tempfile::Builder::new()
-            .prefix("gitstow-maintain")
-            .tempdir()?,
-    };
-    let mut writer = ContainerWriter::new(staging.path())?;
-    let mut head = [0u8; 32];
-    for (s, (src, idx)) in sources.iter().zip(&indexes).enumerate() {
-        let mut file = tempfile::tempfile_in(staging.path())?;
-        let key = repo.bin_key(&src.id);
-        let meta = repo
-            .store()
-            .get_to_file(&key, &mut file)?
-            .ok_or_else(|| gitstow_store::Error::NotFound { key: key.clone() })?;
-        let mut order: Vec<&IndexEntry> = idx
-            .entries()
-            .iter()
-            .filter(|e| chosen.get(&e.oid).is_some_and(|c| c.0 == s as u32))
-            .collect();
-        order.sort_unstable_by_key(|e| e.offset);
-        let corrupt = |oid: ObjectId, reason: String| {
-            Error::Odb(gitstow_odb::Error::CorruptObject { oid, reason })
-        };
-        for e in order {
-            if e.offset + e.length > meta.size {
-                return Err(corrupt(
-                    e.oid,
-                    format!("container {} is shorter than its index says", src.id),
-                ));
-            }
-            let n = (e.length as usize).min(head.len());
-            file.read_exact_at(&mut head[..n], e.offset)?;
-            let h =
-                record::decode_header(&head[..n]).map_err(|err| corrupt(e.oid, err.to_string()))?;
-            if h.type_id != e.record_type {
-                return Err(corrupt(e.oid, "record type differs from the index".into()));
-            }
-            if !writer.is_empty() && writer.len() + e.length > opts.max_container_bytes {
-                let full = std::mem::replace(&mut writer, ContainerWriter::new(staging.path())?);
-                merged.containers.push(repo.upload_container(full.seal()?)?);
-            }
-            if e.record_type == record::REF_DELTA && e.base.is_some_and(|b| writer.contains(&b)) {
-                merged.ref_to_ofs += 1;
-            }
-            writer.append_record_from_file(
-                e,
-                h.size,
-                &file,
-                e.offset + h.len as u64,
-                e.length - h.len as u64,
-            )?;
-        }
+        src.drop_file(s);
         progress(s + 1);
     }
-    if !writer.is_empty() {
-        merged
-            .containers
-            .push(repo.upload_container(writer.seal()?)?);
-    }
-    Ok(merged)
+    let (containers, ref_to_ofs) = out.finish()?;
+    Ok(Merged {
+        containers,
+        objects_in: src.objects_in,
+        duplicates_dropped: src.objects_in - src.distinct(),
+        ref_to_ofs,
+    })
 }
 
 /// Publishes a merge: in the current state, `sources` (still all live) are

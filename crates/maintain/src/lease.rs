@@ -28,16 +28,18 @@ struct LeaseFile {
     expires: u64,
     #[serde(default)]
     last_scan: u64,
+    #[serde(default)]
+    last_gc: u64,
 }
 
-/// When the orphan scan of `repo` last ran (seconds since the epoch; 0 when
-/// no maintenance ever ran there), read without taking the lease.
-pub fn last_scan(repo: &Repository) -> Result<u64> {
+/// When the orphan scan and the GC of `repo` last ran (seconds since the
+/// epoch; 0 when no maintenance ever ran there), read without taking the lease.
+pub fn last_runs(repo: &Repository) -> Result<(u64, u64)> {
     Ok(match repo.store().get(&lease_key(repo))? {
-        None => 0,
+        None => (0, 0),
         Some((bytes, _)) => serde_json::from_slice::<LeaseFile>(&bytes)
-            .map(|f| f.last_scan)
-            .unwrap_or(0),
+            .map(|f| (f.last_scan, f.last_gc))
+            .unwrap_or((0, 0)),
     })
 }
 
@@ -72,15 +74,15 @@ impl Lease {
     pub fn acquire(repo: &Repository, ttl: Duration) -> Result<Option<Lease>> {
         let key = lease_key(repo);
         let now = now_secs();
-        let (condition, last_scan) = match repo.store().get(&key)? {
-            None => (PutCondition::IfAbsent, 0),
+        let (condition, last_scan, last_gc) = match repo.store().get(&key)? {
+            None => (PutCondition::IfAbsent, 0, 0),
             Some((bytes, etag)) => {
                 // An unreadable lease is treated as expired: it will be overwritten.
                 let old: LeaseFile = serde_json::from_slice(&bytes).unwrap_or_default();
                 if old.expires > now {
                     return Ok(None);
                 }
-                (PutCondition::IfMatch(etag), old.last_scan)
+                (PutCondition::IfMatch(etag), old.last_scan, old.last_gc)
             }
         };
         let file = LeaseFile {
@@ -88,6 +90,7 @@ impl Lease {
             expires: now + ttl.as_secs().max(1),
             // The first lease of a repository starts its scan clock.
             last_scan: if last_scan == 0 { now } else { last_scan },
+            last_gc: if last_gc == 0 { now } else { last_gc },
         };
         let bytes = serde_json::to_vec(&file).expect("lease serializes");
         match repo.store().put(&key, &bytes, condition) {
@@ -108,6 +111,16 @@ impl Lease {
     /// (seconds since the epoch).
     pub fn last_scan(&self) -> u64 {
         self.file.last_scan
+    }
+
+    /// When the last GC ran, or when the first lease was taken (seconds since the epoch).
+    pub fn last_gc(&self) -> u64 {
+        self.file.last_gc
+    }
+
+    /// Records that a GC ran now (written at the next renew or release).
+    pub fn collected(&mut self) {
+        self.file.last_gc = now_secs();
     }
 
     /// Records that the orphan scan ran now (written at the next renew or release).

@@ -4,6 +4,8 @@
 //! - [`policy`]: which containers merge (git's geometric rule).
 //! - [`compact`]: merging containers with records copied verbatim, and
 //!   publishing the result through the state's compare-and-swap.
+//! - [`gc`]: rewriting what the refs reach, unreachable objects into garbage
+//!   containers held for the grace period.
 //! - [`sweep`]: deleting retired containers after the grace period, and the
 //!   orphan scan that finds containers no state names.
 //! - [`lease`]: the per-repository lease that keeps two instances off one
@@ -18,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod compact;
+pub mod gc;
 pub mod lease;
 pub mod policy;
 pub mod sweep;
@@ -55,6 +58,11 @@ pub struct Options {
     /// `gitstow maintain` does). Otherwise the first run on a repository
     /// starts its scan clock and a scan runs once per `scan_interval`.
     pub scan_now: bool,
+    /// Run a GC in this run (instead of compaction).
+    pub gc: bool,
+    /// A GC runs when the last one is older than this (`None`: only when
+    /// asked for with `gc`). The first run on a repository starts the clock.
+    pub gc_interval: Option<Duration>,
     /// Plan and report only: take no lease, write and delete nothing.
     pub dry_run: bool,
     /// Compare-and-swap attempts of one commit before giving up.
@@ -75,6 +83,8 @@ impl Default for Options {
             scan_interval: Duration::from_secs(24 * 3600),
             full: false,
             scan_now: false,
+            gc: false,
+            gc_interval: None,
             dry_run: false,
             max_state_attempts: 50,
             test_commit_delay: None,
@@ -154,6 +164,14 @@ pub struct Report {
     pub orphans: usize,
     /// Retired containers still held for their grace period after the run.
     pub retired_held: usize,
+    /// The run was a GC.
+    pub gc: bool,
+    /// GC: distinct objects the refs reach.
+    pub reachable: u64,
+    /// GC: distinct objects moved into garbage containers.
+    pub unreachable: u64,
+    /// Garbage containers held after the run.
+    pub garbage_held: usize,
     /// Set when the run did nothing, and why.
     pub skipped: Option<Skipped>,
     /// Wall time of the run.
@@ -182,6 +200,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
     report.containers_after = report.containers_before;
     report.bytes_after = report.bytes_before;
     report.retired_held = state.retired.len();
+    report.garbage_held = state.garbage.len();
     let plan = plan(&state, opts);
     let due = sweep::due(&state, now_secs(), opts);
     if opts.dry_run {
@@ -195,19 +214,32 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
             || (last_scan != 0
                 && last_scan.saturating_add(opts.scan_interval.as_secs()) <= now_secs())
     };
-    if plan.is_empty() && due.is_empty() && !scan_is_due(lease::last_scan(repo)?) {
-        // Nothing to do: decided without writing anything.
-        return Ok(finish(report, Some(Skipped::NothingToDo)));
+    let gc_is_due = |last_gc: u64| {
+        opts.gc
+            || opts
+                .gc_interval
+                .is_some_and(|i| last_gc != 0 && last_gc.saturating_add(i.as_secs()) <= now_secs())
+    };
+    if !opts.gc && plan.is_empty() && due.is_empty() {
+        let (last_scan, last_gc) = lease::last_runs(repo)?;
+        if !scan_is_due(last_scan) && !gc_is_due(last_gc) {
+            // Nothing to do: decided without writing anything.
+            return Ok(finish(report, Some(Skipped::NothingToDo)));
+        }
     }
     let Some(mut lease) = Lease::acquire(repo, opts.lease_ttl)? else {
         return Ok(finish(report, Some(Skipped::LeaseHeld)));
     };
     let scan_due = scan_is_due(lease.last_scan());
+    let gc = gc_is_due(lease.last_gc());
+    let plan = if gc { Vec::new() } else { plan };
+    report.gc = gc;
     let result = work(
         repo,
         opts,
         &state,
         &plan,
+        gc,
         scan_due,
         &mut lease,
         &mut report,
@@ -223,6 +255,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
         report.containers_after = after.state.containers.len();
         report.bytes_after = after.state.containers.iter().map(|c| c.bytes).sum();
         report.retired_held = after.state.retired.len();
+        report.garbage_held = after.state.garbage.len();
     }
     Ok(finish(report, skipped))
 }
@@ -254,12 +287,46 @@ fn work(
     opts: &Options,
     state: &gitstow_odb::RepoState,
     plan: &[usize],
+    gc: bool,
     scan_due: bool,
     lease: &mut Lease,
     report: &mut Report,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Option<Skipped>> {
     let mut skipped = None;
+    if gc {
+        progress(&format!(
+            "{}: GC of {} containers ({} bytes)",
+            repo.name(),
+            state.containers.len(),
+            state.containers.iter().map(|c| c.bytes).sum::<u64>()
+        ));
+        let collected = gc::collect(repo, state, opts, progress)?;
+        lease.renew()?;
+        if gc::commit(repo, state, &collected, opts)? {
+            lease.collected();
+            report.merged = state.containers.len();
+            report.written = collected.live.len() + collected.garbage.len();
+            report.bytes_rewritten = collected
+                .live
+                .iter()
+                .chain(&collected.garbage)
+                .map(|c| c.bytes)
+                .sum();
+            report.objects_dropped = collected.duplicates_dropped;
+            report.reachable = collected.reachable;
+            report.unreachable = collected.unreachable;
+            progress(&format!(
+                "{}: {} objects reachable, {} into garbage, {} absent",
+                repo.name(),
+                collected.reachable,
+                collected.unreachable,
+                collected.missing
+            ));
+        } else {
+            skipped = Some(Skipped::Superseded);
+        }
+    }
     if !plan.is_empty() {
         let sources: Vec<_> = plan.iter().map(|&i| state.containers[i].clone()).collect();
         progress(&format!(

@@ -28,9 +28,19 @@ pub struct Deleted {
     pub revived: usize,
 }
 
+/// Ids the state names as live or garbage (never to be deleted).
+fn in_use(state: &gitstow_odb::RepoState) -> BTreeSet<&str> {
+    state
+        .containers
+        .iter()
+        .map(|c| c.id.as_str())
+        .chain(state.garbage.iter().map(|g| g.id.as_str()))
+        .collect()
+}
+
 /// The retired containers of `state` whose grace period is over at `now`.
 pub fn due(state: &gitstow_odb::RepoState, now: u64, opts: &Options) -> Vec<String> {
-    let live: BTreeSet<&str> = state.containers.iter().map(|c| c.id.as_str()).collect();
+    let live = in_use(state);
     state
         .retired
         .iter()
@@ -50,7 +60,7 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
         };
         let state = &current.state;
         let ids = due(state, now_secs(), opts);
-        let live: BTreeSet<&str> = state.containers.iter().map(|c| c.id.as_str()).collect();
+        let live = in_use(state);
         let revived = state
             .retired
             .iter()
@@ -107,6 +117,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
             .containers
             .iter()
             .map(|c| c.id.as_str())
+            .chain(state.garbage.iter().map(|g| g.id.as_str()))
             .chain(state.retired.iter().map(|r| r.id.as_str()))
             .collect();
         let orphans: Vec<&String> = found

@@ -71,6 +71,10 @@ impl ObjectCache {
 pub struct ObjectDb {
     store: Arc<dyn ObjectStore>,
     containers: Vec<(String, Arc<ContainerIndex>)>,
+    /// Ids of the first `garbage_ids.len()` containers, which are garbage.
+    garbage_ids: Vec<String>,
+    /// Per garbage container, whether a lookup found an object there.
+    garbage_hits: Vec<std::sync::atomic::AtomicBool>,
 }
 
 impl ObjectDb {
@@ -79,7 +83,59 @@ impl ObjectDb {
         store: Arc<dyn ObjectStore>,
         containers: Vec<(String, Arc<ContainerIndex>)>,
     ) -> Self {
-        ObjectDb { store, containers }
+        Self::with_garbage(store, containers, Vec::new())
+    }
+
+    /// Like [`ObjectDb::new`], where the first `garbage_ids.len()` containers
+    /// are garbage (named by these ids): looked up after every live one, left
+    /// out of [`ObjectDb::entries`], and their hits recorded.
+    pub fn with_garbage(
+        store: Arc<dyn ObjectStore>,
+        containers: Vec<(String, Arc<ContainerIndex>)>,
+        garbage_ids: Vec<String>,
+    ) -> Self {
+        let garbage_hits = garbage_ids
+            .iter()
+            .map(|_| std::sync::atomic::AtomicBool::new(false))
+            .collect();
+        ObjectDb {
+            store,
+            containers,
+            garbage_ids,
+            garbage_hits,
+        }
+    }
+
+    /// Ids of the garbage containers in which a lookup found an object so far
+    /// (a push that relied on them must bring them back to the live list).
+    pub fn garbage_used(&self) -> Vec<String> {
+        self.garbage_ids
+            .iter()
+            .zip(&self.garbage_hits)
+            .filter(|(_, hit)| hit.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The live-list entry of garbage container `id` (objects and bytes from its index).
+    pub fn garbage_container(&self, id: &str) -> Option<crate::state::ContainerRef> {
+        let i = self.garbage_ids.iter().position(|g| g == id)?;
+        let idx = &self.containers[i].1;
+        Some(crate::state::ContainerRef {
+            id: id.to_owned(),
+            objects: idx.len() as u64,
+            bytes: idx
+                .entries()
+                .iter()
+                .map(|e| e.offset + e.length)
+                .max()
+                .unwrap_or(0),
+        })
+    }
+
+    /// Ids of the garbage containers this db was built with.
+    pub fn garbage_ids(&self) -> &[String] {
+        &self.garbage_ids
     }
 
     /// Number of containers.
@@ -92,9 +148,10 @@ impl ObjectDb {
         &self.containers[i].1
     }
 
-    /// Where `oid` is stored (newest container first), if anywhere.
+    /// Where `oid` is stored (newest live container first, garbage last), if anywhere.
     pub fn lookup(&self, oid: &gix_hash::oid) -> Option<Location<'_>> {
-        self.containers
+        let loc = self
+            .containers
             .iter()
             .enumerate()
             .rev()
@@ -103,13 +160,20 @@ impl ObjectDb {
                     container: i,
                     entry,
                 })
-            })
+            })?;
+        if let Some(hit) = self.garbage_hits.get(loc.container) {
+            hit.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(loc)
     }
 
-    /// Every index entry of every container, oldest container first (an
-    /// object stored twice, by racing pushes, appears twice).
+    /// Every index entry of every live container, oldest container first (an
+    /// object stored twice, by racing pushes, appears twice); garbage
+    /// containers are left out.
     pub fn entries(&self) -> impl Iterator<Item = &IndexEntry> {
-        self.containers.iter().flat_map(|(_, idx)| idx.entries())
+        self.containers[self.garbage_ids.len()..]
+            .iter()
+            .flat_map(|(_, idx)| idx.entries())
     }
 
     /// True when the repository has `oid`.

@@ -232,8 +232,28 @@ impl Repository {
         Ok(idx)
     }
 
-    /// The objects of `state`: every container's index, ready for lookups and reads.
+    /// The objects of `state`: every live and garbage container's index,
+    /// ready for lookups and reads (garbage is looked up last, and
+    /// [`ObjectDb::garbage_used`] says which garbage containers a lookup hit).
     pub fn objects(&self, state: &RepoState) -> Result<ObjectDb> {
+        let mut containers = Vec::with_capacity(state.garbage.len() + state.containers.len());
+        let mut garbage_ids = Vec::with_capacity(state.garbage.len());
+        for g in &state.garbage {
+            containers.push((self.bin_key(&g.id), self.container_index(&g.id)?));
+            garbage_ids.push(g.id.clone());
+        }
+        for c in &state.containers {
+            containers.push((self.bin_key(&c.id), self.container_index(&c.id)?));
+        }
+        Ok(ObjectDb::with_garbage(
+            self.store.clone(),
+            containers,
+            garbage_ids,
+        ))
+    }
+
+    /// The objects of the live containers of `state` only (no garbage).
+    pub fn live_objects(&self, state: &RepoState) -> Result<ObjectDb> {
         let mut containers = Vec::with_capacity(state.containers.len());
         for c in &state.containers {
             containers.push((self.bin_key(&c.id), self.container_index(&c.id)?));

@@ -35,6 +35,34 @@ pub struct RetiredContainer {
     pub since: u64,
 }
 
+/// A container of objects no ref reached when a GC ran, held for the grace
+/// period. Lookups still find its objects (after every live container); a
+/// push that relies on one of them moves the container back to the live list
+/// in its own commit. Once `since` + the grace period has passed, the next GC
+/// retires it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GarbageContainer {
+    /// The container's id.
+    pub id: String,
+    /// Objects in it.
+    pub objects: u64,
+    /// Size of the `.bin` in bytes.
+    pub bytes: u64,
+    /// When the GC wrote it, in seconds since the Unix epoch.
+    pub since: u64,
+}
+
+impl GarbageContainer {
+    /// The container as a live entry.
+    pub fn to_live(&self) -> ContainerRef {
+        ContainerRef {
+            id: self.id.clone(),
+            objects: self.objects,
+            bytes: self.bytes,
+        }
+    }
+}
+
 /// What a repository is, as of one version of its state object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepoState {
@@ -55,6 +83,9 @@ pub struct RepoState {
     /// Containers no state lists as live any more, waiting for their grace
     /// period to end before maintenance deletes them. Never read by fetches.
     pub retired: Vec<RetiredContainer>,
+    /// Containers of unreachable objects held for the grace period (see
+    /// [`GarbageContainer`]).
+    pub garbage: Vec<GarbageContainer>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -71,6 +102,9 @@ struct StateFile {
     /// Absent when empty (and in states written before maintenance existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     retired: Vec<RetiredContainer>,
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    garbage: Vec<GarbageContainer>,
 }
 
 /// A state object that could not be decoded.
@@ -108,6 +142,7 @@ impl RepoState {
             containers: self.containers.clone(),
             closed: self.closed,
             retired: self.retired.clone(),
+            garbage: self.garbage.clone(),
         };
         let json = serde_json::to_vec(&file).expect("state serializes");
         zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
@@ -137,6 +172,7 @@ impl RepoState {
             containers: file.containers,
             closed: file.closed,
             retired: file.retired,
+            garbage: file.garbage,
         })
     }
 
@@ -170,6 +206,13 @@ mod tests {
         s.retired.push(RetiredContainer {
             id: "cd".into(),
             since: 1_700_000_000,
+        });
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        s.garbage.push(GarbageContainer {
+            id: "ef".into(),
+            objects: 2,
+            bytes: 10,
+            since: 1_700_000_001,
         });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         // A state written before `closed` existed reads as not closed.

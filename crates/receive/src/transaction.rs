@@ -14,6 +14,8 @@ pub const FAILED_TO_UPDATE: &str = "failed to update ref";
 pub const ATOMIC_FAILED: &str = "atomic push failure";
 /// Reason given to every command of an `--atomic` push whose ref transaction failed.
 pub const ATOMIC_TRANSACTION_FAILED: &str = "atomic transaction failed";
+/// Reason given when objects the push relies on were pruned by maintenance meanwhile.
+pub const PRUNED: &str = "objects this push relies on were pruned by maintenance; push again";
 /// Reason git gives for deleting the branch HEAD points at.
 pub const DELETE_CURRENT: &str = "deletion of the current branch prohibited";
 
@@ -169,9 +171,52 @@ impl Transaction<'_> {
         }
     }
 
+    /// The garbage containers the push must bring back to the live list in
+    /// `state`: those its lookups hit, and every one a GC made since the push
+    /// started (it may rely on any object the GC found unreachable). `Err`
+    /// when one is gone from the state (pruned): the push cannot commit.
+    fn bring_back(&self, state: &RepoState) -> Result<Vec<ContainerRef>, ()> {
+        let start: HashSet<&str> = self.db.garbage_ids().iter().map(String::as_str).collect();
+        let mut wanted: Vec<String> = self.db.garbage_used();
+        wanted.extend(
+            state
+                .garbage
+                .iter()
+                .filter(|g| !start.contains(g.id.as_str()))
+                .map(|g| g.id.clone()),
+        );
+        let mut out = Vec::new();
+        for id in wanted {
+            if state.containers.iter().any(|c| c.id == id) {
+                continue;
+            }
+            if let Some(g) = state.garbage.iter().find(|g| g.id == id) {
+                out.push(g.to_live());
+            } else if state.retired.iter().any(|r| r.id == id) {
+                // Retired but not deleted yet: its files are there until the
+                // retired entry is dropped, which this commit prevents.
+                match self.db.garbage_container(&id) {
+                    Some(c) => out.push(c),
+                    None => return Err(()),
+                }
+            } else {
+                return Err(());
+            }
+        }
+        Ok(out)
+    }
+
     /// Decides each command against `state`; returns the statuses and, if anything
     /// changes, the new state.
     fn plan(&self, state: &RepoState) -> (Vec<RefStatus>, Option<RepoState>, Vec<String>) {
+        let Ok(brought_back) = self.bring_back(state) else {
+            let statuses = self
+                .commands
+                .iter()
+                .map(|_| RefStatus::Rejected(PRUNED.to_owned()))
+                .collect();
+            return (statuses, None, vec![PRUNED.to_owned()]);
+        };
         let mut reasons = self.rejected.clone();
         let mut messages = Vec::new();
         // Checks git's receive-pack makes before its ref transaction.
@@ -340,6 +385,15 @@ impl Transaction<'_> {
             }
         }
         next.containers.extend(self.containers.iter().cloned());
+        if !brought_back.is_empty() {
+            // Objects no ref reached when the GC ran are live again.
+            next.closed = false;
+            next.garbage
+                .retain(|g| !brought_back.iter().any(|b| b.id == g.id));
+            next.retired
+                .retain(|r| !brought_back.iter().any(|b| b.id == r.id));
+            next.containers.extend(brought_back);
+        }
         (statuses, Some(next), messages)
     }
 

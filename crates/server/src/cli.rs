@@ -141,6 +141,10 @@ pub struct ServeArgs {
     /// by failed or killed pushes); a scan lists the repository's containers.
     #[arg(long, default_value_t = 86_400)]
     pub maintenance_scan_interval: u64,
+    /// Seconds between garbage collections of a repository by automatic
+    /// maintenance (0: never; run `gitstow maintain --gc` instead).
+    #[arg(long, default_value_t = 7 * 86_400)]
+    pub gc_interval: u64,
     /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
     /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
     #[arg(long)]
@@ -218,6 +222,8 @@ fn maintenance_config(args: &ServeArgs) -> crate::maintenance::MaintenanceConfig
     let options = gitstow_maintain::Options {
         grace,
         scan_interval: std::time::Duration::from_secs(args.maintenance_scan_interval),
+        gc_interval: (args.gc_interval > 0)
+            .then(|| std::time::Duration::from_secs(args.gc_interval)),
         staging_dir: args.tmp_dir.clone(),
         // Tests only: widen the window between a merge's read of the state and its commit.
         test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")

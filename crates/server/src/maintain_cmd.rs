@@ -29,6 +29,11 @@ pub struct MaintainArgs {
     /// instead of only what the geometric rule asks for.
     #[arg(long)]
     pub full: bool,
+    /// Garbage collection: rewrite what the refs reach into new containers,
+    /// move what they do not reach into garbage containers (held for the
+    /// grace period, then deleted a grace period after that).
+    #[arg(long)]
+    pub gc: bool,
     /// Say what would be done; write and delete nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -92,9 +97,15 @@ pub fn main(args: MaintainArgs) -> i32 {
         grace: Duration::from_secs(args.grace),
         staging_dir: args.tmp_dir.clone(),
         full: args.full,
+        gc: args.gc,
         scan_now: true,
         dry_run: args.dry_run,
         lease_ttl: Duration::from_secs(args.lease_ttl.max(1)),
+        // Tests only: widen the window between a run's read of the state and its commit.
+        test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis),
         ..Default::default()
     };
     let indexes = IndexCache::new();
@@ -144,6 +155,25 @@ fn summary(r: &gitstow_maintain::Report, dry_run: bool) -> String {
     } else {
         ""
     };
+    if r.gc {
+        return format!(
+            "{}: GC: containers {} -> {}, bytes {} -> {}; {} objects reachable, {} unreachable moved to garbage, {} duplicate objects dropped{}; deleted {} retired; {} orphans found; {} garbage and {} retired containers held for the grace period; {:.2} s",
+            r.repo,
+            r.containers_before,
+            r.containers_after,
+            r.bytes_before,
+            r.bytes_after,
+            r.reachable,
+            r.unreachable,
+            r.objects_dropped,
+            superseded,
+            r.deleted,
+            r.orphans,
+            r.garbage_held,
+            r.retired_held,
+            r.duration.as_secs_f64()
+        );
+    }
     format!(
         "{}: containers {} -> {}, bytes {} -> {}; merged {} into {} ({} bytes written, {} duplicate objects dropped){}; deleted {} retired; {} orphans found; {} retired held for the grace period; {:.2} s",
         r.repo,

@@ -1,0 +1,238 @@
+//! Garbage collection, as JGit's `DfsGarbageCollector`: what the refs reach
+//! is rewritten into new live containers laid out for serving (commits, then
+//! tags, trees and blobs, each in the old containers' order), everything
+//! else into *garbage* containers held for the grace period.
+//!
+//! The invariant that makes it safe: **refs reach only objects of live
+//! containers.** GC keeps it by walking the refs of the state it commits on;
+//! pushes keep it by bringing back to the live list any garbage container
+//! they relied on (or that a GC made while they ran) in their own commit
+//! (`receive::transaction`). Then:
+//!
+//! - garbage whose grace period is over holds nothing a ref reaches, and is
+//!   retired (deleted a grace period later, so fetches on older states
+//!   finish) without being read;
+//! - if a push changed the refs while the GC walked, the GC re-applies with
+//!   its garbage kept live (a new ref may reach it): nothing is lost, the
+//!   next GC sorts it out;
+//! - after a GC on unchanged refs every live object is reachable, so the
+//!   state is `closed` and a full clone needs no walk.
+//!
+//! Memory: the set of reachable oids (about 40 bytes an object), the source
+//! indexes, and a bounded cache of resolved delta bases for reading commits,
+//! trees and tags. Records are copied verbatim, never inflated.
+
+use gitstow_odb::record::{BLOB, COMMIT, TAG, TREE};
+use gitstow_odb::state::{ContainerRef, GarbageContainer, RetiredContainer};
+use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, RepoState, Repository};
+use gix_hash::ObjectId;
+use gix_hashtable::HashSet;
+
+use crate::compact::{staging_dir, Output, Sources};
+use crate::{now_secs, Error, Options, Result};
+
+/// What a GC wrote.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// New live containers (what the refs reach), in serving order.
+    pub live: Vec<ContainerRef>,
+    /// New garbage containers (what they do not reach).
+    pub garbage: Vec<ContainerRef>,
+    /// Distinct objects the refs reach.
+    pub reachable: u64,
+    /// Distinct objects they do not reach.
+    pub unreachable: u64,
+    /// Objects a reachable object names that the repository does not have
+    /// (a shallow push's missing parents); not an error.
+    pub missing: u64,
+    /// Duplicate records left out.
+    pub duplicates_dropped: u64,
+}
+
+/// Every object the refs of `state` reach among the objects of `db`.
+/// Returns the set and how many named objects were absent.
+pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<(HashSet, u64)> {
+    let mut seen: HashSet = HashSet::default();
+    let mut stack: Vec<ObjectId> = state.refs.values().copied().collect();
+    let mut cache = ObjectCache::new(64 << 20);
+    let mut missing = 0;
+    let corrupt = |oid: ObjectId, reason: String| {
+        Error::Odb(gitstow_odb::Error::CorruptObject { oid, reason })
+    };
+    while let Some(oid) = stack.pop() {
+        if !seen.insert(oid) {
+            continue;
+        }
+        let Some(loc) = db.lookup(&oid) else {
+            seen.remove(&oid);
+            missing += 1;
+            continue;
+        };
+        let kind = loc.entry.kind;
+        if kind == BLOB {
+            continue;
+        }
+        let Some(obj) = db.read(&oid, &mut cache)? else {
+            continue;
+        };
+        match kind {
+            COMMIT => {
+                let c = gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                    .map_err(|e| corrupt(oid, e.to_string()))?;
+                stack.push(c.tree());
+                stack.extend(c.parents());
+            }
+            TREE => {
+                for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                    let entry = entry.map_err(|e| corrupt(oid, e.to_string()))?;
+                    if !entry.mode.is_commit() {
+                        stack.push(entry.oid.to_owned());
+                    }
+                }
+            }
+            TAG => {
+                let t = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                    .map_err(|e| corrupt(oid, e.to_string()))?;
+                stack.push(t.target());
+            }
+            _ => {}
+        }
+    }
+    Ok((seen, missing))
+}
+
+/// Rewrites the live containers of `state`: what its refs reach into new
+/// live containers, the rest into new garbage containers; uploads both.
+pub fn collect(
+    repo: &Repository,
+    state: &RepoState,
+    opts: &Options,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Collected> {
+    let db = repo.live_objects(state)?;
+    let (reach, missing) = reachable(&db, state)?;
+    drop(db);
+    progress(&format!(
+        "{}: {} objects reachable from {} refs",
+        repo.name(),
+        reach.len(),
+        state.refs.len()
+    ));
+    let staging = staging_dir(opts)?;
+    let mut src = Sources::open(repo, &state.containers)?;
+    for s in 0..state.containers.len() {
+        src.download(repo, s, staging.path())?;
+    }
+    let mut live = Output::new(repo, staging.path(), opts.max_container_bytes);
+    for kind in [COMMIT, TAG, TREE, BLOB] {
+        for s in 0..state.containers.len() {
+            for e in src.records(s, &|e| e.kind == kind && reach.contains(&e.oid)) {
+                src.copy(s, &e, &mut live)?;
+            }
+        }
+    }
+    let (live, _) = live.finish()?;
+    let mut garbage = Output::new(repo, staging.path(), opts.max_container_bytes);
+    let mut unreachable = 0;
+    for s in 0..state.containers.len() {
+        for e in src.records(s, &|e| !reach.contains(&e.oid)) {
+            unreachable += 1;
+            src.copy(s, &e, &mut garbage)?;
+        }
+    }
+    let (garbage, _) = garbage.finish()?;
+    Ok(Collected {
+        live,
+        garbage,
+        reachable: src.distinct() - unreachable,
+        unreachable,
+        missing,
+        duplicates_dropped: src.objects_in - src.distinct(),
+    })
+}
+
+/// Publishes a GC made from `walked` (the state whose refs and live
+/// containers it read). In the current state the sources (still all live)
+/// are replaced by the new live containers, put first; the new garbage is
+/// listed as garbage when the refs are still those walked, else kept live;
+/// the sources and every garbage container whose grace period is over are
+/// retired. Re-applied on conflict. `Ok(false)` when a source is gone
+/// (another run rewrote it).
+pub fn commit(
+    repo: &Repository,
+    walked: &RepoState,
+    collected: &Collected,
+    opts: &Options,
+) -> Result<bool> {
+    let sources = &walked.containers;
+    let mut attempts = 0;
+    loop {
+        let Some(current) = repo.load_state()? else {
+            return Ok(false);
+        };
+        let state = &current.state;
+        if sources
+            .iter()
+            .any(|s| !state.containers.iter().any(|c| c.id == s.id))
+        {
+            return Ok(false);
+        }
+        let is_source = |id: &str| sources.iter().any(|s| s.id == id);
+        let refs_unchanged = state.refs == walked.refs;
+        let now = now_secs();
+        let mut next = state.clone();
+        next.containers.retain(|c| !is_source(&c.id));
+        let others = next.containers.len();
+        let mut front = collected.live.clone();
+        if refs_unchanged {
+            next.garbage
+                .extend(collected.garbage.iter().map(|g| GarbageContainer {
+                    id: g.id.clone(),
+                    objects: g.objects,
+                    bytes: g.bytes,
+                    since: now,
+                }));
+        } else {
+            tracing::info!(
+                repo = repo.name(),
+                "refs changed during GC; its garbage stays live until the next GC"
+            );
+            front.extend(collected.garbage.iter().cloned());
+        }
+        next.containers.splice(0..0, front);
+        let expired: Vec<String> = state
+            .garbage
+            .iter()
+            .filter(|g| g.since.saturating_add(opts.grace.as_secs()) <= now)
+            .map(|g| g.id.clone())
+            .collect();
+        next.garbage.retain(|g| !expired.contains(&g.id));
+        next.retired
+            .retain(|r| !is_source(&r.id) && !expired.contains(&r.id));
+        next.retired.extend(
+            sources
+                .iter()
+                .map(|s| s.id.clone())
+                .chain(expired)
+                .map(|id| RetiredContainer { id, since: now }),
+        );
+        next.closed = refs_unchanged && others == 0;
+        if let Some(delay) = opts.test_commit_delay {
+            std::thread::sleep(delay);
+        }
+        match repo.commit_state(&next, Some(&current.etag))? {
+            CommitOutcome::Committed(_) => return Ok(true),
+            CommitOutcome::Conflict => {
+                tracing::info!(
+                    repo = repo.name(),
+                    "the state changed during GC (a push committed); re-applying"
+                );
+                attempts += 1;
+                if attempts >= opts.max_state_attempts {
+                    return Err(Error::TooManyConflicts(attempts));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
+            }
+        }
+    }
+}
