@@ -13,17 +13,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn assert_ok(out: &std::process::Output) -> String {
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "gitstow maintain failed: {}\n--- stdout ---\n{said}\n--- stderr ---\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    said
-}
-
 /// Where `oid` is in the repository's state: "live", "garbage" or "absent"
 /// (looked up in the indexes of the containers the state names).
 fn whereabouts(store: &TestStore, name: &str, oid: &str) -> &'static str {
@@ -52,26 +41,8 @@ fn anywhere_in_store(store: &TestStore, name: &str, oid: &str) -> bool {
         .any(|id| repo.container_index(id).unwrap().lookup(&oid).is_some())
 }
 
-fn stored_bins(store: &TestStore, name: &str) -> BTreeSet<String> {
-    let prefix = format!("{name}.git/containers/");
-    store
-        .keys()
-        .iter()
-        .filter_map(|k| k.strip_prefix(&prefix))
-        .filter_map(|k| k.strip_suffix(".bin"))
-        .map(str::to_owned)
-        .collect()
-}
-
 fn blob_of(work: &Path, path: &str) -> String {
     git_out(work, &["rev-parse", &format!("HEAD:{path}")])
-}
-
-fn mirror_checked(url: &str, parent: &Path, dir: &str) -> (String, String) {
-    git(parent, &["clone", "--quiet", "--mirror", url, dir]);
-    let dst = parent.join(dir);
-    fsck(&dst);
-    refs_and_objects(&dst)
 }
 
 /// A deleted branch and a force push: their objects go to garbage at the GC,
@@ -97,20 +68,11 @@ fn unreachable_objects_leave_after_the_grace_period() {
     git(&work, &["push", "--quiet", &url, "main"]);
     // Delete topic, move main back.
     git(&work, &["push", "--quiet", &url, ":topic"]);
-    git(
-        &work,
-        &[
-            "push",
-            "--quiet",
-            "--force",
-            &url,
-            &format!("{base}:refs/heads/main"),
-        ],
-    );
+    force_main(&work, &url, &base);
     git(&work, &["reset", "--quiet", "--hard", &base]);
     assert_eq!(whereabouts(server.store(), "gc1", &topic_blob), "live");
 
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc1", "--gc", "--grace", "3"], &[]),
@@ -132,7 +94,7 @@ fn unreachable_objects_leave_after_the_grace_period() {
     assert!(refs.contains(&base));
 
     // Within the grace period the garbage stays.
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc1", "--gc", "--grace", "3"], &[]),
@@ -141,7 +103,7 @@ fn unreachable_objects_leave_after_the_grace_period() {
     assert!(anywhere_in_store(server.store(), "gc1", &topic_blob));
     std::thread::sleep(Duration::from_secs(4));
     // Expired garbage is retired (no state names it), then deleted a grace period later.
-    assert_ok(
+    assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc1", "--gc", "--grace", "3"], &[]),
@@ -152,7 +114,7 @@ fn unreachable_objects_leave_after_the_grace_period() {
         "deleted early"
     );
     std::thread::sleep(Duration::from_secs(4));
-    assert_ok(
+    assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc1", "--grace", "3"], &[]),
@@ -190,17 +152,8 @@ fn a_thin_push_onto_garbage_brings_it_back() {
     let gone = commit_files(&work, &[("big.txt", &format!("{big}one more\n"))], "gone");
     let gone_blob = blob_of(&work, "big.txt");
     git(&work, &["push", "--quiet", &url, "main"]);
-    git(
-        &work,
-        &[
-            "push",
-            "--quiet",
-            "--force",
-            &url,
-            &format!("{base}:refs/heads/main"),
-        ],
-    );
-    assert_ok(
+    force_main(&work, &url, &base);
+    assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc2", "--gc", "--grace", "3600"], &[]),
@@ -249,7 +202,7 @@ fn a_thin_push_onto_garbage_brings_it_back() {
     let (_, objects) = mirror_checked(&url, tmp.path(), "c.git");
     assert!(objects.contains(&gone_blob));
     // The next GC finds everything reachable.
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc2", "--gc", "--grace", "3600"], &[]),
@@ -275,16 +228,7 @@ fn a_push_during_a_gc_lands_and_nothing_it_needs_is_garbage() {
         "old",
     );
     git(&work, &["push", "--quiet", &url, "main"]);
-    git(
-        &work,
-        &[
-            "push",
-            "--quiet",
-            "--force",
-            &url,
-            &format!("{base}:refs/heads/main"),
-        ],
-    );
+    force_main(&work, &url, &base);
     let store = server.store().clone();
     let gc = std::thread::spawn(move || {
         store.maintain(
@@ -294,17 +238,8 @@ fn a_push_during_a_gc_lands_and_nothing_it_needs_is_garbage() {
     });
     std::thread::sleep(Duration::from_millis(1500));
     // Move main back to `old`, which the GC has found unreachable.
-    git(
-        &work,
-        &[
-            "push",
-            "--quiet",
-            "--force",
-            &url,
-            &format!("{old}:refs/heads/main"),
-        ],
-    );
-    let said = assert_ok(&gc.join().unwrap());
+    force_main(&work, &url, &old);
+    let said = assert_maintained(&gc.join().unwrap());
     assert!(said.contains("GC: containers"), "{said}");
     let state = server.store().repo_state("gc3").unwrap();
     assert_eq!(state.refs["refs/heads/main"].to_string(), old);
@@ -335,16 +270,7 @@ fn a_gc_during_a_push_lets_the_push_land() {
     git(&work, &["push", "--quiet", &url, "main"]);
     let old = commit_files(&work, &[("old.txt", "old\n")], "old");
     git(&work, &["push", "--quiet", &url, "main"]);
-    git(
-        &work,
-        &[
-            "push",
-            "--quiet",
-            "--force",
-            &url,
-            &format!("{base}:refs/heads/main"),
-        ],
-    );
+    force_main(&work, &url, &base);
     // The push names `old` as its new tip: it relies on objects the GC
     // below is about to call garbage.
     let pusher = {
@@ -365,7 +291,7 @@ fn a_gc_during_a_push_lets_the_push_land() {
         })
     };
     std::thread::sleep(Duration::from_millis(1500));
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc4", "--gc", "--grace", "3600"], &[]),
@@ -410,7 +336,7 @@ fn a_reader_of_the_state_before_a_gc_reads_on() {
         git(&work, &["push", "--quiet", &url, "main"]);
     }
     let before = server.store().repo_state("gc5").unwrap();
-    assert_ok(
+    assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "gc5", "--gc", "--grace", "3600"], &[]),
@@ -452,16 +378,7 @@ fn sigkill_anywhere_in_gc_leaves_a_repository_that_clones() {
         git(&work, &["push", "--quiet", &url, "main"]);
         commit_files(&work, &[("b.txt", "b\n")], "b");
         git(&work, &["push", "--quiet", &url, "main"]);
-        git(
-            &work,
-            &[
-                "push",
-                "--quiet",
-                "--force",
-                &url,
-                &format!("{base}:refs/heads/main"),
-            ],
-        );
+        force_main(&work, &url, &base);
         git(&work, &["reset", "--quiet", "--hard", &base]);
         commit_files(&work, &[("c.txt", "c\n")], "c");
         git(&work, &["push", "--quiet", &url, "main"]);
@@ -490,7 +407,7 @@ fn sigkill_anywhere_in_gc_leaves_a_repository_that_clones() {
             &["--repo", &name, "--grace", "0", "--lease-ttl", "1"][..],
             &["--repo", &name, "--grace", "0", "--lease-ttl", "1"][..],
         ] {
-            assert_ok(&server.store().maintain(args, &[]));
+            assert_maintained(&server.store().maintain(args, &[]));
             assert!(Instant::now() < deadline);
         }
         let state = server.store().repo_state(&name).unwrap();

@@ -36,14 +36,6 @@ fn push_commits(work: &Path, url: &str, n: usize, tag: &str) -> String {
     tip
 }
 
-/// Mirror-clones `url` into `dir`, checks it with fsck and returns its refs and objects.
-fn clone_checked(url: &str, parent: &Path, dir: &str) -> (String, String) {
-    git(parent, &["clone", "--quiet", "--mirror", url, dir]);
-    let dst = parent.join(dir);
-    fsck(&dst);
-    refs_and_objects(&dst)
-}
-
 fn live(store: &TestStore, name: &str) -> Vec<String> {
     store
         .repo_state(name)
@@ -54,31 +46,8 @@ fn live(store: &TestStore, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Container ids that have a `.bin` in the store.
-fn stored_bins(store: &TestStore, name: &str) -> BTreeSet<String> {
-    let prefix = format!("{name}.git/containers/");
-    store
-        .keys()
-        .iter()
-        .filter_map(|k| k.strip_prefix(&prefix))
-        .filter_map(|k| k.strip_suffix(".bin"))
-        .map(str::to_owned)
-        .collect()
-}
-
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "gitstow maintain failed: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status,
-        stdout(out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout(out)
 }
 
 /// 24 pushes with automatic maintenance on: the container count stays
@@ -108,7 +77,7 @@ fn pushes_are_compacted_and_clones_stay_identical() {
     let retired = server.store().repo_state("org/many").unwrap().retired.len();
     assert!(retired > 0, "automatic maintenance retired nothing");
     assert!(server.logs().contains("maintenance"), "{}", server.logs());
-    let before = clone_checked(&url, tmp.path(), "before.git");
+    let before = mirror_checked(&url, tmp.path(), "before.git");
     assert!(before.0.contains(&tip), "{}", before.0);
 
     // The server's own maintenance may still hold the lease for a moment.
@@ -117,7 +86,7 @@ fn pushes_are_compacted_and_clones_stay_identical() {
         let out = server
             .store()
             .maintain(&["--repo", "org/many", "--full", "--grace", "0"], &[]);
-        let said = assert_ok(&out);
+        let said = assert_maintained(&out);
         if !said.contains("lease held") || Instant::now() > deadline {
             break said;
         }
@@ -131,12 +100,12 @@ fn pushes_are_compacted_and_clones_stay_identical() {
         stored_bins(server.store(), "org/many"),
         live_now.iter().cloned().collect::<BTreeSet<_>>()
     );
-    let after = clone_checked(&url, tmp.path(), "after.git");
+    let after = mirror_checked(&url, tmp.path(), "after.git");
     assert_eq!(before, after);
     // The repository still takes pushes on top of the merged container.
     let tip2 = push_commits(&tmp.path().join("work"), &url, 2, "n");
     assert!(ls_remote(&url).contains(&tip2));
-    clone_checked(&url, tmp.path(), "again.git");
+    mirror_checked(&url, tmp.path(), "again.git");
 }
 
 /// Containers replaced by a merge stay in the store for the grace period
@@ -151,9 +120,9 @@ fn retired_containers_are_deleted_only_after_the_grace_period() {
     let old = server.store().repo_state("graced").unwrap();
     let old_ids: BTreeSet<String> = old.containers.iter().map(|c| c.id.clone()).collect();
     assert_eq!(old_ids.len(), 6);
-    let expected = clone_checked(&url, tmp.path(), "a.git");
+    let expected = mirror_checked(&url, tmp.path(), "a.git");
 
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "graced", "--full", "--grace", "4"], &[]),
@@ -186,7 +155,7 @@ fn retired_containers_are_deleted_only_after_the_grace_period() {
     }
 
     // Within the grace period nothing is deleted.
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "graced", "--grace", "4"], &[]),
@@ -194,7 +163,7 @@ fn retired_containers_are_deleted_only_after_the_grace_period() {
     assert!(said.contains("deleted 0 retired"), "{said}");
     assert!(old_ids.is_subset(&stored_bins(server.store(), "graced")));
     std::thread::sleep(Duration::from_secs(5));
-    let said = assert_ok(
+    let said = assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "graced", "--grace", "4"], &[]),
@@ -203,7 +172,7 @@ fn retired_containers_are_deleted_only_after_the_grace_period() {
     let bins = stored_bins(server.store(), "graced");
     assert!(bins.is_disjoint(&old_ids), "{bins:?}");
     assert_eq!(bins.len(), 1);
-    assert_eq!(clone_checked(&url, tmp.path(), "b.git"), expected);
+    assert_eq!(mirror_checked(&url, tmp.path(), "b.git"), expected);
 }
 
 /// A push lands while automatic maintenance sits between reading the state
@@ -224,11 +193,17 @@ fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
     std::thread::sleep(Duration::from_millis(800));
     let tip = push_commits(&work, &url, 1, "during");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !server.logs().contains("re-applying the merge") && Instant::now() < deadline {
+    while !server
+        .logs()
+        .contains("while merging (a push committed); re-applying")
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(
-        server.logs().contains("re-applying the merge"),
+        server
+            .logs()
+            .contains("while merging (a push committed); re-applying"),
         "{}",
         server.logs()
     );
@@ -247,7 +222,7 @@ fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
     let state = server.store().repo_state("race1").unwrap();
     assert!(!state.retired.is_empty(), "the merge never committed");
     assert_eq!(state.refs.get("refs/heads/main").unwrap().to_string(), tip);
-    let (refs, _) = clone_checked(&url, tmp.path(), "c.git");
+    let (refs, _) = mirror_checked(&url, tmp.path(), "c.git");
     assert!(refs.contains(&tip));
     let work_objects = refs_and_objects(&work).1;
     let clone_objects = refs_and_objects(&tmp.path().join("c.git")).1;
@@ -277,7 +252,7 @@ fn a_merge_during_a_push_lets_the_push_land() {
         std::thread::spawn(move || git(&work, &["push", "--quiet", &url, "main"]))
     };
     std::thread::sleep(Duration::from_millis(1500));
-    let said = assert_ok(&server.store().maintain(&["--repo", "race2", "--full"], &[]));
+    let said = assert_maintained(&server.store().maintain(&["--repo", "race2", "--full"], &[]));
     assert!(said.contains("containers 2 -> 1"), "{said}");
     pusher.join().expect("the push succeeds");
     let logs = server.logs();
@@ -285,7 +260,7 @@ fn a_merge_during_a_push_lets_the_push_land() {
     let state = server.store().repo_state("race2").unwrap();
     assert_eq!(state.refs.get("refs/heads/main").unwrap().to_string(), tip);
     assert_eq!(state.containers.len(), 2, "the merged one and the push's");
-    let (refs, objects) = clone_checked(&url, tmp.path(), "d.git");
+    let (refs, objects) = mirror_checked(&url, tmp.path(), "d.git");
     assert!(refs.contains(&tip));
     assert_eq!(objects, refs_and_objects(&work).1);
 }
@@ -299,7 +274,7 @@ fn two_maintenance_runs_at_once() {
     let url = server.url("twice");
     let work = tmp.path().join("work");
     push_commits(&work, &url, 8, "t");
-    let expected = clone_checked(&url, tmp.path(), "e.git");
+    let expected = mirror_checked(&url, tmp.path(), "e.git");
     let store = server.store().clone();
     let runs: Vec<_> = (0..2)
         .map(|_| {
@@ -311,7 +286,7 @@ fn two_maintenance_runs_at_once() {
         .collect();
     let outs: Vec<String> = runs
         .into_iter()
-        .map(|h| assert_ok(&h.join().unwrap()))
+        .map(|h| assert_maintained(&h.join().unwrap()))
         .collect();
     let merged = outs
         .iter()
@@ -319,14 +294,14 @@ fn two_maintenance_runs_at_once() {
         .count();
     assert!(merged >= 1, "{outs:?}");
     assert_eq!(live(server.store(), "twice").len(), 1);
-    assert_eq!(clone_checked(&url, tmp.path(), "f.git"), expected);
+    assert_eq!(mirror_checked(&url, tmp.path(), "f.git"), expected);
     // Whatever a losing run wrote is found by the next scan and removed.
-    assert_ok(
+    assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "twice", "--grace", "0"], &[]),
     );
-    assert_ok(
+    assert_maintained(
         &server
             .store()
             .maintain(&["--repo", "twice", "--grace", "0"], &[]),
@@ -384,7 +359,7 @@ fn sigkill_anywhere_in_maintenance_leaves_a_repository_that_clones() {
             stdout(&out),
             String::from_utf8_lossy(&out.stderr)
         );
-        let (refs, objects) = clone_checked(&url, tmp.path(), &format!("k{n}.git"));
+        let (refs, objects) = mirror_checked(&url, tmp.path(), &format!("k{n}.git"));
         assert_eq!(objects, refs_and_objects(&work).1, "{point}");
         assert!(
             refs.contains(&git_out(&work, &["rev-parse", "HEAD"])),
@@ -393,7 +368,7 @@ fn sigkill_anywhere_in_maintenance_leaves_a_repository_that_clones() {
         // The lease of the killed run expires; later runs finish the job.
         std::thread::sleep(Duration::from_millis(2100));
         for _ in 0..2 {
-            assert_ok(&server.store().maintain(
+            assert_maintained(&server.store().maintain(
                 &[
                     "--repo",
                     &name,
@@ -413,7 +388,7 @@ fn sigkill_anywhere_in_maintenance_leaves_a_repository_that_clones() {
             live,
             "{point}: leftovers"
         );
-        let again = clone_checked(&url, tmp.path(), &format!("k{n}-after.git"));
+        let again = mirror_checked(&url, tmp.path(), &format!("k{n}-after.git"));
         assert_eq!(again.1, objects, "{point}");
     }
 }

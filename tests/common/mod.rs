@@ -16,6 +16,7 @@
 
 mod git;
 mod http;
+mod maintain;
 mod pack;
 mod pkt;
 pub mod raw_pack;
@@ -24,6 +25,7 @@ mod server;
 
 pub use git::*;
 pub use http::*;
+pub use maintain::*;
 pub use pack::*;
 pub use pkt::*;
 pub use server::*;

@@ -26,10 +26,10 @@ use std::sync::Arc;
 use gitstow_odb::container::{ContainerIndex, ContainerWriter, IndexEntry};
 use gitstow_odb::record;
 use gitstow_odb::state::{ContainerRef, RetiredContainer};
-use gitstow_odb::{CommitOutcome, Repository};
+use gitstow_odb::Repository;
 use gix_hash::ObjectId;
 
-use crate::{now_secs, Error, Options, Result};
+use crate::{now_secs, update_state, Error, Options, Result, Step};
 
 /// What a merge wrote.
 #[derive(Debug, Default)]
@@ -276,20 +276,15 @@ pub fn commit(
     outputs: &[ContainerRef],
     opts: &Options,
 ) -> Result<bool> {
-    let mut attempts = 0;
-    loop {
-        let Some(current) = repo.load_state()? else {
-            return Ok(false);
-        };
-        let state = &current.state;
+    let is_source = |id: &str| sources.iter().any(|s| s.id == id);
+    let done = update_state(repo, opts, "merging", |state| {
         let mut first = usize::MAX;
         for s in sources {
             match state.containers.iter().position(|c| c.id == s.id) {
                 Some(p) => first = first.min(p),
-                None => return Ok(false),
+                None => return Step::Done(false),
             }
         }
-        let is_source = |id: &str| sources.iter().any(|s| s.id == id);
         let mut next = state.clone();
         next.containers.retain(|c| !is_source(&c.id));
         let at = first.min(next.containers.len());
@@ -301,22 +296,7 @@ pub fn commit(
                 id: s.id.clone(),
                 since,
             }));
-        if let Some(delay) = opts.test_commit_delay {
-            std::thread::sleep(delay);
-        }
-        match repo.commit_state(&next, Some(&current.etag))? {
-            CommitOutcome::Committed(_) => return Ok(true),
-            CommitOutcome::Conflict => {
-                tracing::info!(
-                    repo = repo.name(),
-                    "the state changed while merging (a push committed); re-applying the merge"
-                );
-                attempts += 1;
-                if attempts >= opts.max_state_attempts {
-                    return Err(Error::TooManyConflicts(attempts));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
-            }
-        }
-    }
+        Step::Write(next, true)
+    })?;
+    Ok(done.unwrap_or(false))
 }

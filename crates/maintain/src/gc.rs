@@ -24,12 +24,12 @@
 
 use gitstow_odb::record::{BLOB, COMMIT, TAG, TREE};
 use gitstow_odb::state::{ContainerRef, GarbageContainer, RetiredContainer};
-use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, RepoState, Repository};
+use gitstow_odb::{ObjectCache, ObjectDb, RepoState, Repository};
 use gix_hash::ObjectId;
 use gix_hashtable::HashSet;
 
 use crate::compact::{staging_dir, Output, Sources};
-use crate::{now_secs, Error, Options, Result};
+use crate::{now_secs, update_state, Error, Options, Result, Step};
 
 /// What a GC wrote.
 #[derive(Debug, Default)]
@@ -165,19 +165,14 @@ pub fn commit(
     opts: &Options,
 ) -> Result<bool> {
     let sources = &walked.containers;
-    let mut attempts = 0;
-    loop {
-        let Some(current) = repo.load_state()? else {
-            return Ok(false);
-        };
-        let state = &current.state;
+    let is_source = |id: &str| sources.iter().any(|s| s.id == id);
+    let done = update_state(repo, opts, "collecting garbage", |state| {
         if sources
             .iter()
             .any(|s| !state.containers.iter().any(|c| c.id == s.id))
         {
-            return Ok(false);
+            return Step::Done(false);
         }
-        let is_source = |id: &str| sources.iter().any(|s| s.id == id);
         let refs_unchanged = state.refs == walked.refs;
         let now = now_secs();
         let mut next = state.clone();
@@ -217,22 +212,7 @@ pub fn commit(
                 .map(|id| RetiredContainer { id, since: now }),
         );
         next.closed = refs_unchanged && others == 0;
-        if let Some(delay) = opts.test_commit_delay {
-            std::thread::sleep(delay);
-        }
-        match repo.commit_state(&next, Some(&current.etag))? {
-            CommitOutcome::Committed(_) => return Ok(true),
-            CommitOutcome::Conflict => {
-                tracing::info!(
-                    repo = repo.name(),
-                    "the state changed during GC (a push committed); re-applying"
-                );
-                attempts += 1;
-                if attempts >= opts.max_state_attempts {
-                    return Err(Error::TooManyConflicts(attempts));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
-            }
-        }
-    }
+        Step::Write(next, true)
+    })?;
+    Ok(done.unwrap_or(false))
 }

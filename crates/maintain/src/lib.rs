@@ -115,6 +115,53 @@ pub enum Error {
 /// `Result` with maintenance's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a step of [`update_state`] decided on the current state.
+pub(crate) enum Step<T> {
+    /// Write this state; on success the update yields the value.
+    Write(gitstow_odb::RepoState, T),
+    /// Write nothing; the update yields the value.
+    Done(T),
+}
+
+/// Reads the state, lets `decide` compute the next one and writes it by
+/// compare-and-swap; when someone (a push) wrote first, re-reads and decides
+/// again. `Ok(None)` when the repository does not exist. `doing` names the
+/// work in the log line of a conflict ("merging", "collecting garbage"…).
+pub(crate) fn update_state<T>(
+    repo: &Repository,
+    opts: &Options,
+    doing: &str,
+    mut decide: impl FnMut(&gitstow_odb::RepoState) -> Step<T>,
+) -> Result<Option<T>> {
+    let mut attempts = 0;
+    loop {
+        let Some(current) = repo.load_state()? else {
+            return Ok(None);
+        };
+        let (next, value) = match decide(&current.state) {
+            Step::Done(value) => return Ok(Some(value)),
+            Step::Write(next, value) => (next, value),
+        };
+        if let Some(delay) = opts.test_commit_delay {
+            std::thread::sleep(delay);
+        }
+        match repo.commit_state(&next, Some(&current.etag))? {
+            gitstow_odb::CommitOutcome::Committed(_) => return Ok(Some(value)),
+            gitstow_odb::CommitOutcome::Conflict => {
+                tracing::info!(
+                    repo = repo.name(),
+                    "the state changed while {doing} (a push committed); re-applying"
+                );
+                attempts += 1;
+                if attempts >= opts.max_state_attempts {
+                    return Err(Error::TooManyConflicts(attempts));
+                }
+                std::thread::sleep(Duration::from_millis(5 << attempts.min(6)));
+            }
+        }
+    }
+}
+
 /// Seconds since the Unix epoch, by this machine's clock.
 pub fn now_secs() -> u64 {
     std::time::SystemTime::now()

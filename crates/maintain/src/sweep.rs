@@ -15,9 +15,9 @@
 use std::collections::BTreeSet;
 
 use gitstow_odb::state::RetiredContainer;
-use gitstow_odb::{CommitOutcome, Repository};
+use gitstow_odb::Repository;
 
-use crate::{now_secs, Error, Options, Result};
+use crate::{now_secs, update_state, Options, Result, Step};
 
 /// What [`delete_due`] removed.
 #[derive(Debug, Default)]
@@ -53,12 +53,7 @@ pub fn due(state: &gitstow_odb::RepoState, now: u64, opts: &Options) -> Vec<Stri
 /// Drops every retired container whose grace period is over from the state
 /// (compare-and-swap, re-applied on conflict), then deletes its files.
 pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
-    let mut attempts = 0;
-    let (ids, revived) = loop {
-        let Some(current) = repo.load_state()? else {
-            return Ok(Deleted::default());
-        };
-        let state = &current.state;
+    let decided = update_state(repo, opts, "deleting retired containers", |state| {
         let ids = due(state, now_secs(), opts);
         let live = in_use(state);
         let revived = state
@@ -67,28 +62,20 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
             .filter(|r| live.contains(r.id.as_str()))
             .count();
         if ids.is_empty() && revived == 0 {
-            return Ok(Deleted::default());
+            return Step::Done(Deleted::default());
         }
         let mut next = state.clone();
         next.retired
             .retain(|r| !live.contains(r.id.as_str()) && !ids.contains(&r.id));
-        match repo.commit_state(&next, Some(&current.etag))? {
-            CommitOutcome::Committed(_) => break (ids, revived),
-            CommitOutcome::Conflict => {
-                attempts += 1;
-                if attempts >= opts.max_state_attempts {
-                    return Err(Error::TooManyConflicts(attempts));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
-            }
-        }
-    };
-    for id in &ids {
+        Step::Write(next, Deleted { ids, revived })
+    })?;
+    let deleted = decided.unwrap_or_default();
+    for id in &deleted.ids {
         // The index first: an index never names bytes that are gone.
         repo.store().delete(&repo.idx_key(id))?;
         repo.store().delete(&repo.bin_key(id))?;
     }
-    Ok(Deleted { ids, revived })
+    Ok(deleted)
 }
 
 /// Lists the repository's containers and retires, as of now, every one that
@@ -107,12 +94,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
         .filter(|id| !id.is_empty() && !id.contains('/'))
         .map(str::to_owned)
         .collect();
-    let mut attempts = 0;
-    loop {
-        let Some(current) = repo.load_state()? else {
-            return Ok(0);
-        };
-        let state = &current.state;
+    let found = update_state(repo, opts, "scanning for orphans", |state| {
         let named: BTreeSet<&str> = state
             .containers
             .iter()
@@ -125,7 +107,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
             .filter(|id| !named.contains(id.as_str()))
             .collect();
         if orphans.is_empty() || opts.dry_run {
-            return Ok(orphans.len());
+            return Step::Done(orphans.len());
         }
         let since = now_secs();
         let mut next = state.clone();
@@ -134,15 +116,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
                 id: (*id).clone(),
                 since,
             }));
-        match repo.commit_state(&next, Some(&current.etag))? {
-            CommitOutcome::Committed(_) => return Ok(orphans.len()),
-            CommitOutcome::Conflict => {
-                attempts += 1;
-                if attempts >= opts.max_state_attempts {
-                    return Err(Error::TooManyConflicts(attempts));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5 << attempts.min(6)));
-            }
-        }
-    }
+        Step::Write(next, orphans.len())
+    })?;
+    Ok(found.unwrap_or(0))
 }

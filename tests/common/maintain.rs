@@ -1,0 +1,50 @@
+//! Test harness: what the maintenance and GC tests share.
+
+use super::*;
+
+/// Asserts that a `gitstow maintain` run succeeded; returns its stdout.
+pub fn assert_maintained(out: &Output) -> String {
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "gitstow maintain failed: {}\n--- stdout ---\n{said}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said
+}
+
+/// Ids of the containers of repository `name` that have a `.bin` in the store.
+pub fn stored_bins(store: &TestStore, name: &str) -> std::collections::BTreeSet<String> {
+    let prefix = format!("{name}.git/containers/");
+    store
+        .keys()
+        .iter()
+        .filter_map(|k| k.strip_prefix(&prefix))
+        .filter_map(|k| k.strip_suffix(".bin"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Mirror-clones `url` into `parent/dir`, checks it with `fsck --full
+/// --strict` and returns its refs and objects ([`refs_and_objects`]).
+pub fn mirror_checked(url: &str, parent: &Path, dir: &str) -> (String, String) {
+    git(parent, &["clone", "--quiet", "--mirror", url, dir]);
+    let dst = parent.join(dir);
+    fsck(&dst);
+    refs_and_objects(&dst)
+}
+
+/// Force-pushes `oid` from `work` to `refs/heads/main` of `url`.
+pub fn force_main(work: &Path, url: &str, oid: &str) {
+    git(
+        work,
+        &[
+            "push",
+            "--quiet",
+            "--force",
+            url,
+            &format!("{oid}:refs/heads/main"),
+        ],
+    );
+}
