@@ -219,6 +219,8 @@ pub struct Report {
     pub unreachable: u64,
     /// Garbage containers held after the run.
     pub garbage_held: usize,
+    /// Garbage containers retired by this run (their grace period was over).
+    pub garbage_retired: usize,
     /// Set when the run did nothing, and why.
     pub skipped: Option<Skipped>,
     /// Wall time of the run.
@@ -250,6 +252,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
     report.garbage_held = state.garbage.len();
     let plan = plan(&state, opts);
     let due = sweep::due(&state, now_secs(), opts);
+    let expired = sweep::expired_garbage(&state, now_secs(), opts);
     if opts.dry_run {
         report.merged = plan.len();
         report.deleted = due.len();
@@ -267,7 +270,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
                 .gc_interval
                 .is_some_and(|i| last_gc != 0 && last_gc.saturating_add(i.as_secs()) <= now_secs())
     };
-    if !opts.gc && plan.is_empty() && due.is_empty() {
+    if !opts.gc && plan.is_empty() && due.is_empty() && expired.is_empty() {
         let (last_scan, last_gc) = lease::last_runs(repo)?;
         if !scan_is_due(last_scan) && !gc_is_due(last_gc) {
             // Nothing to do: decided without writing anything.
@@ -419,6 +422,7 @@ fn work(
             ));
         }
     }
+    report.garbage_retired = sweep::retire_expired_garbage(repo, opts)?;
     let deleted = sweep::delete_due(repo, opts)?;
     report.deleted = deleted.ids.len();
     if report.deleted > 0 {

@@ -50,6 +50,41 @@ pub fn due(state: &gitstow_odb::RepoState, now: u64, opts: &Options) -> Vec<Stri
         .collect()
 }
 
+/// The garbage containers of `state` whose grace period is over at `now`.
+pub fn expired_garbage(state: &gitstow_odb::RepoState, now: u64, opts: &Options) -> Vec<String> {
+    state
+        .garbage
+        .iter()
+        .filter(|g| g.since.saturating_add(opts.grace.as_secs()) <= now)
+        .map(|g| g.id.clone())
+        .collect()
+}
+
+/// Retires every garbage container whose grace period is over (it is
+/// deleted a grace period later). No ref reaches its objects — refs reach
+/// only live containers, and a push that relies on garbage brings it back —
+/// so this needs no walk. Returns how many.
+pub fn retire_expired_garbage(repo: &Repository, opts: &Options) -> Result<usize> {
+    let retired = update_state(repo, opts, "retiring expired garbage", |state| {
+        let now = now_secs();
+        let expired = expired_garbage(state, now, opts);
+        if expired.is_empty() {
+            return Step::Done(0);
+        }
+        let mut next = state.clone();
+        next.garbage.retain(|g| !expired.contains(&g.id));
+        next.retired.retain(|r| !expired.contains(&r.id));
+        let n = expired.len();
+        next.retired.extend(
+            expired
+                .into_iter()
+                .map(|id| RetiredContainer { id, since: now }),
+        );
+        Step::Write(next, n)
+    })?;
+    Ok(retired.unwrap_or(0))
+}
+
 /// Drops every retired container whose grace period is over from the state
 /// (compare-and-swap, re-applied on conflict), then deletes its files.
 pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {

@@ -175,7 +175,7 @@ fn summary(r: &gitstow_maintain::Report, dry_run: bool) -> String {
         );
     }
     format!(
-        "{}: containers {} -> {}, bytes {} -> {}; merged {} into {} ({} bytes written, {} duplicate objects dropped){}; deleted {} retired; {} orphans found; {} retired held for the grace period; {:.2} s",
+        "{}: containers {} -> {}, bytes {} -> {}; merged {} into {} ({} bytes written, {} duplicate objects dropped){}; deleted {} retired; {} orphans found; {} retired held for the grace period; {} garbage held, {} garbage retired; {:.2} s",
         r.repo,
         r.containers_before,
         r.containers_after,
@@ -189,6 +189,8 @@ fn summary(r: &gitstow_maintain::Report, dry_run: bool) -> String {
         r.deleted,
         r.orphans,
         r.retired_held,
+        r.garbage_held,
+        r.garbage_retired,
         r.duration.as_secs_f64()
     )
 }

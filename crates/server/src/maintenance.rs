@@ -7,9 +7,10 @@
 //! most one core and the memory of one merge, whatever the push load; a
 //! repository queued twice is run once. A push never waits for it: the
 //! queue is a channel and maintenance commits by compare-and-swap on top of
-//! whatever pushes committed. Repositories left with retired containers are
-//! visited again every `revisit` interval until their grace periods end and
-//! they are deleted. Several instances on one bucket share the work through
+//! whatever pushes committed. Repositories left with retired or garbage
+//! containers are visited again every `revisit` interval until their grace
+//! periods end and they are deleted. A pass is a GC instead of a compaction
+//! when the repository's last GC is older than the GC interval. Several instances on one bucket share the work through
 //! the per-repository lease.
 
 use std::collections::{HashMap, HashSet};
@@ -81,8 +82,9 @@ fn worker(
     indexes: Arc<IndexCache>,
     config: MaintenanceConfig,
 ) {
-    // Repositories holding retired containers → how many, as of their last pass.
-    let mut holding: HashMap<String, usize> = HashMap::new();
+    // Repositories holding retired or garbage containers → how many of
+    // each, as of their last pass.
+    let mut holding: HashMap<String, (usize, usize)> = HashMap::new();
     let mut last_revisit = Instant::now();
     loop {
         let wait = config.revisit.saturating_sub(last_revisit.elapsed());
@@ -104,7 +106,7 @@ fn worker(
             let repo = Repository::new(store.clone(), &name, indexes.clone());
             let held = run_one(&repo, &config.options);
             match held {
-                Some(0) => {
+                Some((0, 0)) => {
                     holding.remove(&name);
                 }
                 Some(n) => {
@@ -112,14 +114,17 @@ fn worker(
                 }
                 None => {}
             }
-            metrics::gauge!(m::MAINTENANCE_RETIRED_HELD)
-                .set(holding.values().sum::<usize>() as f64);
+            let (retired, garbage) = holding
+                .values()
+                .fold((0, 0), |(r, g), (dr, dg)| (r + dr, g + dg));
+            metrics::gauge!(m::MAINTENANCE_RETIRED_HELD).set(retired as f64);
+            metrics::gauge!(m::MAINTENANCE_GARBAGE_HELD).set(garbage as f64);
         }
     }
 }
 
-/// One pass, logged and counted; returns the retired containers left held.
-fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<usize> {
+/// One pass, logged and counted; returns the retired and garbage containers left held.
+fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(usize, usize)> {
     use gitstow_maintain::Skipped;
     let started = Instant::now();
     let result = gitstow_maintain::run(repo, options, &mut |line| {
@@ -152,11 +157,14 @@ fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<usi
                     deleted = r.deleted,
                     orphans = r.orphans,
                     retired_held = r.retired_held,
+                    gc = r.gc,
+                    unreachable = r.unreachable,
+                    garbage_held = r.garbage_held,
                     ms = r.duration.as_millis() as u64,
                     "maintenance"
                 );
             }
-            (r.skipped != Some(Skipped::LeaseHeld)).then_some(r.retired_held)
+            (r.skipped != Some(Skipped::LeaseHeld)).then_some((r.retired_held, r.garbage_held))
         }
         Err(e) => {
             metrics::counter!(m::MAINTENANCE_RUNS, "result" => "error").increment(1);

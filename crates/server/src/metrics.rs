@@ -79,6 +79,9 @@ pub const MAINTENANCE_CONTAINERS_DELETED: &str = "gitstow_maintenance_containers
 /// Gauge: retired containers held for their grace period, over the
 /// repositories this process maintained (as of each one's last run).
 pub const MAINTENANCE_RETIRED_HELD: &str = "gitstow_maintenance_retired_containers";
+/// Gauge: garbage containers (objects no ref reached at the last GC) held
+/// for their grace period, over the repositories this process maintained.
+pub const MAINTENANCE_GARBAGE_HELD: &str = "gitstow_maintenance_garbage_containers";
 
 /// Buckets of the duration histograms, in seconds.
 const DURATION_BUCKETS: &[f64] = &[
@@ -113,6 +116,7 @@ impl Metrics {
             PUSHES_QUEUED,
             FETCHES_IN_FLIGHT,
             MAINTENANCE_RETIRED_HELD,
+            MAINTENANCE_GARBAGE_HELD,
         ] {
             metrics::gauge!(gauge).set(0.0);
         }
@@ -221,6 +225,10 @@ fn describe() {
     describe_counter!(
         MAINTENANCE_CONTAINERS_DELETED,
         "Retired containers deleted after the grace period."
+    );
+    describe_gauge!(
+        MAINTENANCE_GARBAGE_HELD,
+        "Garbage containers held for their grace period."
     );
     describe_gauge!(
         MAINTENANCE_RETIRED_HELD,
