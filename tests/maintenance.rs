@@ -76,6 +76,22 @@ fn pushes_are_compacted_and_clones_stay_identical() {
     );
     let retired = server.store().repo_state("org/many").unwrap().retired.len();
     assert!(retired > 0, "automatic maintenance retired nothing");
+    let metrics = http(server.port(), "GET", "/metrics", &[], b"").text();
+    let compacted = metrics
+        .lines()
+        .find(|l| l.starts_with("gitstow_maintenance_runs_total{result=\"compacted\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(compacted >= 1.0, "{metrics}");
+    assert!(
+        metrics.contains("gitstow_maintenance_bytes_rewritten_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("gitstow_maintenance_retired_containers"),
+        "{metrics}"
+    );
     assert!(server.logs().contains("maintenance"), "{}", server.logs());
     let before = mirror_checked(&url, tmp.path(), "before.git");
     assert!(before.0.contains(&tip), "{}", before.0);
