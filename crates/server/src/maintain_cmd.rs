@@ -114,7 +114,13 @@ pub fn main(args: MaintainArgs) -> i32 {
         let repo = Repository::new(store.clone(), name, indexes.clone());
         let result = gitstow_maintain::run(&repo, &opts, &mut |line| eprintln!("{line}"));
         match result {
-            Ok(r) => println!("{}", summary(&r, args.dry_run)),
+            Ok(r) => {
+                println!("{}", summary(&r, args.dry_run));
+                if r.skipped == Some(gitstow_maintain::Skipped::NoRepository) && args.repo.is_some()
+                {
+                    failed += 1;
+                }
+            }
             Err(e) => {
                 failed += 1;
                 eprintln!("gitstow: {name}: maintenance failed: {e}");
