@@ -160,6 +160,91 @@ impl Walker<'_> {
     }
 }
 
+impl Walker<'_> {
+    /// The trees and blobs of `interesting` root trees that the client lacks,
+    /// walked together with the `uninteresting` root trees (the edges') path
+    /// by path, as git's sparse reachability (`pack.useSparse`): a subtree is
+    /// entered only where an interesting tree differs from what the edges hold
+    /// at that path, and the edges' trees are read only along those paths.
+    /// Every entry of an edge tree read goes into `client_has`; an entry found
+    /// there is neither sent nor entered. (An object the client has at another
+    /// path may be sent again: never less than needed.)
+    fn sparse_trees(
+        &mut self,
+        interesting: Vec<ObjectId>,
+        uninteresting: Vec<ObjectId>,
+        seen: &mut HashSet,
+        client_has: &mut HashSet,
+        emit: &mut dyn FnMut(ObjectId),
+    ) -> Result<(), WalkError> {
+        let mut read_out: HashSet = HashSet::default();
+        client_has.extend(uninteresting.iter().copied());
+        let mut stack: Vec<(Vec<ObjectId>, Vec<ObjectId>)> = vec![(interesting, uninteresting)];
+        while let Some((ins, outs)) = stack.pop() {
+            let mut out_children: std::collections::HashMap<Vec<u8>, Vec<ObjectId>> =
+                Default::default();
+            for t in outs {
+                if !read_out.insert(t) {
+                    continue;
+                }
+                let obj = self.read(&t, "tree")?;
+                for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                    let entry = entry.map_err(|e| WalkError::Corrupt {
+                        oid: t,
+                        reason: e.to_string(),
+                    })?;
+                    if entry.mode.is_commit() {
+                        continue;
+                    }
+                    let id = entry.oid.to_owned();
+                    client_has.insert(id);
+                    if entry.mode.is_tree() {
+                        out_children
+                            .entry(entry.filename.to_vec())
+                            .or_default()
+                            .push(id);
+                    }
+                }
+            }
+            let mut in_children: std::collections::HashMap<Vec<u8>, Vec<ObjectId>> =
+                Default::default();
+            for t in ins {
+                if client_has.contains(&t) || !seen.insert(t) {
+                    continue;
+                }
+                emit(t);
+                let obj = self.read(&t, "tree")?;
+                for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                    let entry = entry.map_err(|e| WalkError::Corrupt {
+                        oid: t,
+                        reason: e.to_string(),
+                    })?;
+                    if entry.mode.is_commit() {
+                        continue;
+                    }
+                    let id = entry.oid.to_owned();
+                    if client_has.contains(&id) {
+                        continue;
+                    }
+                    if entry.mode.is_tree() {
+                        in_children
+                            .entry(entry.filename.to_vec())
+                            .or_default()
+                            .push(id);
+                    } else if seen.insert(id) {
+                        emit(id);
+                    }
+                }
+            }
+            for (name, ins) in in_children {
+                let outs = out_children.remove(&name).unwrap_or_default();
+                stack.push((ins, outs));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the client has and asked for, besides its wants.
 #[derive(Debug, Clone, Copy)]
 pub struct WalkOptions<'a> {
@@ -255,22 +340,32 @@ pub fn objects_to_send(
             commits.push((c, tree));
         }
     }
-    // 2. Trees and blobs the client has through the boundary commits (each
-    //    shared subtree walked once).
+    // 2. Trees and blobs to send, minus what the client has through the
+    //    boundary commits' trees. Without a filter, walked path by path
+    //    against the edges' trees (reading only what changed); with one,
+    //    the edges' trees are walked whole first (each shared subtree once)
+    //    and the filter applies to the rest.
     let mut excluded: HashSet = HashSet::default();
-    let none = HashSet::default();
-    for (_, tree) in &limited.edges {
-        let mut scratch = HashSet::default();
-        std::mem::swap(&mut scratch, &mut excluded);
-        w.walk_tree(*tree, &mut scratch, &none, None, &mut |_| {})?;
-        excluded = scratch;
-    }
-    // 3. Trees and blobs to send.
     let mut emit_list = Vec::new();
-    for (_, tree) in &commits {
-        w.walk_tree(*tree, &mut seen, &excluded, opts.filter, &mut |id| {
+    if opts.filter.is_none() {
+        let ins: Vec<ObjectId> = commits.iter().map(|(_, t)| *t).collect();
+        let outs: Vec<ObjectId> = limited.edges.iter().map(|(_, t)| *t).collect();
+        w.sparse_trees(ins, outs, &mut seen, &mut excluded, &mut |id| {
             emit_list.push(id)
         })?;
+    } else {
+        let none = HashSet::default();
+        for (_, tree) in &limited.edges {
+            let mut scratch = HashSet::default();
+            std::mem::swap(&mut scratch, &mut excluded);
+            w.walk_tree(*tree, &mut scratch, &none, None, &mut |_| {})?;
+            excluded = scratch;
+        }
+        for (_, tree) in &commits {
+            w.walk_tree(*tree, &mut seen, &excluded, opts.filter, &mut |id| {
+                emit_list.push(id)
+            })?;
+        }
     }
     for (root, kind) in other_roots {
         match kind {
