@@ -355,7 +355,7 @@ fn a_reader_of_the_state_before_a_gc_reads_on() {
     mirror_checked(&url, tmp.path(), "g.git");
 }
 
-/// SIGKILL at 8 points of a GC: the repository clones identical and
+/// SIGKILL at 9 points of a GC: the repository clones identical and
 /// fsck-clean after each, and later runs leave nothing unnamed behind.
 #[test]
 fn sigkill_anywhere_in_gc_leaves_a_repository_that_clones() {
@@ -369,6 +369,7 @@ fn sigkill_anywhere_in_gc_leaves_a_repository_that_clones() {
         "put:.idx:kill:1:1",
         "put:/state:kill:1",
         "put:/state:kill-after:1",
+        "put:/retired:kill:1",
         "delete:.bin:kill:1",
     ];
     for (n, point) in points.iter().enumerate() {

@@ -74,7 +74,7 @@ fn pushes_are_compacted_and_clones_stay_identical() {
         "{count} live containers after {pushes} pushes (bound {bound})\n{}",
         server.logs()
     );
-    let retired = server.store().repo_state("org/many").unwrap().retired.len();
+    let retired = server.store().retired("org/many").len();
     assert!(retired > 0, "automatic maintenance retired nothing");
     let metrics = http(server.port(), "GET", "/metrics", &[], b"").text();
     let compacted = metrics
@@ -225,18 +225,14 @@ fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
     );
     // Wait for the re-applied merge to commit.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while server
-        .store()
-        .repo_state("race1")
-        .unwrap()
-        .retired
-        .is_empty()
-        && Instant::now() < deadline
-    {
+    while server.store().retired("race1").is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     let state = server.store().repo_state("race1").unwrap();
-    assert!(!state.retired.is_empty(), "the merge never committed");
+    assert!(
+        !server.store().retired("race1").is_empty(),
+        "the merge never committed"
+    );
     assert_eq!(state.refs.get("refs/heads/main").unwrap().to_string(), tip);
     let (refs, _) = mirror_checked(&url, tmp.path(), "c.git");
     assert!(refs.contains(&tip));
@@ -325,9 +321,10 @@ fn two_maintenance_runs_at_once() {
     assert_eq!(stored_bins(server.store(), "twice").len(), 1);
 }
 
-/// SIGKILL at 12 points of a maintenance run (taking the lease, downloading
+/// SIGKILL at 14 points of a maintenance run (taking the lease, downloading
 /// a source, uploading the merged `.bin` and `.idx`, before and after the
-/// commit, in the deletions, in the orphan scan, releasing the lease): after
+/// commit, before and after writing the retired list, in the deletions, in
+/// the orphan scan, renewing the lease): after
 /// each, the repository clones identical and fsck-clean, and a later run
 /// finishes the job and leaves no container behind that the state does not
 /// name.
@@ -347,7 +344,8 @@ fn sigkill_anywhere_in_maintenance_leaves_a_repository_that_clones() {
         "delete:.idx:kill:1",
         "delete:.bin:kill:1:2",
         "list::kill:1",
-        "put:/state:kill-after:1:1",
+        "put:/retired:kill:1",
+        "put:/retired:kill-after:1:1",
         "put:maintenance:kill:1:1",
     ];
     for (n, point) in points.iter().enumerate() {

@@ -118,6 +118,14 @@ impl TestStore {
             .map(|v| v.state)
     }
 
+    /// The retired list of repository `name` (containers held for their grace period).
+    pub fn retired(&self, name: &str) -> Vec<gitstow_odb::retired::RetiredContainer> {
+        gitstow_odb::Repository::new(self.open(), name, gitstow_odb::IndexCache::new())
+            .load_retired()
+            .expect("reading the retired list")
+            .0
+    }
+
     /// Runs `gitstow maintain` on this store with `args` (and environment
     /// `env`); returns its output whatever its exit status.
     pub fn maintain(&self, args: &[&str], env: &[(&str, &str)]) -> Output {

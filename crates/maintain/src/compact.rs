@@ -17,19 +17,19 @@
 //!
 //! The merged containers are published by [`commit`], through the state's
 //! compare-and-swap: they replace their sources in the live list (at the
-//! place of the oldest source) and the sources are retired, to be deleted
-//! after the grace period.
+//! place of the oldest source); then the sources are added to the retired
+//! list, to be deleted after the grace period.
 
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use gitstow_odb::container::{ContainerIndex, ContainerWriter, IndexEntry};
 use gitstow_odb::record;
-use gitstow_odb::state::{ContainerRef, RetiredContainer};
+use gitstow_odb::state::ContainerRef;
 use gitstow_odb::Repository;
 use gix_hash::ObjectId;
 
-use crate::{now_secs, update_state, Error, Options, Result, Step};
+use crate::{retire, update_state, Error, Options, Result, Step};
 
 /// What a merge wrote.
 #[derive(Debug, Default)]
@@ -289,14 +289,12 @@ pub fn commit(
         next.containers.retain(|c| !is_source(&c.id));
         let at = first.min(next.containers.len());
         next.containers.splice(at..at, outputs.iter().cloned());
-        let since = now_secs();
-        next.retired.retain(|r| !is_source(&r.id));
-        next.retired
-            .extend(sources.iter().map(|s| RetiredContainer {
-                id: s.id.clone(),
-                since,
-            }));
         Step::Write(next, true)
-    })?;
-    Ok(done.unwrap_or(false))
+    })?
+    .unwrap_or(false);
+    if done {
+        let ids: Vec<String> = sources.iter().map(|s| s.id.clone()).collect();
+        retire(repo, opts, &ids)?;
+    }
+    Ok(done)
 }

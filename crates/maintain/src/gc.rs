@@ -15,6 +15,8 @@
 //! - if a push changed the refs while the GC walked, the GC re-applies with
 //!   its garbage kept live (a new ref may reach it): nothing is lost, the
 //!   next GC sorts it out;
+//! - the replaced containers (and expired garbage) go to the retired list
+//!   after the state commit, and are deleted a grace period later;
 //! - after a GC on unchanged refs every live object is reachable, so the
 //!   state is `closed` and a full clone needs no walk.
 //!
@@ -23,13 +25,13 @@
 //! trees and tags. Records are copied verbatim, never inflated.
 
 use gitstow_odb::record::{BLOB, COMMIT, TAG, TREE};
-use gitstow_odb::state::{ContainerRef, GarbageContainer, RetiredContainer};
+use gitstow_odb::state::{ContainerRef, GarbageContainer};
 use gitstow_odb::{ObjectCache, ObjectDb, RepoState, Repository};
 use gix_hash::ObjectId;
 use gix_hashtable::HashSet;
 
 use crate::compact::{staging_dir, Output, Sources};
-use crate::{now_secs, update_state, Error, Options, Result, Step};
+use crate::{now_secs, retire, update_state, Error, Options, Result, Step};
 
 /// What a GC wrote.
 #[derive(Debug, Default)]
@@ -166,6 +168,7 @@ pub fn commit(
 ) -> Result<bool> {
     let sources = &walked.containers;
     let is_source = |id: &str| sources.iter().any(|s| s.id == id);
+    let mut expired: Vec<String> = Vec::new();
     let done = update_state(repo, opts, "collecting garbage", |state| {
         if sources
             .iter()
@@ -195,24 +198,19 @@ pub fn commit(
             front.extend(collected.garbage.iter().cloned());
         }
         next.containers.splice(0..0, front);
-        let expired: Vec<String> = state
-            .garbage
-            .iter()
-            .filter(|g| g.since.saturating_add(opts.grace.as_secs()) <= now)
-            .map(|g| g.id.clone())
-            .collect();
+        expired = crate::sweep::expired_garbage(state, now, opts);
         next.garbage.retain(|g| !expired.contains(&g.id));
-        next.retired
-            .retain(|r| !is_source(&r.id) && !expired.contains(&r.id));
-        next.retired.extend(
-            sources
-                .iter()
-                .map(|s| s.id.clone())
-                .chain(expired)
-                .map(|id| RetiredContainer { id, since: now }),
-        );
         next.closed = refs_unchanged && others == 0;
         Step::Write(next, true)
-    })?;
-    Ok(done.unwrap_or(false))
+    })?
+    .unwrap_or(false);
+    if done {
+        let ids: Vec<String> = sources
+            .iter()
+            .map(|s| s.id.clone())
+            .chain(expired)
+            .collect();
+        retire(repo, opts, &ids)?;
+    }
+    Ok(done)
 }

@@ -28,6 +28,7 @@ pub mod sweep;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use gitstow_odb::retired::RetiredContainer;
 use gitstow_odb::Repository;
 
 /// Knobs of maintenance.
@@ -162,6 +163,62 @@ pub(crate) fn update_state<T>(
     }
 }
 
+/// Reads the retired list, lets `decide` compute the next one and writes it
+/// by compare-and-swap, re-reading on conflict.
+pub(crate) fn update_retired<T>(
+    repo: &Repository,
+    opts: &Options,
+    mut decide: impl FnMut(&[RetiredContainer]) -> Step2<T>,
+) -> Result<T> {
+    let mut attempts = 0;
+    loop {
+        let (list, etag) = repo.load_retired()?;
+        let (next, value) = match decide(&list) {
+            Step2::Done(value) => return Ok(value),
+            Step2::Write(next, value) => (next, value),
+        };
+        match repo.commit_retired(&next, etag.as_ref())? {
+            gitstow_odb::CommitOutcome::Committed(_) => return Ok(value),
+            gitstow_odb::CommitOutcome::Conflict => {
+                attempts += 1;
+                if attempts >= opts.max_state_attempts {
+                    return Err(Error::TooManyConflicts(attempts));
+                }
+                std::thread::sleep(Duration::from_millis(5 << attempts.min(6)));
+            }
+        }
+    }
+}
+
+/// What a step of [`update_retired`] decided.
+pub(crate) enum Step2<T> {
+    /// Write this list; the update yields the value.
+    Write(Vec<RetiredContainer>, T),
+    /// Write nothing.
+    Done(T),
+}
+
+/// Adds `ids` to the retired list as of now (after the state stopped naming
+/// them). An id already listed gets the new time.
+pub(crate) fn retire(repo: &Repository, opts: &Options, ids: &[String]) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    update_retired(repo, opts, |list| {
+        let since = now_secs();
+        let mut next: Vec<RetiredContainer> = list
+            .iter()
+            .filter(|r| !ids.contains(&r.id))
+            .cloned()
+            .collect();
+        next.extend(ids.iter().map(|id| RetiredContainer {
+            id: id.clone(),
+            since,
+        }));
+        Step2::Write(next, ())
+    })
+}
+
 /// Seconds since the Unix epoch, by this machine's clock.
 pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
@@ -248,10 +305,11 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
     report.bytes_before = state.containers.iter().map(|c| c.bytes).sum();
     report.containers_after = report.containers_before;
     report.bytes_after = report.bytes_before;
-    report.retired_held = state.retired.len();
+    let (retired, _) = repo.load_retired()?;
+    report.retired_held = retired.len();
     report.garbage_held = state.garbage.len();
     let plan = plan(&state, opts);
-    let due = sweep::due(&state, now_secs(), opts);
+    let due = sweep::due(&state, &retired, now_secs(), opts);
     let expired = sweep::expired_garbage(&state, now_secs(), opts);
     if opts.dry_run {
         report.merged = plan.len();
@@ -304,7 +362,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
     if let Some(after) = repo.load_state()? {
         report.containers_after = after.state.containers.len();
         report.bytes_after = after.state.containers.iter().map(|c| c.bytes).sum();
-        report.retired_held = after.state.retired.len();
+        report.retired_held = repo.load_retired()?.0.len();
         report.garbage_held = after.state.garbage.len();
     }
     Ok(finish(report, skipped))

@@ -1,10 +1,14 @@
-//! Deleting containers: those the state retired more than a grace period
-//! ago, and finding orphans (containers in the store that no state names).
+//! Deleting containers: those on the retired list ([`gitstow_odb::retired`])
+//! whose grace period is over, retiring garbage whose grace period is over,
+//! and finding orphans (containers in the store that no state names).
 //!
-//! Deletion is two-step and crash-safe: the retired entries are first
-//! removed from the state by compare-and-swap (so no later state names them),
-//! then their `.idx` and `.bin` are deleted. A crash between the two leaves
-//! unnamed files, which the next orphan scan retires again.
+//! Deletion is crash-safe: the entries are first dropped from the retired
+//! list by compare-and-swap, then the `.idx` and `.bin` are deleted. A crash
+//! between the two leaves unnamed files, which the next orphan scan retires
+//! again. Before that, the current state is read (after the grace period has
+//! passed for every entry deleted): an entry whose container is live or
+//! garbage again (an in-flight push's upload that an orphan scan saw before
+//! the push committed) is dropped from the list instead.
 //!
 //! The orphan scan is the only place a repository's containers are listed
 //! (never a request path). A container found unnamed is retired as of the
@@ -14,17 +18,17 @@
 
 use std::collections::BTreeSet;
 
-use gitstow_odb::state::RetiredContainer;
+use gitstow_odb::retired::RetiredContainer;
 use gitstow_odb::Repository;
 
-use crate::{now_secs, update_state, Options, Result, Step};
+use crate::{now_secs, retire, update_retired, update_state, Options, Result, Step, Step2};
 
 /// What [`delete_due`] removed.
 #[derive(Debug, Default)]
 pub struct Deleted {
     /// Container ids deleted.
     pub ids: Vec<String>,
-    /// Retired entries dropped because their container is live again.
+    /// Retired entries dropped because their container is named again.
     pub revived: usize,
 }
 
@@ -38,13 +42,18 @@ fn in_use(state: &gitstow_odb::RepoState) -> BTreeSet<&str> {
         .collect()
 }
 
-/// The retired containers of `state` whose grace period is over at `now`.
-pub fn due(state: &gitstow_odb::RepoState, now: u64, opts: &Options) -> Vec<String> {
-    let live = in_use(state);
-    state
-        .retired
+/// The entries of `retired` whose grace period is over at `now` and whose
+/// container `state` does not name.
+pub fn due(
+    state: &gitstow_odb::RepoState,
+    retired: &[RetiredContainer],
+    now: u64,
+    opts: &Options,
+) -> Vec<String> {
+    let named = in_use(state);
+    retired
         .iter()
-        .filter(|r| !live.contains(r.id.as_str()))
+        .filter(|r| !named.contains(r.id.as_str()))
         .filter(|r| r.since.saturating_add(opts.grace.as_secs()) <= now)
         .map(|r| r.id.clone())
         .collect()
@@ -65,46 +74,48 @@ pub fn expired_garbage(state: &gitstow_odb::RepoState, now: u64, opts: &Options)
 /// only live containers, and a push that relies on garbage brings it back —
 /// so this needs no walk. Returns how many.
 pub fn retire_expired_garbage(repo: &Repository, opts: &Options) -> Result<usize> {
-    let retired = update_state(repo, opts, "retiring expired garbage", |state| {
-        let now = now_secs();
-        let expired = expired_garbage(state, now, opts);
+    let expired = update_state(repo, opts, "retiring expired garbage", |state| {
+        let expired = expired_garbage(state, now_secs(), opts);
         if expired.is_empty() {
-            return Step::Done(0);
+            return Step::Done(expired);
         }
         let mut next = state.clone();
         next.garbage.retain(|g| !expired.contains(&g.id));
-        next.retired.retain(|r| !expired.contains(&r.id));
-        let n = expired.len();
-        next.retired.extend(
-            expired
-                .into_iter()
-                .map(|id| RetiredContainer { id, since: now }),
-        );
-        Step::Write(next, n)
-    })?;
-    Ok(retired.unwrap_or(0))
+        Step::Write(next, expired)
+    })?
+    .unwrap_or_default();
+    retire(repo, opts, &expired)?;
+    Ok(expired.len())
 }
 
-/// Drops every retired container whose grace period is over from the state
-/// (compare-and-swap, re-applied on conflict), then deletes its files.
+/// Drops every retired container whose grace period is over from the
+/// retired list (compare-and-swap, re-applied on conflict), then deletes its
+/// files.
 pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
-    let decided = update_state(repo, opts, "deleting retired containers", |state| {
-        let ids = due(state, now_secs(), opts);
-        let live = in_use(state);
-        let revived = state
-            .retired
+    let now = now_secs();
+    // The state is read after `now`: every entry found due has been unnamed
+    // for a grace period, longer than any push takes to commit its upload.
+    let Some(current) = repo.load_state()? else {
+        return Ok(Deleted::default());
+    };
+    let state = current.state;
+    let deleted = update_retired(repo, opts, |list| {
+        let ids = due(&state, list, now, opts);
+        let named = in_use(&state);
+        let revived = list
             .iter()
-            .filter(|r| live.contains(r.id.as_str()))
+            .filter(|r| named.contains(r.id.as_str()))
             .count();
         if ids.is_empty() && revived == 0 {
-            return Step::Done(Deleted::default());
+            return Step2::Done(Deleted::default());
         }
-        let mut next = state.clone();
-        next.retired
-            .retain(|r| !live.contains(r.id.as_str()) && !ids.contains(&r.id));
-        Step::Write(next, Deleted { ids, revived })
+        let next: Vec<RetiredContainer> = list
+            .iter()
+            .filter(|r| !named.contains(r.id.as_str()) && !ids.contains(&r.id))
+            .cloned()
+            .collect();
+        Step2::Write(next, Deleted { ids, revived })
     })?;
-    let deleted = decided.unwrap_or_default();
     for id in &deleted.ids {
         // The index first: an index never names bytes that are gone.
         repo.store().delete(&repo.idx_key(id))?;
@@ -114,7 +125,8 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
 }
 
 /// Lists the repository's containers and retires, as of now, every one that
-/// the state neither lists as live nor as retired. Returns how many.
+/// the state names neither as live nor as garbage and that is not retired
+/// already. Returns how many.
 pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
     let prefix = repo.containers_prefix();
     let found: BTreeSet<String> = repo
@@ -129,29 +141,25 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
         .filter(|id| !id.is_empty() && !id.contains('/'))
         .map(str::to_owned)
         .collect();
-    let found = update_state(repo, opts, "scanning for orphans", |state| {
-        let named: BTreeSet<&str> = state
-            .containers
-            .iter()
-            .map(|c| c.id.as_str())
-            .chain(state.garbage.iter().map(|g| g.id.as_str()))
-            .chain(state.retired.iter().map(|r| r.id.as_str()))
-            .collect();
+    let Some(current) = repo.load_state()? else {
+        return Ok(0);
+    };
+    let named = in_use(&current.state);
+    update_retired(repo, opts, |list| {
+        let listed: BTreeSet<&str> = list.iter().map(|r| r.id.as_str()).collect();
         let orphans: Vec<&String> = found
             .iter()
-            .filter(|id| !named.contains(id.as_str()))
+            .filter(|id| !named.contains(id.as_str()) && !listed.contains(id.as_str()))
             .collect();
         if orphans.is_empty() || opts.dry_run {
-            return Step::Done(orphans.len());
+            return Step2::Done(orphans.len());
         }
         let since = now_secs();
-        let mut next = state.clone();
-        next.retired
-            .extend(orphans.iter().map(|id| RetiredContainer {
-                id: (*id).clone(),
-                since,
-            }));
-        Step::Write(next, orphans.len())
-    })?;
-    Ok(found.unwrap_or(0))
+        let mut next = list.to_vec();
+        next.extend(orphans.iter().map(|id| RetiredContainer {
+            id: (*id).clone(),
+            since,
+        }));
+        Step2::Write(next, orphans.len())
+    })
 }

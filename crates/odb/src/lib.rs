@@ -23,6 +23,7 @@ mod error;
 pub mod objects;
 pub mod record;
 pub mod repository;
+pub mod retired;
 pub mod staging;
 pub mod state;
 pub mod zlib;

@@ -117,22 +117,6 @@ impl ObjectDb {
             .collect()
     }
 
-    /// The live-list entry of garbage container `id` (objects and bytes from its index).
-    pub fn garbage_container(&self, id: &str) -> Option<crate::state::ContainerRef> {
-        let i = self.garbage_ids.iter().position(|g| g == id)?;
-        let idx = &self.containers[i].1;
-        Some(crate::state::ContainerRef {
-            id: id.to_owned(),
-            objects: idx.len() as u64,
-            bytes: idx
-                .entries()
-                .iter()
-                .map(|e| e.offset + e.length)
-                .max()
-                .unwrap_or(0),
-        })
-    }
-
     /// Ids of the garbage containers this db was built with.
     pub fn garbage_ids(&self) -> &[String] {
         &self.garbage_ids

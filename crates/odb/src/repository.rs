@@ -167,6 +167,42 @@ impl Repository {
         }
     }
 
+    fn retired_key(&self) -> String {
+        format!("{}retired", self.prefix)
+    }
+
+    /// Reads the retired list ([`crate::retired`]) with its version (`None`:
+    /// no list yet, an empty one).
+    pub fn load_retired(&self) -> Result<(Vec<crate::retired::RetiredContainer>, Option<ETag>)> {
+        match self.store.get(&self.retired_key())? {
+            None => Ok((Vec::new(), None)),
+            Some((bytes, etag)) => Ok((crate::retired::decode(&bytes)?, Some(etag))),
+        }
+    }
+
+    /// Writes the retired list if it is still at `expected` (`None`: if
+    /// there is none yet); a lost race is [`CommitOutcome::Conflict`].
+    pub fn commit_retired(
+        &self,
+        list: &[crate::retired::RetiredContainer],
+        expected: Option<&ETag>,
+    ) -> Result<CommitOutcome> {
+        let condition = match expected {
+            Some(etag) => PutCondition::IfMatch(etag.clone()),
+            None => PutCondition::IfAbsent,
+        };
+        match self.store.put(
+            &self.retired_key(),
+            &crate::retired::encode(list),
+            condition,
+        ) {
+            Ok(etag) => Ok(CommitOutcome::Committed(etag)),
+            Err(gitstow_store::Error::PreconditionFailed { .. })
+            | Err(gitstow_store::Error::NotFound { .. }) => Ok(CommitOutcome::Conflict),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Writes `state` if the stored state is still at `expected` (or, with `None`,
     /// if no state exists yet). This single conditional PUT is the commit point.
     ///

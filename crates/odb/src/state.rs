@@ -21,25 +21,11 @@ pub struct ContainerRef {
     pub bytes: u64,
 }
 
-/// A container no longer listed as live, kept until its grace period ends.
-///
-/// Maintenance lists a container here when a compaction replaces it, or when
-/// a listing of the store finds a container that no state names (left by a
-/// failed or killed push). It is deleted once `since` + the grace period has
-/// passed, so a fetch that loaded an older state keeps reading it until then.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetiredContainer {
-    /// The container's id.
-    pub id: String,
-    /// When it stopped being live (or was first found unnamed), in seconds since the Unix epoch.
-    pub since: u64,
-}
-
 /// A container of objects no ref reached when a GC ran, held for the grace
 /// period. Lookups still find its objects (after every live container); a
 /// push that relies on one of them moves the container back to the live list
-/// in its own commit. Once `since` + the grace period has passed, the next GC
-/// retires it.
+/// in its own commit. Once `since` + the grace period has passed, maintenance
+/// retires it ([`crate::retired`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GarbageContainer {
     /// The container's id.
@@ -80,9 +66,6 @@ pub struct RepoState {
     /// every ref tip and has nothing is then answered with every object,
     /// without a reachability walk. `false` is always safe.
     pub closed: bool,
-    /// Containers no state lists as live any more, waiting for their grace
-    /// period to end before maintenance deletes them. Never read by fetches.
-    pub retired: Vec<RetiredContainer>,
     /// Containers of unreachable objects held for the grace period (see
     /// [`GarbageContainer`]).
     pub garbage: Vec<GarbageContainer>,
@@ -99,9 +82,6 @@ struct StateFile {
     /// Absent in states written before the flag existed: not closed.
     #[serde(default)]
     closed: bool,
-    /// Absent when empty (and in states written before maintenance existed).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    retired: Vec<RetiredContainer>,
     /// Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     garbage: Vec<GarbageContainer>,
@@ -141,7 +121,6 @@ impl RepoState {
                 .collect(),
             containers: self.containers.clone(),
             closed: self.closed,
-            retired: self.retired.clone(),
             garbage: self.garbage.clone(),
         };
         let json = serde_json::to_vec(&file).expect("state serializes");
@@ -171,7 +150,6 @@ impl RepoState {
                 .collect::<Result<_, StateError>>()?,
             containers: file.containers,
             closed: file.closed,
-            retired: file.retired,
             garbage: file.garbage,
         })
     }
@@ -202,11 +180,6 @@ mod tests {
         });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         s.closed = true;
-        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
-        s.retired.push(RetiredContainer {
-            id: "cd".into(),
-            since: 1_700_000_000,
-        });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         s.garbage.push(GarbageContainer {
             id: "ef".into(),

@@ -174,7 +174,8 @@ impl Transaction<'_> {
     /// The garbage containers the push must bring back to the live list in
     /// `state`: those its lookups hit, and every one a GC made since the push
     /// started (it may rely on any object the GC found unreachable). `Err`
-    /// when one is gone from the state (pruned): the push cannot commit.
+    /// when one is no longer garbage nor live (maintenance retired it): the
+    /// push cannot commit, and the client pushes again.
     fn bring_back(&self, state: &RepoState) -> Result<Vec<ContainerRef>, ()> {
         let start: HashSet<&str> = self.db.garbage_ids().iter().map(String::as_str).collect();
         let mut wanted: Vec<String> = self.db.garbage_used();
@@ -190,17 +191,10 @@ impl Transaction<'_> {
             if state.containers.iter().any(|c| c.id == id) {
                 continue;
             }
-            if let Some(g) = state.garbage.iter().find(|g| g.id == id) {
-                out.push(g.to_live());
-            } else if state.retired.iter().any(|r| r.id == id) {
-                // Retired but not deleted yet: its files are there until the
-                // retired entry is dropped, which this commit prevents.
-                match self.db.garbage_container(&id) {
-                    Some(c) => out.push(c),
-                    None => return Err(()),
-                }
-            } else {
-                return Err(());
+            match state.garbage.iter().find(|g| g.id == id) {
+                Some(g) => out.push(g.to_live()),
+                // Retired (or deleted) meanwhile: never named again.
+                None => return Err(()),
             }
         }
         Ok(out)
@@ -390,8 +384,6 @@ impl Transaction<'_> {
             next.closed = false;
             next.garbage
                 .retain(|g| !brought_back.iter().any(|b| b.id == g.id));
-            next.retired
-                .retain(|r| !brought_back.iter().any(|b| b.id == r.id));
             next.containers.extend(brought_back);
         }
         (statuses, Some(next), messages)
