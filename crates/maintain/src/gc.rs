@@ -56,7 +56,7 @@ pub struct Collected {
 pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<(HashSet, u64)> {
     let mut seen: HashSet = HashSet::default();
     let mut stack: Vec<ObjectId> = state.refs.values().copied().collect();
-    let mut cache = ObjectCache::new(64 << 20);
+    let mut cache = ObjectCache::new(16 << 20);
     let mut missing = 0;
     let corrupt = |oid: ObjectId, reason: String| {
         Error::Odb(gitstow_odb::Error::CorruptObject { oid, reason })
