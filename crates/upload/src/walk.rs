@@ -181,7 +181,7 @@ impl Walker<'_> {
         client_has.extend(uninteresting.iter().copied());
         let mut stack: Vec<(Vec<ObjectId>, Vec<ObjectId>)> = vec![(interesting, uninteresting)];
         while let Some((ins, outs)) = stack.pop() {
-            let mut out_children: std::collections::HashMap<Vec<u8>, Vec<ObjectId>> =
+            let mut out_children: std::collections::BTreeMap<Vec<u8>, Vec<ObjectId>> =
                 Default::default();
             for t in outs {
                 if !read_out.insert(t) {
@@ -206,7 +206,7 @@ impl Walker<'_> {
                     }
                 }
             }
-            let mut in_children: std::collections::HashMap<Vec<u8>, Vec<ObjectId>> =
+            let mut in_children: std::collections::BTreeMap<Vec<u8>, Vec<ObjectId>> =
                 Default::default();
             for t in ins {
                 if client_has.contains(&t) || !seen.insert(t) {
