@@ -161,6 +161,26 @@ impl Walker<'_> {
 }
 
 impl Walker<'_> {
+    /// The entries of tree `t` other than gitlinks: (name, oid, is a tree).
+    fn tree_entries(&mut self, t: &ObjectId) -> Result<Vec<(Vec<u8>, ObjectId, bool)>, WalkError> {
+        let obj = self.read(t, "tree")?;
+        let mut out = Vec::new();
+        for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+            let entry = entry.map_err(|e| WalkError::Corrupt {
+                oid: *t,
+                reason: e.to_string(),
+            })?;
+            if !entry.mode.is_commit() {
+                out.push((
+                    entry.filename.to_vec(),
+                    entry.oid.to_owned(),
+                    entry.mode.is_tree(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
     /// The trees and blobs of `interesting` root trees that the client lacks,
     /// walked together with the `uninteresting` root trees (the edges') path
     /// by path, as git's sparse reachability (`pack.useSparse`): a subtree is
@@ -187,22 +207,10 @@ impl Walker<'_> {
                 if !read_out.insert(t) {
                     continue;
                 }
-                let obj = self.read(&t, "tree")?;
-                for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                    let entry = entry.map_err(|e| WalkError::Corrupt {
-                        oid: t,
-                        reason: e.to_string(),
-                    })?;
-                    if entry.mode.is_commit() {
-                        continue;
-                    }
-                    let id = entry.oid.to_owned();
+                for (name, id, is_tree) in self.tree_entries(&t)? {
                     client_has.insert(id);
-                    if entry.mode.is_tree() {
-                        out_children
-                            .entry(entry.filename.to_vec())
-                            .or_default()
-                            .push(id);
+                    if is_tree {
+                        out_children.entry(name).or_default().push(id);
                     }
                 }
             }
@@ -213,24 +221,12 @@ impl Walker<'_> {
                     continue;
                 }
                 emit(t);
-                let obj = self.read(&t, "tree")?;
-                for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                    let entry = entry.map_err(|e| WalkError::Corrupt {
-                        oid: t,
-                        reason: e.to_string(),
-                    })?;
-                    if entry.mode.is_commit() {
-                        continue;
-                    }
-                    let id = entry.oid.to_owned();
+                for (name, id, is_tree) in self.tree_entries(&t)? {
                     if client_has.contains(&id) {
                         continue;
                     }
-                    if entry.mode.is_tree() {
-                        in_children
-                            .entry(entry.filename.to_vec())
-                            .or_default()
-                            .push(id);
+                    if is_tree {
+                        in_children.entry(name).or_default().push(id);
                     } else if seen.insert(id) {
                         emit(id);
                     }
