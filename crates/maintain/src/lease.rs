@@ -16,8 +16,9 @@
 
 use std::time::Duration;
 
+use gitstow_odb::CommitOutcome;
 use gitstow_odb::Repository;
-use gitstow_store::{ETag, PutCondition};
+use gitstow_store::ETag;
 use serde::{Deserialize, Serialize};
 
 use crate::{now_secs, Error, Result};
@@ -47,7 +48,6 @@ pub fn last_runs(repo: &Repository) -> Result<(u64, u64)> {
 #[derive(Debug)]
 pub struct Lease {
     repo: Repository,
-    owner: String,
     etag: ETag,
     file: LeaseFile,
     ttl: Duration,
@@ -59,13 +59,9 @@ pub fn lease_key(repo: &Repository) -> String {
 }
 
 fn unique_owner() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(nanos);
-    format!("{}-{:016x}", std::process::id(), h.finish())
+    let t = gitstow_odb::unique_token();
+    let n = u64::from_be_bytes(t[..8].try_into().expect("8 bytes"));
+    format!("{}-{n:016x}", std::process::id())
 }
 
 impl Lease {
@@ -74,15 +70,15 @@ impl Lease {
     pub fn acquire(repo: &Repository, ttl: Duration) -> Result<Option<Lease>> {
         let key = lease_key(repo);
         let now = now_secs();
-        let (condition, last_scan, last_gc) = match repo.store().get(&key)? {
-            None => (PutCondition::IfAbsent, 0, 0),
+        let (expected, last_scan, last_gc) = match repo.store().get(&key)? {
+            None => (None, 0, 0),
             Some((bytes, etag)) => {
                 // An unreadable lease is treated as expired: it will be overwritten.
                 let old: LeaseFile = serde_json::from_slice(&bytes).unwrap_or_default();
                 if old.expires > now {
                     return Ok(None);
                 }
-                (PutCondition::IfMatch(etag), old.last_scan, old.last_gc)
+                (Some(etag), old.last_scan, old.last_gc)
             }
         };
         let file = LeaseFile {
@@ -93,17 +89,14 @@ impl Lease {
             last_gc: if last_gc == 0 { now } else { last_gc },
         };
         let bytes = serde_json::to_vec(&file).expect("lease serializes");
-        match repo.store().put(&key, &bytes, condition) {
-            Ok(etag) => Ok(Some(Lease {
+        match repo.compare_and_swap(&key, &bytes, expected.as_ref())? {
+            CommitOutcome::Committed(etag) => Ok(Some(Lease {
                 repo: repo.clone(),
-                owner: file.owner.clone(),
                 etag,
                 file,
                 ttl,
             })),
-            Err(gitstow_store::Error::PreconditionFailed { .. })
-            | Err(gitstow_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+            CommitOutcome::Conflict => Ok(None),
         }
     }
 
@@ -130,26 +123,23 @@ impl Lease {
 
     /// The holder's id, as written in the lease.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.file.owner
     }
 
     fn write(&mut self, expires: u64) -> Result<()> {
         let mut file = self.file.clone();
         file.expires = expires;
         let bytes = serde_json::to_vec(&file).expect("lease serializes");
-        match self.repo.store().put(
-            &lease_key(&self.repo),
-            &bytes,
-            PutCondition::IfMatch(self.etag.clone()),
-        ) {
-            Ok(etag) => {
+        match self
+            .repo
+            .compare_and_swap(&lease_key(&self.repo), &bytes, Some(&self.etag))?
+        {
+            CommitOutcome::Committed(etag) => {
                 self.etag = etag;
                 self.file = file;
                 Ok(())
             }
-            Err(gitstow_store::Error::PreconditionFailed { .. })
-            | Err(gitstow_store::Error::NotFound { .. }) => Err(Error::LeaseLost),
-            Err(e) => Err(e.into()),
+            CommitOutcome::Conflict => Err(Error::LeaseLost),
         }
     }
 

@@ -33,5 +33,27 @@ pub use objects::{Object, ObjectCache, ObjectDb};
 pub use repository::{CommitOutcome, IndexCache, Repository, VersionedState};
 pub use state::RepoState;
 
+/// 32 bytes that no other call, in this process or another, returns: the
+/// SHA-256 of the process id, the clock, a counter and per-process random
+/// state. Salts container ids (so no two writers share one) and names
+/// maintenance lease holders.
+pub fn unique_token() -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(nanos);
+    let mut token = Sha256::new();
+    token.update(std::process::id().to_be_bytes());
+    token.update(nanos.to_be_bytes());
+    token.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    token.update(h.finish().to_be_bytes());
+    token.finalize().into()
+}
+
 /// The object hash this build serves (`object-format=sha1`).
 pub const OBJECT_HASH: gix_hash::Kind = gix_hash::Kind::Sha1;

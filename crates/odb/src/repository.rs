@@ -187,19 +187,27 @@ impl Repository {
         list: &[crate::retired::RetiredContainer],
         expected: Option<&ETag>,
     ) -> Result<CommitOutcome> {
+        Ok(self.compare_and_swap(&self.retired_key(), &crate::retired::encode(list), expected)?)
+    }
+
+    /// Writes `bytes` at `key` if the object there is still at `expected`
+    /// (`None`: if there is none): the store's conditional PUT, with a lost
+    /// race (412, or the object gone) as [`CommitOutcome::Conflict`].
+    pub fn compare_and_swap(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: Option<&ETag>,
+    ) -> std::result::Result<CommitOutcome, gitstow_store::Error> {
         let condition = match expected {
             Some(etag) => PutCondition::IfMatch(etag.clone()),
             None => PutCondition::IfAbsent,
         };
-        match self.store.put(
-            &self.retired_key(),
-            &crate::retired::encode(list),
-            condition,
-        ) {
+        match self.store.put(key, bytes, condition) {
             Ok(etag) => Ok(CommitOutcome::Committed(etag)),
             Err(gitstow_store::Error::PreconditionFailed { .. })
             | Err(gitstow_store::Error::NotFound { .. }) => Ok(CommitOutcome::Conflict),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
@@ -214,15 +222,9 @@ impl Repository {
         state: &RepoState,
         expected: Option<&ETag>,
     ) -> Result<CommitOutcome> {
-        let condition = match expected {
-            Some(etag) => PutCondition::IfMatch(etag.clone()),
-            None => PutCondition::IfAbsent,
-        };
         let encoded = state.encode();
-        match self.store.put(&self.state_key(), &encoded, condition) {
-            Ok(etag) => Ok(CommitOutcome::Committed(etag)),
-            Err(gitstow_store::Error::PreconditionFailed { .. })
-            | Err(gitstow_store::Error::NotFound { .. }) => Ok(CommitOutcome::Conflict),
+        match self.compare_and_swap(&self.state_key(), &encoded, expected) {
+            Ok(outcome) => Ok(outcome),
             Err(e) => match self.store.get(&self.state_key()) {
                 Ok(Some((bytes, etag))) if bytes == encoded => {
                     tracing::warn!(repo = self.name, error = %e, "state write reported an error but landed");

@@ -76,30 +76,11 @@ impl std::fmt::Debug for SealedContainer {
     }
 }
 
-/// 32 bytes no other writer (of this process or another) starts its hash with.
-fn unique_salt() -> [u8; 32] {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(nanos);
-    let random = h.finish();
-    let mut salt = Sha256::new();
-    salt.update(std::process::id().to_be_bytes());
-    salt.update(nanos.to_be_bytes());
-    salt.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
-    salt.update(random.to_be_bytes());
-    salt.finalize().into()
-}
-
 impl ContainerWriter {
     /// Starts a container whose staging file lives in `dir`.
     pub fn new(dir: &Path) -> io::Result<Self> {
         let mut hasher = Sha256::new();
-        hasher.update(unique_salt());
+        hasher.update(crate::unique_token());
         Ok(ContainerWriter {
             file: BufWriter::with_capacity(256 * 1024, tempfile::NamedTempFile::new_in(dir)?),
             hasher,
