@@ -36,8 +36,6 @@ use crate::{retire, update_state, Error, Options, Result, Step};
 pub struct Merged {
     /// The new containers, uploaded, in the order written.
     pub containers: Vec<ContainerRef>,
-    /// Records in the sources.
-    pub objects_in: u64,
     /// Duplicate records left out.
     pub duplicates_dropped: u64,
     /// REF_DELTA records whose base joined the output and became OFS_DELTA.
@@ -47,8 +45,7 @@ pub struct Merged {
 /// Source containers opened for copying: their indexes, the copy of each
 /// oid to keep, and (once [`Sources::download`] ran) their `.bin` files.
 pub struct Sources {
-    /// The sources' indexes, in the given order.
-    pub indexes: Vec<Arc<ContainerIndex>>,
+    indexes: Vec<Arc<ContainerIndex>>,
     ids: Vec<String>,
     chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)>,
     files: Vec<Option<(std::fs::File, u64)>>,
@@ -162,10 +159,8 @@ pub struct Output<'a> {
     dir: std::path::PathBuf,
     max_bytes: u64,
     writer: Option<ContainerWriter>,
-    /// The uploaded containers, in the order written.
-    pub containers: Vec<ContainerRef>,
-    /// REF_DELTA records whose base joined the output and became OFS_DELTA.
-    pub ref_to_ofs: u64,
+    containers: Vec<ContainerRef>,
+    ref_to_ofs: u64,
 }
 
 impl<'a> Output<'a> {
@@ -216,7 +211,8 @@ impl<'a> Output<'a> {
         Ok(())
     }
 
-    /// Seals and uploads the last container; returns them all.
+    /// Seals and uploads the last container; returns them all, in the order
+    /// written, and how many REF_DELTA records became OFS_DELTA.
     pub fn finish(mut self) -> Result<(Vec<ContainerRef>, u64)> {
         self.seal()?;
         Ok((self.containers, self.ref_to_ofs))
@@ -225,15 +221,10 @@ impl<'a> Output<'a> {
 
 /// A staging directory for maintenance under `opts.staging_dir` (or the system temp dir).
 pub fn staging_dir(opts: &Options) -> Result<tempfile::TempDir> {
-    let b = {
-        let mut b = tempfile::Builder::new();
-        b.prefix("gitstow-maintain");
-        b
-    };
-    Ok(match &opts.staging_dir {
-        Some(dir) => b.tempdir_in(dir)?,
-        None => b.tempdir()?,
-    })
+    let dir = opts.staging_dir.clone().unwrap_or_else(std::env::temp_dir);
+    Ok(tempfile::Builder::new()
+        .prefix("gitstow-maintain")
+        .tempdir_in(dir)?)
 }
 
 /// Merges `sources` (in the state's order, oldest first) into new containers
@@ -258,7 +249,6 @@ pub fn merge(
     let (containers, ref_to_ofs) = out.finish()?;
     Ok(Merged {
         containers,
-        objects_in: src.objects_in,
         duplicates_dropped: src.objects_in - src.distinct(),
         ref_to_ofs,
     })

@@ -116,12 +116,24 @@ pub enum Error {
 /// `Result` with maintenance's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What a step of [`update_state`] decided on the current state.
-pub(crate) enum Step<T> {
-    /// Write this state; on success the update yields the value.
-    Write(gitstow_odb::RepoState, T),
-    /// Write nothing; the update yields the value.
+/// What a step of a compare-and-swap update decided on the current value `S`
+/// (the state, or the retired list).
+pub(crate) enum Step<S, T> {
+    /// Write this value; on success the update yields `T`.
+    Write(S, T),
+    /// Write nothing; the update yields `T`.
     Done(T),
+}
+
+/// After a lost compare-and-swap: counts the attempt, gives up past
+/// `opts.max_state_attempts`, else backs off (5 ms doubling, at most 320 ms).
+fn back_off(attempts: &mut u32, opts: &Options) -> Result<()> {
+    *attempts += 1;
+    if *attempts >= opts.max_state_attempts {
+        return Err(Error::TooManyConflicts(*attempts));
+    }
+    std::thread::sleep(Duration::from_millis(5 << (*attempts).min(6)));
+    Ok(())
 }
 
 /// Reads the state, lets `decide` compute the next one and writes it by
@@ -132,7 +144,7 @@ pub(crate) fn update_state<T>(
     repo: &Repository,
     opts: &Options,
     doing: &str,
-    mut decide: impl FnMut(&gitstow_odb::RepoState) -> Step<T>,
+    mut decide: impl FnMut(&gitstow_odb::RepoState) -> Step<gitstow_odb::RepoState, T>,
 ) -> Result<Option<T>> {
     let mut attempts = 0;
     loop {
@@ -153,11 +165,7 @@ pub(crate) fn update_state<T>(
                     repo = repo.name(),
                     "the state changed while {doing} (a push committed); re-applying"
                 );
-                attempts += 1;
-                if attempts >= opts.max_state_attempts {
-                    return Err(Error::TooManyConflicts(attempts));
-                }
-                std::thread::sleep(Duration::from_millis(5 << attempts.min(6)));
+                back_off(&mut attempts, opts)?;
             }
         }
     }
@@ -168,34 +176,20 @@ pub(crate) fn update_state<T>(
 pub(crate) fn update_retired<T>(
     repo: &Repository,
     opts: &Options,
-    mut decide: impl FnMut(&[RetiredContainer]) -> Step2<T>,
+    mut decide: impl FnMut(&[RetiredContainer]) -> Step<Vec<RetiredContainer>, T>,
 ) -> Result<T> {
     let mut attempts = 0;
     loop {
         let (list, etag) = repo.load_retired()?;
         let (next, value) = match decide(&list) {
-            Step2::Done(value) => return Ok(value),
-            Step2::Write(next, value) => (next, value),
+            Step::Done(value) => return Ok(value),
+            Step::Write(next, value) => (next, value),
         };
         match repo.commit_retired(&next, etag.as_ref())? {
             gitstow_odb::CommitOutcome::Committed(_) => return Ok(value),
-            gitstow_odb::CommitOutcome::Conflict => {
-                attempts += 1;
-                if attempts >= opts.max_state_attempts {
-                    return Err(Error::TooManyConflicts(attempts));
-                }
-                std::thread::sleep(Duration::from_millis(5 << attempts.min(6)));
-            }
+            gitstow_odb::CommitOutcome::Conflict => back_off(&mut attempts, opts)?,
         }
     }
-}
-
-/// What a step of [`update_retired`] decided.
-pub(crate) enum Step2<T> {
-    /// Write this list; the update yields the value.
-    Write(Vec<RetiredContainer>, T),
-    /// Write nothing.
-    Done(T),
 }
 
 /// Adds `ids` to the retired list as of now (after the state stopped naming
@@ -215,7 +209,7 @@ pub(crate) fn retire(repo: &Repository, opts: &Options, ids: &[String]) -> Resul
             id: id.clone(),
             since,
         }));
-        Step2::Write(next, ())
+        Step::Write(next, ())
     })
 }
 
@@ -377,7 +371,7 @@ pub fn plan(state: &gitstow_odb::RepoState, opts: &Options) -> Vec<usize> {
             .containers
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.bytes.saturating_mul(2) < opts.max_container_bytes)
+            .filter(|(_, c)| !policy::is_full(c, opts.max_container_bytes))
             .map(|(i, _)| i)
             .collect();
         return if not_full.len() >= 2 {

@@ -15,6 +15,12 @@
 
 use gitstow_odb::state::ContainerRef;
 
+/// True when `c` holds at least half of `max_container_bytes`: merging it
+/// would only write a full container again.
+pub fn is_full(c: &ContainerRef, max_container_bytes: u64) -> bool {
+    c.bytes.saturating_mul(2) >= max_container_bytes
+}
+
 /// The containers to merge, as positions in the state's list (ascending), or
 /// an empty list when the containers already form a progression. Never a
 /// single container: merging one would change nothing.
@@ -23,7 +29,7 @@ pub fn geometric(containers: &[ContainerRef], factor: u64, max_container_bytes: 
     let mut candidates: Vec<(u64, usize)> = containers
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.bytes.saturating_mul(2) < max_container_bytes)
+        .filter(|(_, c)| !is_full(c, max_container_bytes))
         .map(|(i, c)| (c.objects.max(1), i))
         .collect();
     if candidates.len() < 2 {

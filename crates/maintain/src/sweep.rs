@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use gitstow_odb::retired::RetiredContainer;
 use gitstow_odb::Repository;
 
-use crate::{now_secs, retire, update_retired, update_state, Options, Result, Step, Step2};
+use crate::{now_secs, retire, update_retired, update_state, Options, Result, Step};
 
 /// What [`delete_due`] removed.
 #[derive(Debug, Default)]
@@ -107,14 +107,14 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
             .filter(|r| named.contains(r.id.as_str()))
             .count();
         if ids.is_empty() && revived == 0 {
-            return Step2::Done(Deleted::default());
+            return Step::Done(Deleted::default());
         }
         let next: Vec<RetiredContainer> = list
             .iter()
             .filter(|r| !named.contains(r.id.as_str()) && !ids.contains(&r.id))
             .cloned()
             .collect();
-        Step2::Write(next, Deleted { ids, revived })
+        Step::Write(next, Deleted { ids, revived })
     })?;
     for id in &deleted.ids {
         // The index first: an index never names bytes that are gone.
@@ -152,7 +152,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
             .filter(|id| !named.contains(id.as_str()) && !listed.contains(id.as_str()))
             .collect();
         if orphans.is_empty() || opts.dry_run {
-            return Step2::Done(orphans.len());
+            return Step::Done(orphans.len());
         }
         let since = now_secs();
         let mut next = list.to_vec();
@@ -160,6 +160,6 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
             id: (*id).clone(),
             since,
         }));
-        Step2::Write(next, orphans.len())
+        Step::Write(next, orphans.len())
     })
 }
