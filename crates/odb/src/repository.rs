@@ -68,18 +68,14 @@ impl IndexCache {
         inner.order.push_back(key.clone());
         inner.map.insert(key, idx);
         while inner.objects > self.max_objects && inner.order.len() > 1 {
-            let Some(old) = inner.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = inner.map.remove(&old) {
+            if let Some(gone) = inner
+                .order
+                .pop_front()
+                .and_then(|old| inner.map.remove(&old))
+            {
                 inner.objects -= gone.len();
             }
         }
-    }
-
-    /// Objects in the cached indexes.
-    pub fn objects(&self) -> usize {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).objects
     }
 }
 
@@ -270,19 +266,25 @@ impl Repository {
         Ok(idx)
     }
 
+    /// (key of the `.bin`, index) of each container `ids` names, in order.
+    fn indexes<'a>(
+        &self,
+        ids: impl Iterator<Item = &'a String>,
+    ) -> Result<Vec<(String, Arc<ContainerIndex>)>> {
+        ids.map(|id| Ok((self.bin_key(id), self.container_index(id)?)))
+            .collect()
+    }
+
     /// The objects of `state`: every live and garbage container's index,
     /// ready for lookups and reads (garbage is looked up last, and
     /// [`ObjectDb::garbage_used`] says which garbage containers a lookup hit).
     pub fn objects(&self, state: &RepoState) -> Result<ObjectDb> {
-        let mut containers = Vec::with_capacity(state.garbage.len() + state.containers.len());
-        let mut garbage_ids = Vec::with_capacity(state.garbage.len());
-        for g in &state.garbage {
-            containers.push((self.bin_key(&g.id), self.container_index(&g.id)?));
-            garbage_ids.push(g.id.clone());
-        }
-        for c in &state.containers {
-            containers.push((self.bin_key(&c.id), self.container_index(&c.id)?));
-        }
+        let garbage_ids: Vec<String> = state.garbage.iter().map(|g| g.id.clone()).collect();
+        let containers = self.indexes(
+            garbage_ids
+                .iter()
+                .chain(state.containers.iter().map(|c| &c.id)),
+        )?;
         Ok(ObjectDb::with_garbage(
             self.store.clone(),
             containers,
@@ -292,10 +294,7 @@ impl Repository {
 
     /// The objects of the live containers of `state` only (no garbage).
     pub fn live_objects(&self, state: &RepoState) -> Result<ObjectDb> {
-        let mut containers = Vec::with_capacity(state.containers.len());
-        for c in &state.containers {
-            containers.push((self.bin_key(&c.id), self.container_index(&c.id)?));
-        }
+        let containers = self.indexes(state.containers.iter().map(|c| &c.id))?;
         Ok(ObjectDb::new(self.store.clone(), containers))
     }
 }

@@ -36,22 +36,17 @@ struct RetiredFile {
 
 /// Serializes the list to zstd-compressed JSON.
 pub fn encode(list: &[RetiredContainer]) -> Vec<u8> {
-    let json = serde_json::to_vec(&RetiredFile {
+    crate::state::encode_json(&RetiredFile {
         format: 1,
         retired: list.to_vec(),
     })
-    .expect("retired list serializes");
-    zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
 }
 
 /// Decodes what [`encode`] wrote.
 pub fn decode(bytes: &[u8]) -> Result<Vec<RetiredContainer>, crate::state::StateError> {
-    use crate::state::StateError;
-    let json = zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
-    let file: RetiredFile =
-        serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))?;
+    let file: RetiredFile = crate::state::decode_json(bytes)?;
     if file.format != 1 {
-        return Err(StateError::UnknownFormat(file.format));
+        return Err(crate::state::StateError::UnknownFormat(file.format));
     }
     Ok(file.retired)
 }

@@ -98,6 +98,18 @@ pub enum StateError {
     UnknownFormat(u32),
 }
 
+/// zstd-compressed JSON of `value`: how the state and the retired list are stored.
+pub(crate) fn encode_json<T: Serialize>(value: &T) -> Vec<u8> {
+    let json = serde_json::to_vec(value).expect("in-memory values serialize");
+    zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
+}
+
+/// Decodes what [`encode_json`] wrote.
+pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
+    let json = zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
+    serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))
+}
+
 fn parse_oid(hex: &str) -> Result<ObjectId, StateError> {
     ObjectId::from_hex(hex.as_bytes())
         .map_err(|e| StateError::Malformed(format!("bad oid {hex:?}: {e}")))
@@ -123,16 +135,12 @@ impl RepoState {
             closed: self.closed,
             garbage: self.garbage.clone(),
         };
-        let json = serde_json::to_vec(&file).expect("state serializes");
-        zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
+        encode_json(&file)
     }
 
     /// Decodes what [`RepoState::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Self, StateError> {
-        let json =
-            zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
-        let file: StateFile =
-            serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))?;
+        let file: StateFile = decode_json(bytes)?;
         if file.format != FORMAT {
             return Err(StateError::UnknownFormat(file.format));
         }
