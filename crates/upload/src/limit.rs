@@ -66,24 +66,13 @@ impl Limiter<'_> {
         if self.nodes.contains_key(&oid) {
             return Ok(());
         }
-        let obj = self
-            .db
-            .read(&oid, &mut self.cache)?
-            .ok_or(WalkError::Missing { oid, context })?;
-        let commit =
-            gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
-                WalkError::Corrupt {
-                    oid,
-                    reason: e.to_string(),
-                }
-            })?;
-        let time = commit.committer().map(|s| s.seconds()).unwrap_or(0);
+        let c = crate::walk::read_commit(self.db, &mut self.cache, &oid, context)?;
         self.nodes.insert(
             oid,
             Node {
-                tree: commit.tree(),
-                parents: commit.parents().collect(),
-                time,
+                tree: c.tree,
+                parents: c.parents,
+                time: c.time,
                 flags: 0,
             },
         );

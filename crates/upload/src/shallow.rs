@@ -89,22 +89,8 @@ impl Commits<'_> {
         if let Some(v) = self.memo.get(oid) {
             return Ok(v.clone());
         }
-        let obj = self
-            .db
-            .read(oid, &mut self.cache)?
-            .ok_or(WalkError::Missing {
-                oid: *oid,
-                context: "commit",
-            })?;
-        let commit =
-            gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
-                WalkError::Corrupt {
-                    oid: *oid,
-                    reason: e.to_string(),
-                }
-            })?;
-        let time = commit.time().map(|t| t.seconds).unwrap_or(0);
-        let v = (commit.parents().collect::<Vec<_>>(), time);
+        let c = crate::walk::read_commit(self.db, &mut self.cache, oid, "commit")?;
+        let v = (c.parents, c.time);
         self.memo.insert(*oid, v.clone());
         Ok(v)
     }

@@ -57,6 +57,42 @@ pub struct Walk {
     pub commits_read: usize,
 }
 
+/// A commit's links and time, as the walks need them.
+#[derive(Debug, Clone)]
+pub(crate) struct CommitInfo {
+    /// Its root tree.
+    pub tree: ObjectId,
+    /// Its parents, in order.
+    pub parents: Vec<ObjectId>,
+    /// Its committer time, in seconds since the epoch (0 when unreadable).
+    pub time: i64,
+}
+
+/// Reads and parses commit `oid`; `context` names who asked, for the error
+/// when it is missing.
+pub(crate) fn read_commit(
+    db: &ObjectDb,
+    cache: &mut ObjectCache,
+    oid: &ObjectId,
+    context: &'static str,
+) -> Result<CommitInfo, WalkError> {
+    let obj = db
+        .read(oid, cache)?
+        .ok_or(WalkError::Missing { oid: *oid, context })?;
+    let commit =
+        gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
+            WalkError::Corrupt {
+                oid: *oid,
+                reason: e.to_string(),
+            }
+        })?;
+    Ok(CommitInfo {
+        tree: commit.tree(),
+        parents: commit.parents().collect(),
+        time: commit.committer().map(|s| s.seconds()).unwrap_or(0),
+    })
+}
+
 struct Walker<'a> {
     db: &'a ObjectDb,
     cache: ObjectCache,
@@ -74,15 +110,8 @@ impl Walker<'_> {
     }
 
     fn commit_links(&mut self, oid: &ObjectId) -> Result<(ObjectId, Vec<ObjectId>), WalkError> {
-        let obj = self.read(oid, "commit")?;
-        let commit =
-            gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
-                WalkError::Corrupt {
-                    oid: *oid,
-                    reason: e.to_string(),
-                }
-            })?;
-        Ok((commit.tree(), commit.parents().collect()))
+        let c = read_commit(self.db, &mut self.cache, oid, "commit")?;
+        Ok((c.tree, c.parents))
     }
 
     /// Peels tags: returns the tags passed through and the final object with its kind.
