@@ -10,33 +10,47 @@ use std::path::Path;
 
 use common::*;
 
-/// The figures of the last `upload-pack` log line that sent a pack.
-fn last_fetch(logs: &str) -> (u64, u64, u64, u64) {
-    let line = logs
-        .lines()
+/// The last `upload-pack` log line that sent a pack.
+fn last_fetch_line(logs: &str) -> &str {
+    logs.lines()
         .rev()
         .find(|l| {
             l.contains("upload-pack") && l.contains("commits_read=") && l.contains(" objects=")
         })
-        .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"));
-    let field = |name: &str| -> u64 {
-        let at = line
-            .find(&format!(" {name}="))
-            .unwrap_or_else(|| panic!("no {name} in {line}"));
-        let rest = &line[at + name.len() + 2..];
-        let rest = rest.strip_prefix("Some(").unwrap_or(rest);
-        rest.chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} in {line}"))
-    };
+        .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
+}
+
+/// The number `name=` (or `name=Some(`) gives in a log line.
+fn field(line: &str, name: &str) -> u64 {
+    let at = line
+        .find(&format!(" {name}="))
+        .unwrap_or_else(|| panic!("no {name} in {line}"));
+    let rest = &line[at + name.len() + 2..];
+    let rest = rest.strip_prefix("Some(").unwrap_or(rest);
+    rest.chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} in {line}"))
+}
+
+/// commits_read, objects, thin_deltas and bytes of the last fetch.
+fn last_fetch(logs: &str) -> (u64, u64, u64, u64) {
+    let line = last_fetch_line(logs);
     (
-        field("commits_read"),
-        field("objects"),
-        field("thin_deltas"),
-        field("bytes"),
+        field(line, "commits_read"),
+        field(line, "objects"),
+        field(line, "thin_deltas"),
+        field(line, "bytes"),
     )
+}
+
+/// Index searches per object lookup of the last fetch.
+fn probes_per_lookup(logs: &str) -> f64 {
+    let line = last_fetch_line(logs);
+    let lookups = field(line, "lookups");
+    assert!(lookups > 0, "{line}");
+    field(line, "index_probes") as f64 / lookups as f64
 }
 
 fn rev_list_count(src: &Path, new: &str, old: &str) -> u64 {
@@ -173,4 +187,59 @@ fn a_clone_is_complete() {
     let (_, _, thin, _) = last_fetch(&server.logs());
     assert_eq!(thin, 0);
     fsck(&tmp.path().join("dst.git"));
+}
+
+/// After maintenance an object lookup costs about one index search, for a
+/// clone that walks (the refs moved since the GC) and for an incremental
+/// fetch, whereas before it the lookups of the same clone search many of the
+/// 20 containers 20 pushes left.
+#[test]
+fn after_maintenance_a_lookup_is_about_one_index_search() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            seed: 13,
+            commits: 220,
+            branches: 1,
+            tag_every: 0,
+            ..Default::default()
+        },
+    );
+    let url = server.url("lookups");
+    for behind in (20..=210).rev().step_by(10) {
+        git(
+            &src,
+            &[
+                "push",
+                "--quiet",
+                &url,
+                &format!("main~{behind}:refs/heads/main"),
+            ],
+        );
+    }
+    let clone = |dir: &str| {
+        git(tmp.path(), &["clone", "--quiet", "--mirror", &url, dir]);
+        fsck(&tmp.path().join(dir));
+        probes_per_lookup(&server.logs())
+    };
+    let before = clone("before.git");
+    let out = server.store().maintain(&["--repo", "lookups", "--gc"], &[]);
+    assert_maintained(&out);
+    // The refs move after the GC: the clone walks instead of copying.
+    git(&src, &["push", "--quiet", &url, "main~10:refs/heads/main"]);
+    let after = clone("after.git");
+    let client = tmp.path().join("after.git");
+    git(&src, &["push", "--quiet", &url, "main:refs/heads/main"]);
+    git(&client, &["fetch", "--quiet", "origin"]);
+    assert_eq!(
+        git_out(&client, &["rev-parse", "main"]),
+        git_out(&src, &["rev-parse", "main"])
+    );
+    let fetch = probes_per_lookup(&server.logs());
+    eprintln!("index searches a lookup: clone over 20 containers {before:.2}, after GC: clone {after:.2}, fetch {fetch:.2}");
+    assert!(after <= 1.2, "clone after GC: {after:.2} searches a lookup");
+    assert!(fetch <= 1.5, "fetch after GC: {fetch:.2} searches a lookup");
 }

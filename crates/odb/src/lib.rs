@@ -29,7 +29,7 @@ pub mod state;
 pub mod zlib;
 
 pub use error::{Error, Result};
-pub use objects::{Object, ObjectCache, ObjectDb};
+pub use objects::{LookupStats, Object, ObjectCache, ObjectDb};
 pub use repository::{CommitOutcome, IndexCache, Repository, VersionedState};
 pub use state::RepoState;
 

@@ -1,6 +1,7 @@
 //! Reading objects back: lookups across container indexes and delta-chain
 //! resolution with a bounded cache of resolved bases.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use gitstow_store::ObjectStore;
@@ -74,7 +75,25 @@ pub struct ObjectDb {
     /// Ids of the first `garbage_ids.len()` containers, which are garbage.
     garbage_ids: Vec<String>,
     /// Per garbage container, whether a lookup found an object there.
-    garbage_hits: Vec<std::sync::atomic::AtomicBool>,
+    garbage_hits: Vec<AtomicBool>,
+    /// The live container of the last hit, probed first (objects read
+    /// together were mostly stored together: one push, or one GC output);
+    /// `usize::MAX` before the first hit.
+    last_hit: AtomicUsize,
+    /// Lookups and index probes so far (see [`ObjectDb::lookup_stats`]).
+    lookups: AtomicU64,
+    probes: AtomicU64,
+}
+
+/// How many lookups an [`ObjectDb`] answered and how many container indexes
+/// they searched (one binary search each); `probes / lookups` near 1 means a
+/// lookup costs about one index search whatever the container count.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LookupStats {
+    /// Calls of [`ObjectDb::lookup`].
+    pub lookups: u64,
+    /// Index searches they made (a miss searches every container).
+    pub probes: u64,
 }
 
 impl ObjectDb {
@@ -94,15 +113,15 @@ impl ObjectDb {
         containers: Vec<(String, Arc<ContainerIndex>)>,
         garbage_ids: Vec<String>,
     ) -> Self {
-        let garbage_hits = garbage_ids
-            .iter()
-            .map(|_| std::sync::atomic::AtomicBool::new(false))
-            .collect();
+        let garbage_hits = garbage_ids.iter().map(|_| AtomicBool::new(false)).collect();
         ObjectDb {
             store,
             containers,
             garbage_ids,
             garbage_hits,
+            last_hit: AtomicUsize::new(usize::MAX),
+            lookups: AtomicU64::new(0),
+            probes: AtomicU64::new(0),
         }
     }
 
@@ -112,7 +131,7 @@ impl ObjectDb {
         self.garbage_ids
             .iter()
             .zip(&self.garbage_hits)
-            .filter(|(_, hit)| hit.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|(_, hit)| hit.load(Ordering::Relaxed))
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -132,23 +151,44 @@ impl ObjectDb {
         &self.containers[i].1
     }
 
-    /// Where `oid` is stored (newest live container first, garbage last), if anywhere.
+    /// Where `oid` is stored, if anywhere. The live container of the previous
+    /// hit is searched first (as JGit's `DfsReader` does), then the other live
+    /// ones newest first, then garbage. Any copy of an object stored twice is
+    /// as good as the other; garbage is searched last so that a push relies
+    /// on it only for what no live container holds.
     pub fn lookup(&self, oid: &gix_hash::oid) -> Option<Location<'_>> {
-        let loc = self
-            .containers
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, (_, idx))| {
-                idx.lookup(oid).map(|entry| Location {
-                    container: i,
-                    entry,
-                })
-            })?;
+        let live = self.garbage_ids.len()..self.containers.len();
+        let hint = self.last_hit.load(Ordering::Relaxed);
+        let hinted = live.contains(&hint).then_some(hint);
+        let order = hinted
+            .into_iter()
+            .chain(live.clone().rev().filter(|&i| Some(i) != hinted))
+            .chain((0..live.start).rev());
+        let mut probes = 0u64;
+        let loc = order.into_iter().find_map(|i| {
+            probes += 1;
+            self.containers[i].1.lookup(oid).map(|entry| Location {
+                container: i,
+                entry,
+            })
+        });
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        self.probes.fetch_add(probes, Ordering::Relaxed);
+        let loc = loc?;
         if let Some(hit) = self.garbage_hits.get(loc.container) {
-            hit.store(true, std::sync::atomic::Ordering::Relaxed);
+            hit.store(true, Ordering::Relaxed);
+        } else if hinted != Some(loc.container) {
+            self.last_hit.store(loc.container, Ordering::Relaxed);
         }
         Some(loc)
+    }
+
+    /// Lookups answered and index searches made so far.
+    pub fn lookup_stats(&self) -> LookupStats {
+        LookupStats {
+            lookups: self.lookups.load(Ordering::Relaxed),
+            probes: self.probes.load(Ordering::Relaxed),
+        }
     }
 
     /// Every index entry of every live container, oldest container first (an

@@ -392,6 +392,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
         move |out| {
             let _in_flight = in_flight;
             let started = std::time::Instant::now();
+            let cpu_started = m::thread_cpu();
             let mut request: &[u8] = &request;
             let result = if v2 {
                 gitstow_upload::serve_v2(&repo, &state, &mut request, out, &opts)
@@ -399,6 +400,8 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
                 gitstow_upload::serve_v0(&repo, &state, &mut request, out, &opts)
             };
             metrics::histogram!(m::FETCH_DURATION).record(started.elapsed().as_secs_f64());
+            let cpu = m::thread_cpu().saturating_sub(cpu_started);
+            metrics::histogram!(m::FETCH_CPU).record(cpu.as_secs_f64());
             if let Ok(o) = &result {
                 metrics::counter!(m::OBJECTS_SENT).increment(o.pack.map_or(0, |p| p.objects));
             }
@@ -413,7 +416,10 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
                     thin_deltas = o.pack.map(|p| p.thin),
                     resolved_deltas = o.pack.map(|p| p.resolved),
                     bytes = o.pack.map(|p| p.bytes),
+                    lookups = o.lookups.lookups,
+                    index_probes = o.lookups.probes,
                     ms = started.elapsed().as_millis() as u64,
+                    cpu_us = cpu.as_micros() as u64,
                     "upload-pack"
                 ),
                 Err(e) => tracing::warn!(repo = repo.name(), error = %e, "upload-pack failed"),

@@ -36,6 +36,9 @@ pub const FETCHES_IN_FLIGHT: &str = "gitstow_fetches_in_flight";
 pub const PUSH_DURATION: &str = "gitstow_push_duration_seconds";
 /// Histogram: seconds an upload-pack request took.
 pub const FETCH_DURATION: &str = "gitstow_fetch_duration_seconds";
+/// Histogram: CPU time of an upload-pack request's worker thread (the walk
+/// and the pack), in seconds.
+pub const FETCH_CPU: &str = "gitstow_fetch_cpu_seconds";
 /// Histogram: seconds a push waited for a slot (`--max-concurrent-pushes`).
 pub const PUSH_QUEUE_WAIT: &str = "gitstow_push_queue_wait_seconds";
 /// Counter: pushes refused because they waited longer than the queue timeout.
@@ -241,6 +244,11 @@ fn describe() {
     );
     describe_histogram!(FETCH_DURATION, Unit::Seconds, "Upload-pack request time.");
     describe_histogram!(
+        FETCH_CPU,
+        Unit::Seconds,
+        "CPU time of the upload-pack worker thread (walk and pack)."
+    );
+    describe_histogram!(
         PUSH_QUEUE_WAIT,
         Unit::Seconds,
         "Time a push waited for a slot."
@@ -303,6 +311,21 @@ fn read_proc_status() -> Option<ProcStatus> {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .map(|t| parse_proc_status(&t))
+}
+
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID` of
+/// clock_gettime(2), nanosecond resolution); zero if the clock fails.
+pub fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// A gauge raised while the guard lives (requests in flight, pushes queued).

@@ -56,6 +56,9 @@ pub struct Outcome {
     pub commits_read: usize,
     /// The pack, if one was sent.
     pub pack: Option<pack::PackStats>,
+    /// Object lookups of the walk and the pack, and the index searches they
+    /// made (after maintenance, about one search a lookup).
+    pub lookups: gitstow_odb::LookupStats,
 }
 
 /// Errors of upload-pack.
@@ -173,6 +176,7 @@ pub fn serve_v0(
     };
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
+    outcome.lookups = db.lookup_stats();
     Ok(outcome)
 }
 
@@ -393,5 +397,6 @@ fn fetch_v2(
         !args.no_progress,
         popts,
     )?);
+    outcome.lookups = db.lookup_stats();
     Ok(outcome)
 }
