@@ -243,3 +243,95 @@ fn after_maintenance_a_lookup_is_about_one_index_search() {
     assert!(after <= 1.2, "clone after GC: {after:.2} searches a lookup");
     assert!(fetch <= 1.5, "fetch after GC: {fetch:.2} searches a lookup");
 }
+
+/// Objects in `dir` that none of its refs reach (a clone holds only what its
+/// pack brought: anything listed was sent without being asked for).
+fn unreachable_objects(dir: &Path) -> String {
+    git_out(dir, &["fsck", "--unreachable", "--no-reflogs"])
+}
+
+/// A clone after pushes since a GC walks only what the pushes added (the
+/// GC's closure is sent whole); once a branch the GC saw is deleted, or for a
+/// clone of one branch, the closure holds objects the client must not get,
+/// and the clone takes the plain walk: never an object its refs do not reach.
+#[test]
+fn a_clone_after_a_gc_walks_only_what_came_since() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            seed: 14,
+            commits: 300,
+            ..Default::default()
+        },
+    );
+    let url = server.url("closure");
+    git(&src, &["push", "--quiet", "--mirror", &url]);
+    force_main(&src, &url, &git_out(&src, &["rev-parse", "main~5"]));
+    assert_maintained(&server.store().maintain(&["--repo", "closure", "--gc"], &[]));
+    let state = server.store().repo_state("closure").unwrap();
+    assert!(state.closure.is_some(), "{state:?}");
+    git(&src, &["push", "--quiet", &url, "main:refs/heads/main"]);
+
+    let clone = |dir: &str, args: &[&str]| {
+        let mut all = vec!["clone", "--quiet"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&[url.as_str(), dir]);
+        git(tmp.path(), &all);
+        let dst = tmp.path().join(dir);
+        fsck(&dst);
+        assert_eq!(
+            unreachable_objects(&dst),
+            "",
+            "{dir}: objects no ref reaches"
+        );
+        let (commits_read, _, thin, _) = last_fetch(&server.logs());
+        assert_eq!(thin, 0, "{dir}: a clone got a thin pack");
+        (dst, commits_read)
+    };
+    let (dst, commits_read) = clone("mirror.git", &["--mirror"]);
+    assert_eq!(refs_and_objects(&dst), refs_and_objects(&src));
+    assert!(
+        commits_read <= 60,
+        "the clone read {commits_read} commits; 5 came since the GC\n{}",
+        server.logs()
+    );
+
+    // One branch: the other branches' tips are not reached.
+    let (dst, commits_read) = clone(
+        "one.git",
+        &["--bare", "--single-branch", "--branch", "main"],
+    );
+    assert_eq!(
+        git_out(&dst, &["rev-parse", "main"]),
+        git_out(&src, &["rev-parse", "main"])
+    );
+    assert!(commits_read > 100, "{commits_read}");
+
+    // A branch with commits of its own is deleted.
+    let branch = git_out(
+        &src,
+        &["for-each-ref", "--format=%(refname)", "refs/heads/"],
+    )
+    .lines()
+    .map(str::to_owned)
+    .find(|b| {
+        let exclude = format!("--exclude={b}");
+        b != "refs/heads/main"
+            && !git_out(&src, &["rev-list", b, "--not", &exclude, "--all"]).is_empty()
+    })
+    .expect("a branch no other ref reaches");
+    let before = refs_and_objects(&src).1;
+    git(&src, &["push", "--quiet", &url, &format!(":{branch}")]);
+    git(&src, &["update-ref", "-d", &branch]);
+    assert_ne!(
+        refs_and_objects(&src).1,
+        before,
+        "{branch} has objects of its own"
+    );
+    let (dst, commits_read) = clone("after-delete.git", &["--mirror"]);
+    assert_eq!(refs_and_objects(&dst), refs_and_objects(&src));
+    assert!(commits_read > 100, "{commits_read}");
+}

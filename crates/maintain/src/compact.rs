@@ -279,6 +279,14 @@ pub fn commit(
         next.containers.retain(|c| !is_source(&c.id));
         let at = first.min(next.containers.len());
         next.containers.splice(at..at, outputs.iter().cloned());
+        // A merged container no longer holds exactly what the GC's tips reach.
+        if next
+            .closure
+            .as_ref()
+            .is_some_and(|c| c.containers.iter().any(|id| is_source(id)))
+        {
+            next.closure = None;
+        }
         Step::Write(next, true)
     })?
     .unwrap_or(false);

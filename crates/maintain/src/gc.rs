@@ -18,14 +18,17 @@
 //! - the replaced containers (and expired garbage) go to the retired list
 //!   after the state commit, and are deleted a grace period later;
 //! - after a GC on unchanged refs every live object is reachable, so the
-//!   state is `closed` and a full clone needs no walk.
+//!   state is `closed` and a full clone needs no walk;
+//! - the live output holds exactly what the walked refs reach (when none of
+//!   it is missing): the state's `closure`, with which a clone after later
+//!   pushes walks only what those pushes added.
 //!
 //! Memory: the set of reachable oids (about 40 bytes an object), the source
 //! indexes, and a bounded cache of resolved delta bases for reading commits,
 //! trees and tags. Records are copied verbatim, never inflated.
 
 use gitstow_odb::record::{BLOB, COMMIT, TAG, TREE};
-use gitstow_odb::state::{ContainerRef, GarbageContainer};
+use gitstow_odb::state::{Closure, ContainerRef, GarbageContainer};
 use gitstow_odb::{ObjectCache, ObjectDb, RepoState, Repository};
 use gix_hash::ObjectId;
 use gix_hashtable::HashSet;
@@ -49,13 +52,29 @@ pub struct Collected {
     pub missing: u64,
     /// Duplicate records left out.
     pub duplicates_dropped: u64,
+    /// The tips of [`Reach`], when nothing was missing: the live output holds
+    /// exactly what they reach (the state's [`Closure`]).
+    pub closure_tips: Option<Vec<ObjectId>>,
+}
+
+/// What the refs of a state reach.
+#[derive(Debug, Default)]
+pub struct Reach {
+    /// Every object they reach that the repository has.
+    pub objects: HashSet,
+    /// Objects a reached object names that the repository lacks.
+    pub missing: u64,
+    /// The ref tips that no other reached object names (a commit that is no
+    /// tip's ancestor, a tag no tag points at), distinct, sorted.
+    pub tips: Vec<ObjectId>,
 }
 
 /// Every object the refs of `state` reach among the objects of `db`.
-/// Returns the set and how many named objects were absent.
-pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<(HashSet, u64)> {
+pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<Reach> {
     let mut seen: HashSet = HashSet::default();
-    let mut stack: Vec<ObjectId> = state.refs.values().copied().collect();
+    let tips: HashSet = state.refs.values().copied().collect();
+    let mut named_tips: HashSet = HashSet::default();
+    let mut stack: Vec<ObjectId> = tips.iter().copied().collect();
     let mut cache = ObjectCache::new(16 << 20);
     let mut missing = 0;
     let corrupt = |oid: ObjectId, reason: String| {
@@ -77,6 +96,7 @@ pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<(HashSet, u64)> {
         let Some(obj) = db.read(&oid, &mut cache)? else {
             continue;
         };
+        let named_from = stack.len();
         match kind {
             COMMIT => {
                 let c = gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
@@ -99,8 +119,15 @@ pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<(HashSet, u64)> {
             }
             _ => {}
         }
+        named_tips.extend(stack[named_from..].iter().filter(|o| tips.contains(*o)));
     }
-    Ok((seen, missing))
+    let mut minimal: Vec<ObjectId> = tips.difference(&named_tips).copied().collect();
+    minimal.sort();
+    Ok(Reach {
+        objects: seen,
+        missing,
+        tips: minimal,
+    })
 }
 
 /// Rewrites the live containers of `state`: what its refs reach into new
@@ -112,7 +139,11 @@ pub fn collect(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Collected> {
     let db = repo.live_objects(state)?;
-    let (reach, missing) = reachable(&db, state)?;
+    let Reach {
+        objects: reach,
+        missing,
+        tips,
+    } = reachable(&db, state)?;
     drop(db);
     progress(&format!(
         "{}: {} objects reachable from {} refs",
@@ -150,6 +181,7 @@ pub fn collect(
         unreachable,
         missing,
         duplicates_dropped: src.objects_in - src.distinct(),
+        closure_tips: (missing == 0).then_some(tips),
     })
 }
 
@@ -201,6 +233,14 @@ pub fn commit(
         expired = crate::sweep::expired_garbage(state, now, opts);
         next.garbage.retain(|g| !expired.contains(&g.id));
         next.closed = refs_unchanged && others == 0;
+        next.closure = collected
+            .closure_tips
+            .clone()
+            .filter(|tips| !tips.is_empty() && !collected.live.is_empty())
+            .map(|tips| Closure {
+                tips,
+                containers: collected.live.iter().map(|c| c.id.clone()).collect(),
+            });
         Step::Write(next, true)
     })?
     .unwrap_or(false);

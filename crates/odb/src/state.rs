@@ -49,6 +49,29 @@ impl GarbageContainer {
     }
 }
 
+/// Containers that hold exactly the objects some commits and tags reach,
+/// each once: what a GC leaves (its live output and the refs it walked). While
+/// every one of them stays live, a clone whose wants reach every tip walks
+/// only the history outside (from its wants down to the tips, as an
+/// incremental fetch would) and is sent these containers whole: the role of
+/// git's reachability bitmaps, for one set of commits. Pushes keep it; a
+/// merge or a GC that replaces one of the containers drops or renews it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closure {
+    /// The objects the refs named when the GC ran that no other of them
+    /// reaches (a commit that is no other tip's ancestor, a tag no other tag
+    /// names), distinct.
+    pub tips: Vec<ObjectId>,
+    /// Ids of the containers, in the state's order.
+    pub containers: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClosureFile {
+    tips: Vec<String>,
+    containers: Vec<String>,
+}
+
 /// What a repository is, as of one version of its state object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepoState {
@@ -69,6 +92,9 @@ pub struct RepoState {
     /// Containers of unreachable objects held for the grace period (see
     /// [`GarbageContainer`]).
     pub garbage: Vec<GarbageContainer>,
+    /// What the last GC left, if it still holds (see [`Closure`]); `None` is
+    /// always safe.
+    pub closure: Option<Closure>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -85,6 +111,9 @@ struct StateFile {
     /// Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     garbage: Vec<GarbageContainer>,
+    /// Absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    closure: Option<ClosureFile>,
 }
 
 /// A state object that could not be decoded.
@@ -134,6 +163,10 @@ impl RepoState {
             containers: self.containers.clone(),
             closed: self.closed,
             garbage: self.garbage.clone(),
+            closure: self.closure.as_ref().map(|c| ClosureFile {
+                tips: c.tips.iter().map(ObjectId::to_string).collect(),
+                containers: c.containers.clone(),
+            }),
         };
         encode_json(&file)
     }
@@ -159,7 +192,32 @@ impl RepoState {
             containers: file.containers,
             closed: file.closed,
             garbage: file.garbage,
+            closure: file
+                .closure
+                .map(|c| {
+                    Ok::<_, StateError>(Closure {
+                        tips: c
+                            .tips
+                            .iter()
+                            .map(|t| parse_oid(t))
+                            .collect::<Result<_, _>>()?,
+                        containers: c.containers,
+                    })
+                })
+                .transpose()?,
         })
+    }
+
+    /// The closure and the positions of its containers in
+    /// [`RepoState::containers`], when every one of them is still live.
+    pub fn live_closure(&self) -> Option<(&Closure, Vec<usize>)> {
+        let c = self.closure.as_ref()?;
+        let positions = c
+            .containers
+            .iter()
+            .map(|id| self.containers.iter().position(|l| &l.id == id))
+            .collect::<Option<Vec<usize>>>()?;
+        (!positions.is_empty() && !c.tips.is_empty()).then_some((c, positions))
     }
 
     /// The oid HEAD resolves to, if its target exists.
@@ -196,6 +254,15 @@ mod tests {
             since: 1_700_000_001,
         });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        assert!(s.live_closure().is_none());
+        s.closure = Some(Closure {
+            tips: vec![oid],
+            containers: vec!["ab".into()],
+        });
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        assert_eq!(s.live_closure().unwrap().1, vec![0]);
+        s.closure.as_mut().unwrap().containers.push("gone".into());
+        assert!(s.live_closure().is_none());
         // A state written before `closed` existed reads as not closed.
         let old = br#"{"format":1,"head":null,"refs":{},"containers":[]}"#;
         let old = zstd::bulk::compress(old, 3).unwrap();

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod advertise;
+mod closure;
 pub mod filter;
 pub mod limit;
 pub mod negotiate;
@@ -153,16 +154,11 @@ pub fn serve_v0(
     } else {
         None
     };
+    let shortcuts = Shortcuts::of(state);
     let mut walk = walk::objects_to_send(
         &db,
         &req.wants,
-        &walk::WalkOptions {
-            haves: &common,
-            shallow: &shallow_plan,
-            filter,
-            cache_bytes: opts.cache_bytes,
-            closed_tips: closed_tips(state).as_deref(),
-        },
+        &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
     )?;
     if req.capabilities.contains("include-tag") {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
@@ -180,15 +176,56 @@ pub fn serve_v0(
     Ok(outcome)
 }
 
-/// The distinct ref tips of a closed state (see [`walk::WalkOptions::closed_tips`]).
-fn closed_tips(state: &RepoState) -> Option<Vec<gix_hash::ObjectId>> {
-    if !state.closed {
-        return None;
+/// What a state offers a full clone besides the walk: its ref tips when it is
+/// closed (see [`walk::WalkOptions::closed_tips`]) and its closure, with the
+/// positions of the closure's containers in the state's [`gitstow_odb::ObjectDb`]
+/// (garbage first, then the live containers).
+struct Shortcuts {
+    closed_tips: Option<Vec<gix_hash::ObjectId>>,
+    closure: Option<(Vec<gix_hash::ObjectId>, Vec<usize>)>,
+}
+
+impl Shortcuts {
+    fn of(state: &RepoState) -> Self {
+        let closed_tips = state.closed.then(|| {
+            let mut tips: Vec<gix_hash::ObjectId> = state.refs.values().copied().collect();
+            tips.sort_unstable();
+            tips.dedup();
+            tips
+        });
+        let closure = state.live_closure().map(|(c, positions)| {
+            let garbage = state.garbage.len();
+            (
+                c.tips.clone(),
+                positions.into_iter().map(|p| p + garbage).collect(),
+            )
+        });
+        Shortcuts {
+            closed_tips,
+            closure,
+        }
     }
-    let mut tips: Vec<gix_hash::ObjectId> = state.refs.values().copied().collect();
-    tips.sort_unstable();
-    tips.dedup();
-    Some(tips)
+
+    fn walk_options<'a>(
+        &'a self,
+        haves: &'a [gix_hash::ObjectId],
+        shallow: &'a shallow::ShallowPlan,
+        filter: Option<filter::Filter>,
+        cache_bytes: usize,
+    ) -> walk::WalkOptions<'a> {
+        walk::WalkOptions {
+            haves,
+            shallow,
+            filter,
+            cache_bytes,
+            closed_tips: self.closed_tips.as_deref(),
+            closure: self
+                .closure
+                .as_ref()
+                .map(|(tips, containers)| walk::ClosureView { tips, containers }),
+            known_containers: &[],
+        }
+    }
 }
 
 /// Answers git's `ERR upload-pack: not our ref <oid>` for the first want the
@@ -368,16 +405,11 @@ fn fetch_v2(
         )?;
     }
     write_text(&mut &mut *out, "packfile")?;
+    let shortcuts = Shortcuts::of(state);
     let mut walk = walk::objects_to_send(
         &db,
         &args.wants,
-        &walk::WalkOptions {
-            haves: &common,
-            shallow: &shallow_plan,
-            filter,
-            cache_bytes: opts.cache_bytes,
-            closed_tips: closed_tips(state).as_deref(),
-        },
+        &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
     )?;
     if args.include_tag {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;

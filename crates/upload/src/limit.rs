@@ -59,6 +59,7 @@ struct Limiter<'a> {
     seq: u64,
     interesting_queued: usize,
     client_shallows: &'a HashSet,
+    known: &'a [usize],
 }
 
 impl Limiter<'_> {
@@ -87,6 +88,11 @@ impl Limiter<'_> {
         context: &'static str,
     ) -> Result<(), WalkError> {
         self.load(oid, context)?;
+        let uninteresting = uninteresting
+            || self
+                .known
+                .iter()
+                .any(|&i| self.db.container(i).lookup(&oid).is_some());
         let node = self.nodes.get_mut(&oid).expect("loaded");
         if node.flags & QUEUED != 0 {
             if uninteresting {
@@ -130,7 +136,10 @@ impl Limiter<'_> {
 /// Walks `wants` (commits, interesting) against `haves` (commits the
 /// repository has, uninteresting). `also_wanted` are commits to send as well
 /// (the parents of commits the client deepens). `boundary`: commits sent
-/// without their parents.
+/// without their parents. Commits stored in the containers at positions
+/// `known` are uninteresting as soon as they are queued (the client has
+/// everything these containers hold).
+#[allow(clippy::too_many_arguments)]
 pub fn limit(
     db: &ObjectDb,
     wants: &[ObjectId],
@@ -138,6 +147,7 @@ pub fn limit(
     also_wanted: &[ObjectId],
     client_shallows: &HashSet,
     boundary: &HashSet,
+    known: &[usize],
     cache_bytes: usize,
 ) -> Result<Limited, WalkError> {
     let mut l = Limiter {
@@ -148,6 +158,7 @@ pub fn limit(
         seq: 0,
         interesting_queued: 0,
         client_shallows,
+        known,
     };
     for h in haves {
         l.enqueue(*h, true, "have")?;

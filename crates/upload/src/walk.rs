@@ -55,6 +55,9 @@ pub struct Walk {
     pub client_has: HashSet,
     /// Commits the walk read.
     pub commits_read: usize,
+    /// Commits the client has that are parents of commits sent (the
+    /// boundary of the commit walk).
+    pub edges: Vec<ObjectId>,
 }
 
 /// A commit's links and time, as the walks need them.
@@ -93,12 +96,19 @@ pub(crate) fn read_commit(
     })
 }
 
-struct Walker<'a> {
+pub(crate) struct Walker<'a> {
     db: &'a ObjectDb,
     cache: ObjectCache,
 }
 
-impl Walker<'_> {
+impl<'a> Walker<'a> {
+    pub(crate) fn new(db: &'a ObjectDb, cache_bytes: usize) -> Self {
+        Walker {
+            db,
+            cache: ObjectCache::new(cache_bytes),
+        }
+    }
+
     fn read(
         &mut self,
         oid: &ObjectId,
@@ -115,7 +125,10 @@ impl Walker<'_> {
     }
 
     /// Peels tags: returns the tags passed through and the final object with its kind.
-    fn peel(&mut self, oid: ObjectId) -> Result<(Vec<ObjectId>, ObjectId, Kind), WalkError> {
+    pub(crate) fn peel(
+        &mut self,
+        oid: ObjectId,
+    ) -> Result<(Vec<ObjectId>, ObjectId, Kind), WalkError> {
         let mut tags = Vec::new();
         let mut cur = oid;
         loop {
@@ -287,6 +300,32 @@ pub struct WalkOptions<'a> {
     /// read from the container indexes without a walk (the role of git's
     /// reachability bitmaps for a full clone).
     pub closed_tips: Option<&'a [ObjectId]>,
+    /// The state's closure (see [`crate::closure`]), when it holds.
+    pub closure: Option<ClosureView<'a>>,
+    /// Positions of containers whose every object the client has (or gets
+    /// whole): their commits end the commit walk like haves.
+    pub known_containers: &'a [usize],
+}
+
+/// A state's [`gitstow_odb::state::Closure`] as the walk uses it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClosureView<'a> {
+    /// Its tips.
+    pub tips: &'a [ObjectId],
+    /// Positions of its containers in the [`ObjectDb`].
+    pub containers: &'a [usize],
+}
+
+impl WalkOptions<'_> {
+    /// A fetch with no haves, no shallow and no filter: a clone.
+    pub(crate) fn is_plain_clone(&self) -> bool {
+        let s = self.shallow;
+        self.haves.is_empty()
+            && self.filter.is_none()
+            && s.boundary.is_empty()
+            && s.client_shallows.is_empty()
+            && s.unshallows.is_empty()
+    }
 }
 
 /// Computes the objects to send for `wants` given the client's haves (haves
@@ -304,10 +343,12 @@ pub fn objects_to_send(
     if let Some(walk) = every_object(db, wants, opts) {
         return Ok(walk);
     }
-    let mut w = Walker {
-        db,
-        cache: ObjectCache::new(cache_bytes),
-    };
+    if let Some(closure) = opts.closure.filter(|_| opts.is_plain_clone()) {
+        if let Some(walk) = crate::closure::clone_over(db, wants, opts, closure)? {
+            return Ok(walk);
+        }
+    }
+    let mut w = Walker::new(db, cache_bytes);
     for want in wants {
         if !db.contains(want) {
             return Err(WalkError::NotOurRef(*want));
@@ -354,6 +395,7 @@ pub fn objects_to_send(
         &deepened_parents,
         &shallow.client_shallows,
         &shallow.boundary,
+        opts.known_containers,
         cache_bytes,
     )?;
     out.commits_read = limited.commits_read;
@@ -418,19 +460,14 @@ pub fn objects_to_send(
     // in a thin pack.
     excluded.extend(limited.uninteresting);
     out.client_has = excluded;
+    out.edges = limited.edges.iter().map(|(c, _)| *c).collect();
     Ok(out)
 }
 
 /// The full-clone answer of [`WalkOptions::closed_tips`], if it applies.
 fn every_object(db: &ObjectDb, wants: &[ObjectId], opts: &WalkOptions<'_>) -> Option<Walk> {
     let tips = opts.closed_tips?;
-    let s = opts.shallow;
-    let plain = opts.haves.is_empty()
-        && opts.filter.is_none()
-        && s.boundary.is_empty()
-        && s.client_shallows.is_empty()
-        && s.unshallows.is_empty();
-    if !plain || tips.is_empty() || !wants.iter().all(|w| db.contains(w)) {
+    if !opts.is_plain_clone() || tips.is_empty() || !wants.iter().all(|w| db.contains(w)) {
         return None;
     }
     let wanted: HashSet = wants.iter().copied().collect();
@@ -459,10 +496,7 @@ pub fn include_tags(
     tags: &[(ObjectId, ObjectId)],
 ) -> Result<(), WalkError> {
     let mut sent: HashSet = walk.objects.iter().copied().collect();
-    let mut w = Walker {
-        db,
-        cache: ObjectCache::new(1 << 20),
-    };
+    let mut w = Walker::new(db, 1 << 20);
     for (tag, peeled) in tags {
         if sent.contains(tag) || !sent.contains(peeled) {
             continue;
