@@ -406,3 +406,81 @@ fn sigkill_anywhere_in_maintenance_leaves_a_repository_that_clones() {
         assert_eq!(again.1, objects, "{point}");
     }
 }
+
+/// Two `gitstow serve` instances on one store, each with automatic
+/// maintenance, take the pushes to one repository in turn: the lease keeps
+/// their runs apart, the container count stays logarithmic, clones from
+/// either are identical and fsck-clean, and what a run replaced is deleted
+/// once the grace period is over.
+#[test]
+fn two_servers_maintain_one_repository() {
+    let a = Server::start_with(&["--maintenance-grace", "3600"]);
+    let b = Server::start_on(Some(a.store()), &["--maintenance-grace", "3600"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let pushes = 16;
+    let mut tip = String::new();
+    for i in 0..pushes {
+        let body = format!("both {i}\n").repeat(30 + i);
+        tip = commit_files(
+            &work,
+            &[(&format!("f/{i}.txt"), &body), ("shared.txt", &body)],
+            &format!("commit {i}"),
+        );
+        let url = if i % 2 == 0 {
+            a.url("org/both")
+        } else {
+            b.url("org/both")
+        };
+        git(&work, &["push", "--quiet", &url, "main"]);
+    }
+    let bound = 2 * (usize::BITS - pushes.leading_zeros()) as usize; // 2·⌈log2 16⌉ = 10
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut count = live(a.store(), "org/both").len();
+    while count > bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        count = live(a.store(), "org/both").len();
+    }
+    assert!(
+        count <= bound,
+        "{count} live containers after {pushes} pushes"
+    );
+    let runs = |s: &Server| {
+        s.logs()
+            .lines()
+            .filter(|l| l.contains(" maintenance ") || l.ends_with(" maintenance"))
+            .filter(|l| l.contains("merged="))
+            .count()
+    };
+    assert!(
+        runs(&a) + runs(&b) >= 1,
+        "no maintenance ran\n{}\n{}",
+        a.logs(),
+        b.logs()
+    );
+    let from_a = mirror_checked(&a.url("org/both"), tmp.path(), "a.git");
+    let from_b = mirror_checked(&b.url("org/both"), tmp.path(), "b.git");
+    assert_eq!(from_a, from_b);
+    assert!(from_a.0.contains(&tip), "{}", from_a.0);
+    // The grace period over, a run leaves only what the state names.
+    for _ in 0..2 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = a
+                .store()
+                .maintain(&["--repo", "org/both", "--grace", "0"], &[]);
+            let said = assert_maintained(&out);
+            if !said.contains("lease held") || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    let named: BTreeSet<String> = live(a.store(), "org/both").into_iter().collect();
+    assert_eq!(stored_bins(a.store(), "org/both"), named);
+    assert_eq!(
+        mirror_checked(&b.url("org/both"), tmp.path(), "c.git"),
+        from_a
+    );
+}
