@@ -20,7 +20,11 @@ Method:
   pushes, and is counted in the push's figure), then a second clone that
   started at the initial import runs `git fetch`; its server CPU is the
   fetch's.
-- gitstow CPU: utime+stime of the daemon (/proc/PID/stat). git CPU: the
+- gitstow CPU: utime+stime of the daemon (/proc/PID/stat, in clock ticks
+  of 10 ms); besides, the CPU of the upload-pack worker threads as the
+  daemon logs it (`cpu_us`, CLOCK_THREAD_CPUTIME_ID, nanosecond clock), the
+  precise figure of the walk and the pack, and the index searches a lookup
+  made (`index_probes` / `lookups`). git CPU: the
   children's CPU (cutime+cstime) of the CGI host, whose children are every
   `git http-backend` and, through them, receive-pack, index-pack,
   upload-pack and pack-objects (each waited for before the client returns).
@@ -30,7 +34,9 @@ Method:
   --reachable` (not counted in the figures; gitstow's maintenance is).
   Between those, git keeps each push's pack as receive-pack wrote it.
 - Containers: `gitstow maintain --dry-run` (reads the state, writes
-  nothing) every `--sample-every` steps. Stored bytes: the store directory.
+  nothing) every `--sample-every` steps. Stored bytes: the store directory,
+  and apart the containers' `.bin` and `.idx` files, against the `.pack`
+  and the `.pack` + `.idx` of `git gc` on a mirror of the same refs.
 
 Bytes received by each fetch are the sizes of the packs the clients keep
 (`fetch.unpackLimit=1`, so every fetch keeps its pack).
@@ -87,6 +93,30 @@ def free_port():
 
 def dir_bytes(path):
     return sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs in os.walk(path) for f in fs)
+
+
+def files_bytes(path, suffix):
+    return sum(os.lstat(os.path.join(d, f)).st_size
+               for d, _, fs in os.walk(path) for f in fs if f.endswith(suffix))
+
+
+def upload_pack_lines(err_path, seen):
+    """(cpu_us, lookups, index_probes) summed over the upload-pack lines the
+    daemon logged since `seen` lines; returns them and the new line count."""
+    lines = open(err_path, errors="replace").read().splitlines()
+    cpu = lookups = probes = 0
+    for l in lines[seen:]:
+        if "upload-pack" not in l:
+            continue
+        for key in ("cpu_us", "lookups", "index_probes"):
+            m = re.search(r" %s=(\d+)" % key, l)
+            if m and key == "cpu_us":
+                cpu += int(m.group(1))
+            elif m and key == "lookups":
+                lookups += int(m.group(1))
+            elif m:
+                probes += int(m.group(1))
+    return (cpu, lookups, probes), len(lines)
 
 
 def pack_stats(repo):
@@ -184,6 +214,7 @@ def main():
         rows = []
         gs_cpu = settle(gs.pid, own_cpu)
         hb_cpu = settle(hb.pid, children_cpu)
+        _, seen = upload_pack_lines(gs_err.name, 0)
         for i, sha in enumerate(steps, 1):
             row = {"step": i}
             git("-C", a.repo, "push", "--quiet", gs_url, "%s:refs/heads/main" % sha)
@@ -196,6 +227,9 @@ def main():
             now = settle(gs.pid, own_cpu)
             row["gs_fetch"], gs_cpu = now - gs_cpu, now
             row["gs_bytes"] = newest_pack_bytes(clients["gs"])
+            (cpu_us, lookups, probes), seen = upload_pack_lines(gs_err.name, seen)
+            row["gs_fetch_thread"] = cpu_us / 1e6
+            row["lookups"], row["probes"] = lookups, probes
             git("-C", clients["hb"], "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*")
             now = settle(hb.pid, children_cpu)
             row["hb_fetch"], hb_cpu = now - hb_cpu, now
@@ -220,13 +254,16 @@ def main():
         subprocess.run([a.gitstow, "maintain", "--store", store, "--repo", "replay", "--grace", "0"],
                        capture_output=True, text=True, check=True)
         stored_full = dir_bytes(store)
+        stored_bin, stored_idx = files_bytes(store, ".bin"), files_bytes(store, ".idx")
         gc_dir = os.path.join(base, "gc.git")
         git("clone", "--quiet", "--mirror", hb_repo, gc_dir)
         git("-C", gc_dir, "gc", "--quiet", "--prune=now")
         gc_pack = pack_stats(gc_dir)[1]
+        gc_idx = files_bytes(os.path.join(gc_dir, "objects", "pack"), ".idx")
         git("-C", gc_dir, "gc", "--quiet", "--aggressive", "--prune=now")
         gc_aggressive = pack_stats(gc_dir)[1]
-        report(a, rows, final_gs, stored_full, gc_pack, gc_aggressive, len(steps))
+        stored = {"full": stored_full, "bin": stored_bin, "idx": stored_idx, "gc_idx": gc_idx}
+        report(a, rows, final_gs, stored, gc_pack, gc_aggressive, len(steps))
     finally:
         stop()
 
@@ -235,7 +272,8 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def report(a, rows, final_containers, stored_full, gc_pack, gc_aggressive, n):
+def report(a, rows, final_containers, stored, gc_pack, gc_aggressive, n):
+    stored_full = stored["full"]
     import math
     hundred = min(100, n // 3) or 1
     first, last = rows[:hundred], rows[-hundred:]
@@ -253,6 +291,13 @@ def report(a, rows, final_containers, stored_full, gc_pack, gc_aggressive, n):
     line("fetch CPU, median of the last %d (s)" % hundred, med([r["gs_fetch"] for r in last]), med([r["hb_fetch"] for r in last]))
     line("fetch CPU, mean of the first %d (s)" % hundred, statistics.mean(r["gs_fetch"] for r in first), statistics.mean(r["hb_fetch"] for r in first))
     line("fetch CPU, mean of the last %d (s)" % hundred, statistics.mean(r["gs_fetch"] for r in last), statistics.mean(r["hb_fetch"] for r in last))
+    for name, part in (("first", first), ("last", last)):
+        lines.append("| fetch upload-pack thread CPU, mean of the %s %d (ms) | %.3f | | |"
+                     % (name, hundred, 1e3 * statistics.mean(r["gs_fetch_thread"] for r in part)))
+    for name, part in (("first", first), ("last", last)):
+        lookups = sum(r["lookups"] for r in part)
+        lines.append("| fetch index searches a lookup, the %s %d | %.2f | | |"
+                     % (name, hundred, sum(r["probes"] for r in part) / lookups if lookups else float("nan")))
     line("fetch bytes received, total", sum(r["gs_bytes"] for r in rows), sum(r["hb_bytes"] for r in rows), "%d")
     most = max(r.get("containers", 0) for r in rows)
     lines += ["",
@@ -260,6 +305,9 @@ def report(a, rows, final_containers, stored_full, gc_pack, gc_aggressive, n):
               % (most, a.sample_every, final_containers, n, 2 * math.log2(n)),
               "- stored bytes after `gitstow maintain --gc --grace 0` (twice): %d; `git gc` pack of the same refs: %d (%.3f ×); `git gc --aggressive`: %d (%.3f ×)"
               % (stored_full, gc_pack, stored_full / gc_pack, gc_aggressive, stored_full / gc_aggressive),
+              "- containers' `.bin` after GC: %d against `git gc`'s `.pack` %d (%.3f ×); `.bin` + `.idx`: %d against `.pack` + `.idx` %d (%.3f ×)"
+              % (stored["bin"], gc_pack, stored["bin"] / gc_pack, stored["bin"] + stored["idx"],
+                 gc_pack + stored["gc_idx"], (stored["bin"] + stored["idx"]) / (gc_pack + stored["gc_idx"])),
               "- git maintenance: `repack -adb` + `commit-graph write` every %d pushes (not counted)" % a.git_maintenance_every,
               ""]
     text = "\n".join(lines)
@@ -267,7 +315,8 @@ def report(a, rows, final_containers, stored_full, gc_pack, gc_aggressive, n):
     if a.out:
         open(a.out, "w").write(text + "\n")
     if a.csv:
-        keys = ["step", "gs_push", "hb_push", "gs_fetch", "hb_fetch", "gs_bytes", "hb_bytes",
+        keys = ["step", "gs_push", "hb_push", "gs_fetch", "hb_fetch", "gs_fetch_thread", "lookups", "probes",
+                "gs_bytes", "hb_bytes",
                 "containers", "stored", "hb_packs", "hb_pack_bytes"]
         with open(a.csv, "w") as f:
             f.write(",".join(keys) + "\n")
