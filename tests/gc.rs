@@ -425,3 +425,80 @@ fn sigkill_anywhere_in_gc_leaves_a_repository_that_clones() {
         assert_eq!(again.1, objects, "{point}");
     }
 }
+
+/// A clone that started before a GC (grace 1 h) finishes after it, complete
+/// and fsck-clean: the containers it reads are retired, not deleted.
+#[test]
+fn a_clone_running_during_a_gc_finishes() {
+    let mut setup = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = setup.url("gc6");
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let mut first = String::new();
+    for i in 0..6 {
+        let tip = commit_files(
+            &work,
+            &[(&format!("f{i}.txt"), &format!("{i}\n").repeat(100))],
+            &format!("c{i}"),
+        );
+        if i == 0 {
+            first = tip;
+        }
+        git(&work, &["push", "--quiet", &url, "main"]);
+    }
+    git(
+        &work,
+        &[
+            "push",
+            "--quiet",
+            &url,
+            &format!("{first}:refs/heads/first"),
+        ],
+    );
+    let expected = mirror_checked(&url, tmp.path(), "expected.git");
+    setup.kill();
+    // Every record read of this server takes 100 ms: its clone lasts seconds.
+    let slow = Server::start_on(
+        Some(setup.store()),
+        &["--no-maintenance"],
+        &[("GITSTOW_FAULTS", "get_range:.bin:delay=100")],
+    );
+    let url = slow.url("gc6");
+    let dst = tmp.path().join("during.git");
+    let clone = {
+        let (url, dst) = (url.clone(), dst.clone());
+        let parent = tmp.path().to_path_buf();
+        std::thread::spawn(move || {
+            git(
+                &parent,
+                &["clone", "--quiet", "--mirror", &url, dst.to_str().unwrap()],
+            )
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let said = assert_maintained(
+        &slow
+            .store()
+            .maintain(&["--repo", "gc6", "--gc", "--grace", "3600"], &[]),
+    );
+    assert!(
+        !clone.is_finished(),
+        "the clone ended before the GC did; nothing was tested\n{said}"
+    );
+    let live_now: Vec<String> = slow
+        .store()
+        .repo_state("gc6")
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.id.clone())
+        .collect();
+    assert!(!slow.store().retired("gc6").is_empty(), "{said}");
+    clone.join().unwrap();
+    fsck(&dst);
+    assert_eq!(refs_and_objects(&dst), expected);
+    // The repository as the GC left it serves the same.
+    assert!(!live_now.is_empty());
+    assert_eq!(mirror_checked(&url, tmp.path(), "after.git"), expected);
+}
