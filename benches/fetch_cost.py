@@ -30,8 +30,9 @@ What one run does:
 5. `git ls-remote` of the repository with --refs refs (--repeat times).
 
 Figures (benches/README.md has more): server CPU of one client command.
-gitstow: the CPU its threads used (/proc/PID/task/*/schedstat, ns) from
-before the command until its CPU settles (also shown: the daemon's
+gitstow: the CPU its threads used (/proc/PID/task/*/schedstat, ns, read
+every 50 ms so that threads ending meanwhile count) from before the
+command until its CPU settles (also shown: the daemon's
 utime+stime in 10 ms ticks, as a mean), and its peak RSS above idle (VmHWM
 after resetting it). Before each repeat the client's ref is reset and the
 pack the fetch brought deleted (else git finds the objects present and
@@ -40,7 +41,7 @@ SIGTERM handler reports getrusage(RUSAGE_CHILDREN): the CPU of every
 http-backend, upload-pack and pack-objects process, and the peak RSS of the
 largest. Medians; ratio = gitstow / git.
 """
-import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -67,10 +68,26 @@ def task_cpu_ns(pid):
     return out
 
 
-def cpu_between(before, after):
-    """Seconds the threads used between two task_cpu_ns readings (a thread
-    that ended in between is not counted; gitstow's threads are long-lived)."""
-    return sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e9
+class CpuSampler(threading.Thread):
+    """Reads task_cpu_ns every 50 ms and keeps each thread's last reading, so
+    that a thread that ends during the phase (tokio drops blocking-pool
+    threads idle for 10 s) still counts up to its last sample."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.stop = pid, threading.Event()
+        self.before = task_cpu_ns(pid)
+        self.last = dict(self.before)
+
+    def run(self):
+        while not self.stop.wait(0.05):
+            self.last.update(task_cpu_ns(self.pid))
+
+    def seconds(self):
+        self.stop.set()
+        self.join()
+        self.last.update(task_cpu_ns(self.pid))
+        return sum(ns - self.before.get(tid, 0) for tid, ns in self.last.items()) / 1e9
 
 
 def packs(repo):
@@ -131,9 +148,10 @@ def main():
                 replay.settle(gs.pid, replay.own_cpu)
                 err = os.path.join(base, "%s.err" % side)
                 if side == "gs":
-                    before = task_cpu_ns(gs.pid)
+                    sampler = CpuSampler(gs.pid)
+                    sampler.start()
                     r = sbs.gitstow_phase(gs.pid, client_args_for("gs", gs_root + "/"), err)
-                    gs_cpu.append(cpu_between(before, task_cpu_ns(gs.pid)))
+                    gs_cpu.append(sampler.seconds())
                     gs_ticks.append(r["cpu"])
                     gs_peak.append(r["above_idle"])
                     if bytes_of:

@@ -335,3 +335,37 @@ fn a_clone_after_a_gc_walks_only_what_came_since() {
     assert_eq!(refs_and_objects(&dst), refs_and_objects(&src));
     assert!(commits_read > 100, "{commits_read}");
 }
+
+/// With an index cache of one object (every index dropped as soon as
+/// another is loaded), pushes and clones still work: the bound costs
+/// reloads, never answers.
+#[test]
+fn a_tiny_index_cache_still_serves() {
+    let server = Server::start_with(&["--no-maintenance", "--index-cache-size", "1"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            seed: 15,
+            commits: 60,
+            ..Default::default()
+        },
+    );
+    let url = server.url("tiny");
+    for behind in [8, 4, 0] {
+        force_main(
+            &src,
+            &url,
+            &git_out(&src, &["rev-parse", &format!("main~{behind}")]),
+        );
+    }
+    git(&src, &["push", "--quiet", "--mirror", &url]);
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--mirror", &url, "dst.git"],
+    );
+    let dst = tmp.path().join("dst.git");
+    fsck(&dst);
+    assert_eq!(refs_and_objects(&dst), refs_and_objects(&src));
+}

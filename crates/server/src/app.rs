@@ -49,6 +49,8 @@ pub struct Config {
     pub push_queue_timeout: std::time::Duration,
     /// Automatic maintenance after pushes (`None`: off).
     pub maintenance: Option<crate::maintenance::MaintenanceConfig>,
+    /// Objects the cache of decoded container indexes holds.
+    pub index_cache_objects: usize,
 }
 
 /// Shared state of all requests.
@@ -66,7 +68,7 @@ impl App {
     /// An application serving repositories from `store`, answering `/metrics`
     /// from `metrics` (404 when `None`).
     pub fn new(store: Arc<dyn ObjectStore>, config: Config, metrics: Option<Metrics>) -> Arc<Self> {
-        let indexes = IndexCache::new();
+        let indexes = IndexCache::with_limit(config.index_cache_objects);
         let maintenance = config.maintenance.clone().and_then(|mc| {
             crate::maintenance::Maintenance::start(store.clone(), indexes.clone(), mc)
                 .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))

@@ -92,6 +92,11 @@ pub struct ServeArgs {
     /// Size bound of the container cache in bytes.
     #[arg(long, default_value_t = 2 << 30)]
     pub cache_size: u64,
+    /// Objects the in-memory cache of decoded container indexes holds, over
+    /// all repositories (about 80 bytes each; the indexes loaded longest ago
+    /// are dropped first).
+    #[arg(long, default_value_t = gitstow_odb::repository::DEFAULT_INDEX_CACHE_OBJECTS)]
+    pub index_cache_size: usize,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -297,6 +302,7 @@ fn serve(args: ServeArgs) -> i32 {
         maintenance: (!args.no_maintenance).then(|| maintenance_config(&args)),
         receive,
         upload: gitstow_upload::Options::default(),
+        index_cache_objects: args.index_cache_size,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
