@@ -213,6 +213,13 @@ impl ObjectDb {
             .get_range(key, entry.offset..entry.offset + entry.length)?)
     }
 
+    /// The bytes of container `container`'s `.bin` in `range` (several
+    /// records read at once).
+    pub fn read_span(&self, container: usize, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
+        let key = &self.containers[container].0;
+        Ok(self.store.get_range(key, range)?)
+    }
+
     /// Reads and resolves `oid`; `Ok(None)` when the repository does not have it.
     pub fn read(&self, oid: &ObjectId, cache: &mut ObjectCache) -> Result<Option<Object>> {
         if let Some(obj) = cache.get(oid) {

@@ -59,6 +59,53 @@ pub enum PackError {
     Io(#[from] std::io::Error),
 }
 
+/// Bytes a [`RunReader`] fetches at once, at most (one record larger than
+/// that is read whole).
+const RUN_BYTES: u64 = 1 << 20;
+
+/// Reads the records of a pack's objects, sorted by container and offset, in
+/// runs: records that follow each other in one container come from one
+/// ranged read of up to [`RUN_BYTES`] instead of one read each (a clone of
+/// git/git is 400,000 records).
+#[derive(Default)]
+struct RunReader {
+    buf: Vec<u8>,
+    container: usize,
+    start: u64,
+    end: u64,
+}
+
+type Located<'a> = (usize, u64, &'a gitstow_odb::container::IndexEntry);
+
+impl RunReader {
+    /// The record of `located[i]`.
+    fn record(
+        &mut self,
+        db: &ObjectDb,
+        located: &[Located<'_>],
+        i: usize,
+    ) -> Result<&[u8], gitstow_odb::Error> {
+        let (container, offset, entry) = located[i];
+        let in_run = container == self.container
+            && offset >= self.start
+            && offset + entry.length <= self.end
+            && !self.buf.is_empty();
+        if !in_run {
+            let mut end = offset + entry.length;
+            for &(c, off, e) in &located[i + 1..] {
+                if c != container || off != end || end + e.length - offset > RUN_BYTES {
+                    break;
+                }
+                end += e.length;
+            }
+            self.buf = db.read_span(container, offset..end)?;
+            (self.container, self.start, self.end) = (container, offset, end);
+        }
+        let at = (offset - self.start) as usize;
+        Ok(&self.buf[at..at + entry.length as usize])
+    }
+}
+
 struct HashingWriter<'a> {
     inner: &'a mut dyn Write,
     hasher: gix_hash::Hasher,
@@ -86,7 +133,7 @@ pub fn write_pack(
     out: &mut dyn Write,
     opts: PackOptions,
 ) -> Result<PackStats, PackError> {
-    let mut located = Vec::with_capacity(objects.len());
+    let mut located: Vec<Located<'_>> = Vec::with_capacity(objects.len());
     for oid in objects {
         let loc = db.lookup(oid).ok_or(PackError::Missing(*oid))?;
         located.push((loc.container, loc.entry.offset, loc.entry));
@@ -109,17 +156,18 @@ pub fn write_pack(
     w.write_all(&head)?;
     let mut header = Vec::with_capacity(32);
     let mut deflated = Vec::new();
-    for (container, _, entry) in located {
+    let mut runs = RunReader::default();
+    for (i, &(_, _, entry)) in located.iter().enumerate() {
         let offset = w.written;
         match entry.base {
             None => {
-                let raw = db.read_record(container, entry)?;
-                w.write_all(&raw)?;
+                let raw = runs.record(db, &located, i)?;
+                w.write_all(raw)?;
                 stats.reused += 1;
             }
             Some(base) if sending.contains(&base) || (opts.thin && client_has.contains(&base)) => {
                 let thin = !sending.contains(&base);
-                let raw = db.read_record(container, entry)?;
+                let raw = runs.record(db, &located, i)?;
                 let h =
                     record::decode_header(&raw).map_err(|e| gitstow_odb::Error::CorruptObject {
                         oid: entry.oid,
