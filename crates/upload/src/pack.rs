@@ -169,7 +169,7 @@ pub fn write_pack(
                 let thin = !sending.contains(&base);
                 let raw = runs.record(db, &located, i)?;
                 let h =
-                    record::decode_header(&raw).map_err(|e| gitstow_odb::Error::CorruptObject {
+                    record::decode_header(raw).map_err(|e| gitstow_odb::Error::CorruptObject {
                         oid: entry.oid,
                         reason: e.to_string(),
                     })?;
