@@ -458,11 +458,12 @@ fn a_clone_running_during_a_gc_finishes() {
     );
     let expected = mirror_checked(&url, tmp.path(), "expected.git");
     setup.kill();
-    // Every record read of this server takes 100 ms: its clone lasts seconds.
+    // Every read of a container of this server takes 300 ms: its clone lasts
+    // seconds (about 20 reads), a GC on S3 about 2 s.
     let slow = Server::start_on(
         Some(setup.store()),
         &["--no-maintenance"],
-        &[("GITSTOW_FAULTS", "get_range:.bin:delay=100")],
+        &[("GITSTOW_FAULTS", "get_range:.bin:delay=300")],
     );
     let url = slow.url("gc6");
     let dst = tmp.path().join("during.git");
