@@ -484,3 +484,47 @@ fn two_servers_maintain_one_repository() {
         from_a
     );
 }
+
+/// `gitstow maintain`'s errors an operator meets first: a local store
+/// directory that does not exist (not "no repository"), an S3 endpoint that
+/// cannot be reached (one line, without the SDK's error chain), and
+/// `--repo name.git` read as `name`.
+#[test]
+fn maintain_errors_are_clear() {
+    let bin = env!("CARGO_BIN_EXE_gitstow");
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .arg("maintain")
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", "key")
+            .env("AWS_SECRET_ACCESS_KEY", "secret")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--store", "file:///nonexistent/gitstow-store", "--all"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+
+    let out = run(&[
+        "--store",
+        "s3://bucket",
+        "--s3-endpoint",
+        "http://127.0.0.1:1",
+        "--all",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("cannot reach the S3 endpoint"), "{err}");
+    for internal in ["DispatchFailure", "hyper", "ConnectorError", "Os {"] {
+        assert!(!err.contains(internal), "{internal} in:\n{err}");
+    }
+
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    push_commits(&tmp.path().join("work"), &server.url("dotgit"), 1, "d");
+    let said = assert_maintained(&server.store().maintain(&["--repo", "dotgit.git"], &[]));
+    assert!(said.starts_with("dotgit: "), "{said}");
+}

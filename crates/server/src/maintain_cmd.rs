@@ -58,6 +58,13 @@ pub struct MaintainArgs {
 /// failed, 2 bad arguments or no store).
 pub fn main(args: MaintainArgs) -> i32 {
     crate::cli::init_logging(args.log_format);
+    // A typo in a local store's path would otherwise read as an empty store.
+    if let Some(path) = args.store.url.strip_prefix("file://") {
+        if !std::path::Path::new(path).is_dir() {
+            eprintln!("gitstow: store directory {path:?} does not exist");
+            return 2;
+        }
+    }
     let store = match args.store.open() {
         Ok(s) => s,
         Err(e) => {
@@ -74,11 +81,13 @@ pub fn main(args: MaintainArgs) -> i32 {
     };
     let names = match &args.repo {
         Some(name) => {
+            // As in a URL: `org/project.git` names `org/project`.
+            let name = name.strip_suffix(".git").unwrap_or(name);
             if let Err(e) = crate::repo_name::validate(name) {
                 eprintln!("gitstow: {e}");
                 return 2;
             }
-            vec![name.clone()]
+            vec![name.to_owned()]
         }
         None => match store.list("") {
             Ok(keys) => keys
@@ -115,7 +124,7 @@ pub fn main(args: MaintainArgs) -> i32 {
         let result = gitstow_maintain::run(&repo, &opts, &mut |line| eprintln!("{line}"));
         match result {
             Ok(r) => {
-                println!("{}", summary(&r, args.dry_run));
+                println!("{}", summary(&r, args.dry_run, args.gc));
                 if r.skipped == Some(gitstow_maintain::Skipped::NoRepository) && args.repo.is_some()
                 {
                     failed += 1;
@@ -138,7 +147,7 @@ pub fn main(args: MaintainArgs) -> i32 {
 }
 
 /// One line about one repository's run.
-fn summary(r: &gitstow_maintain::Report, dry_run: bool) -> String {
+fn summary(r: &gitstow_maintain::Report, dry_run: bool, gc: bool) -> String {
     use gitstow_maintain::Skipped;
     match r.skipped {
         Some(Skipped::NoRepository) => return format!("{}: no such repository", r.repo),
@@ -152,8 +161,9 @@ fn summary(r: &gitstow_maintain::Report, dry_run: bool) -> String {
     }
     if dry_run {
         return format!(
-            "{}: would merge {} of {} containers ({} bytes); {} retired containers due for deletion; {} orphan containers; {} retired held",
-            r.repo, r.merged, r.containers_before, r.bytes_before, r.deleted, r.orphans, r.retired_held
+            "{}: would merge {} of {} containers ({} bytes); {} retired containers due for deletion; {} orphan containers; {} retired in all{}",
+            r.repo, r.merged, r.containers_before, r.bytes_before, r.deleted, r.orphans, r.retired_held,
+            if gc { "; a dry run does not simulate the GC (it reads no objects)" } else { "" }
         );
     }
     let superseded = if r.skipped == Some(Skipped::Superseded) {

@@ -33,7 +33,10 @@ pub(crate) fn code<E: ProvideErrorMetadata>(err: &SdkError<E>) -> Option<&str> {
     }
 }
 
-/// `"HTTP 503 SlowDown: Please reduce your request rate"`-style summary.
+/// `"HTTP 503 SlowDown: Please reduce your request rate"`-style summary; for
+/// a request that got no S3 answer, what happened and the root cause only
+/// (`"cannot reach the S3 endpoint: Connection refused (os error 111)"`):
+/// the SDK's whole error chain goes to the debug log, not into messages.
 pub(crate) fn describe<E>(err: &SdkError<E>) -> String
 where
     E: ProvideErrorMetadata + StdError + 'static,
@@ -47,7 +50,20 @@ where
                 None => format!("HTTP {status} {code}"),
             }
         }
-        other => DisplayErrorContext(other).to_string(),
+        other => {
+            tracing::debug!(error = %DisplayErrorContext(other), "S3 request failed");
+            let what = match other {
+                SdkError::DispatchFailure(_) => "cannot reach the S3 endpoint",
+                SdkError::TimeoutError(_) => "the S3 request timed out",
+                SdkError::ResponseError(_) => "unreadable S3 response",
+                _ => "the S3 request could not be made",
+            };
+            let mut root: &dyn StdError = other;
+            while let Some(next) = root.source() {
+                root = next;
+            }
+            format!("{what}: {root}")
+        }
     }
 }
 
