@@ -146,6 +146,12 @@ impl ObjectDb {
         self.containers.len()
     }
 
+    /// The position in this db of the state's `i`-th live container (garbage
+    /// containers come first).
+    pub fn live_position(&self, i: usize) -> usize {
+        self.garbage_ids.len() + i
+    }
+
     /// The index of container `i`.
     pub fn container(&self, i: usize) -> &ContainerIndex {
         &self.containers[i].1
@@ -160,12 +166,12 @@ impl ObjectDb {
         let live = self.garbage_ids.len()..self.containers.len();
         let hint = self.last_hit.load(Ordering::Relaxed);
         let hinted = live.contains(&hint).then_some(hint);
-        let order = hinted
+        let mut order = hinted
             .into_iter()
             .chain(live.clone().rev().filter(|&i| Some(i) != hinted))
             .chain((0..live.start).rev());
         let mut probes = 0u64;
-        let loc = order.into_iter().find_map(|i| {
+        let loc = order.find_map(|i| {
             probes += 1;
             self.containers[i].1.lookup(oid).map(|entry| Location {
                 container: i,
@@ -207,10 +213,7 @@ impl ObjectDb {
 
     /// The raw record bytes (pack entry header + zlib stream) of an entry.
     pub fn read_record(&self, container: usize, entry: &IndexEntry) -> Result<Vec<u8>> {
-        let key = &self.containers[container].0;
-        Ok(self
-            .store
-            .get_range(key, entry.offset..entry.offset + entry.length)?)
+        self.read_span(container, entry.offset..entry.offset + entry.length)
     }
 
     /// The bytes of container `container`'s `.bin` in `range` (several
