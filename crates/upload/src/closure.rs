@@ -9,8 +9,8 @@
 //! that of the pushes since the GC, not of the history.
 //!
 //! "The wants reach every tip" is decided from that same walk: a commit tip
-//! is reached when it is a wanted commit or the parent of a commit to send
-//! (an edge). Tips are the refs no other tip reaches, so a tip reached only
+//! is reached when it is one of the walk's edges (a wanted commit or the
+//! parent of a commit to send). Tips are the refs no other tip reaches, so a tip reached only
 //! through another tip's history cannot exist. A tip that is a tag (or a tree
 //! or blob) must be wanted itself. When any tip is not reached (its branch
 //! was deleted or rewound, or the client asked for some refs only), the
@@ -34,8 +34,8 @@ pub(crate) fn clone_over(
     opts: &WalkOptions<'_>,
     closure: ClosureView<'_>,
 ) -> Result<Option<Walk>, WalkError> {
-    if !wants.iter().all(|w| db.contains(w)) || !closure.tips.iter().all(|t| db.contains(t)) {
-        tracing::debug!("closure not used: a want or a tip is missing");
+    if !closure.tips.iter().all(|t| db.contains(t)) {
+        tracing::debug!("closure not used: a tip is missing");
         return Ok(None);
     }
     let mut w = Walker::new(db, 1 << 20);
@@ -68,13 +68,7 @@ pub(crate) fn clone_over(
             ..*opts
         },
     )?;
-    let mut reached: HashSet = outside.edges.iter().copied().collect();
-    for want in wants {
-        let (_, target, kind) = w.peel(*want)?;
-        if kind == Kind::Commit {
-            reached.insert(target);
-        }
-    }
+    let reached: HashSet = outside.edges.iter().copied().collect();
     if let Some(tip) = commit_tips.iter().find(|t| !reached.contains(*t)) {
         tracing::debug!(%tip, "closure not used: the wants do not reach a tip");
         return Ok(None);
@@ -85,8 +79,11 @@ pub(crate) fn clone_over(
             .iter()
             .any(|&i| db.container(i).lookup(oid).is_some())
     };
+    // Commits of the closure containers end the walk as had: every commit
+    // it sends lies outside them.
     let mut out = Walk {
         commits_read: outside.commits_read,
+        commits: outside.commits,
         ..Walk::default()
     };
     for &i in closure.containers {
@@ -95,13 +92,7 @@ pub(crate) fn clone_over(
             out.commits += usize::from(e.kind == COMMIT);
         }
     }
-    for oid in outside.objects {
-        if !inside(&oid) {
-            if db.lookup(&oid).is_some_and(|l| l.entry.kind == COMMIT) {
-                out.commits += 1;
-            }
-            out.objects.push(oid);
-        }
-    }
+    out.objects
+        .extend(outside.objects.into_iter().filter(|oid| !inside(oid)));
     Ok(Some(out))
 }

@@ -154,7 +154,7 @@ pub fn serve_v0(
     } else {
         None
     };
-    let shortcuts = Shortcuts::of(state);
+    let shortcuts = Shortcuts::of(state, &db);
     let mut walk = walk::objects_to_send(
         &db,
         &req.wants,
@@ -178,15 +178,14 @@ pub fn serve_v0(
 
 /// What a state offers a full clone besides the walk: its ref tips when it is
 /// closed (see [`walk::WalkOptions::closed_tips`]) and its closure, with the
-/// positions of the closure's containers in the state's [`gitstow_odb::ObjectDb`]
-/// (garbage first, then the live containers).
+/// positions of the closure's containers in the state's [`gitstow_odb::ObjectDb`].
 struct Shortcuts {
     closed_tips: Option<Vec<gix_hash::ObjectId>>,
     closure: Option<(Vec<gix_hash::ObjectId>, Vec<usize>)>,
 }
 
 impl Shortcuts {
-    fn of(state: &RepoState) -> Self {
+    fn of(state: &RepoState, db: &gitstow_odb::ObjectDb) -> Self {
         let closed_tips = state.closed.then(|| {
             let mut tips: Vec<gix_hash::ObjectId> = state.refs.values().copied().collect();
             tips.sort_unstable();
@@ -194,11 +193,8 @@ impl Shortcuts {
             tips
         });
         let closure = state.live_closure().map(|(c, positions)| {
-            let garbage = state.garbage.len();
-            (
-                c.tips.clone(),
-                positions.into_iter().map(|p| p + garbage).collect(),
-            )
+            let in_db = positions.into_iter().map(|p| db.live_position(p));
+            (c.tips.clone(), in_db.collect())
         });
         Shortcuts {
             closed_tips,
@@ -405,7 +401,7 @@ fn fetch_v2(
         )?;
     }
     write_text(&mut &mut *out, "packfile")?;
-    let shortcuts = Shortcuts::of(state);
+    let shortcuts = Shortcuts::of(state, &db);
     let mut walk = walk::objects_to_send(
         &db,
         &args.wants,

@@ -55,8 +55,9 @@ pub struct Walk {
     pub client_has: HashSet,
     /// Commits the walk read.
     pub commits_read: usize,
-    /// Commits the client has that are parents of commits sent (the
-    /// boundary of the commit walk).
+    /// Commits the client has that the wants reach without passing through
+    /// another commit it has: parents of commits sent, and wanted commits
+    /// it has (the boundary of the commit walk).
     pub edges: Vec<ObjectId>,
 }
 
@@ -458,9 +459,14 @@ pub fn objects_to_send(
     out.objects.extend(emit_list);
     // What the client has: a stored delta against any of it may go out as is
     // in a thin pack.
+    out.edges = limited.edges.iter().map(|(c, _)| *c).collect();
+    out.edges.extend(
+        want_commits
+            .iter()
+            .filter(|c| limited.uninteresting.contains(*c)),
+    );
     excluded.extend(limited.uninteresting);
     out.client_has = excluded;
-    out.edges = limited.edges.iter().map(|(c, _)| *c).collect();
     Ok(out)
 }
 
