@@ -58,9 +58,10 @@ pub struct MaintainArgs {
 /// failed, 2 bad arguments or no store).
 pub fn main(args: MaintainArgs) -> i32 {
     crate::cli::init_logging(args.log_format);
-    // A typo in a local store's path would otherwise read as an empty store.
-    if let Some(path) = args.store.url.strip_prefix("file://") {
-        if !std::path::Path::new(path).is_dir() {
+    // A typo in a local store's path would otherwise read as an empty store
+    // (and opening it would create the directory).
+    if let Some(path) = gitstow_store::local_root(&args.store.url) {
+        if !path.is_dir() {
             eprintln!("gitstow: store directory {path:?} does not exist");
             return 2;
         }

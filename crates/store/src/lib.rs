@@ -80,7 +80,7 @@ pub use cache::{default_cache_dir, CachedStore};
 pub use error::{Error, Result};
 pub use fs::FsStore;
 pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX};
-pub use open::{open, open_with};
+pub use open::{local_root, open, open_with};
 pub use s3::{is_s3_url, S3Config, S3Options, S3Stats, S3Store};
 pub use stats::{CacheStats, RequestStats, StoreMetrics};
 

@@ -67,6 +67,15 @@ pub fn open_with(url: &str, s3: &S3Options) -> Result<Arc<dyn ObjectStore>> {
     Ok(Arc::new(FsStore::new(path)?))
 }
 
+/// The directory a filesystem store URL (or plain path) names, as
+/// [`open`] reads it; `None` for an S3 URL or one [`open`] refuses.
+pub fn local_root(url: &str) -> Option<PathBuf> {
+    if is_s3_url(url) {
+        return None;
+    }
+    fs_root(url).ok()
+}
+
 /// The directory a filesystem store URL names, as written (possibly relative).
 fn fs_root(url: &str) -> Result<PathBuf> {
     let unsupported = |reason: &str| Error::UnsupportedUrl {
@@ -147,6 +156,14 @@ mod tests {
             Path::new("/srv/gitstow")
         );
         assert_eq!(fs_root("FILE:///srv/x").unwrap(), Path::new("/srv/x"));
+    }
+
+    #[test]
+    fn local_root_is_the_fs_root_of_local_urls_only() {
+        assert_eq!(local_root("file:///srv/x"), Some(PathBuf::from("/srv/x")));
+        assert_eq!(local_root("data/store"), Some(PathBuf::from("data/store")));
+        assert_eq!(local_root("s3://bucket/prefix"), None);
+        assert_eq!(local_root("ftp://x"), None);
     }
 
     #[test]
