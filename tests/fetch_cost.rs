@@ -62,6 +62,30 @@ fn rev_list_count(src: &Path, new: &str, old: &str) -> u64 {
     .unwrap()
 }
 
+/// A generated history (`seed`, `commits` commits, other options default)
+/// at `parent/src.git`, pushed with `--mirror` to repository `name` of
+/// `server`; returns its path and the repository's URL.
+fn mirrored(
+    server: &Server,
+    parent: &Path,
+    name: &str,
+    seed: u64,
+    commits: usize,
+) -> (std::path::PathBuf, String) {
+    let src = parent.join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            seed,
+            commits,
+            ..Default::default()
+        },
+    );
+    let url = server.url(name);
+    git(&src, &["push", "--quiet", "--mirror", &url]);
+    (src, url)
+}
+
 /// A linear history of 400 commits; the client is 20, then 300 commits behind.
 fn scenario(version: &str) {
     let server = Server::start_with(&["--no-maintenance"]);
@@ -157,29 +181,9 @@ fn incremental_fetch_v0_reads_only_new_commits_and_is_thin() {
 fn a_clone_is_complete() {
     let server = Server::start_with(&["--no-maintenance"]);
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src.git");
-    histgen(
-        &src,
-        &gitstow_histgen::Options {
-            seed: 12,
-            commits: 150,
-            ..Default::default()
-        },
-    );
-    let url = server.url("complete");
-    git(&src, &["push", "--quiet", "--mirror", &url]);
+    let (src, url) = mirrored(&server, tmp.path(), "complete", 12, 150);
     // An update makes the repository not "closed": the clone takes the walk.
-    let main = git_out(&src, &["rev-parse", "main~1"]);
-    git(
-        &src,
-        &[
-            "push",
-            "--quiet",
-            "--force",
-            &url,
-            &format!("{main}:refs/heads/main"),
-        ],
-    );
+    force_main(&src, &url, &git_out(&src, &["rev-parse", "main~1"]));
     git(
         tmp.path(),
         &["clone", "--quiet", "--mirror", &url, "dst.git"],
@@ -258,17 +262,7 @@ fn unreachable_objects(dir: &Path) -> String {
 fn a_clone_after_a_gc_walks_only_what_came_since() {
     let server = Server::start_with(&["--no-maintenance"]);
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src.git");
-    histgen(
-        &src,
-        &gitstow_histgen::Options {
-            seed: 14,
-            commits: 300,
-            ..Default::default()
-        },
-    );
-    let url = server.url("closure");
-    git(&src, &["push", "--quiet", "--mirror", &url]);
+    let (src, url) = mirrored(&server, tmp.path(), "closure", 14, 300);
     force_main(&src, &url, &git_out(&src, &["rev-parse", "main~5"]));
     assert_maintained(&server.store().maintain(&["--repo", "closure", "--gc"], &[]));
     let state = server.store().repo_state("closure").unwrap();

@@ -46,6 +46,33 @@ fn live(store: &TestStore, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits up to 60 s for automatic maintenance to bring `name` within
+/// 2·⌈log2 pushes⌉ live containers; returns that bound and the count.
+fn settled_count(store: &TestStore, name: &str, pushes: usize) -> (usize, usize) {
+    let bound = 2 * (usize::BITS - pushes.leading_zeros()) as usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut count = live(store, name).len();
+    while count > bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        count = live(store, name).len();
+    }
+    (bound, count)
+}
+
+/// Runs `gitstow maintain args` until it no longer finds the lease held (a
+/// server's own maintenance may hold it for a moment; 60 s at most);
+/// returns its stdout.
+fn maintain_when_free(store: &TestStore, args: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let said = assert_maintained(&store.maintain(args, &[]));
+        if !said.contains("lease held") || Instant::now() > deadline {
+            return said;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -62,13 +89,7 @@ fn pushes_are_compacted_and_clones_stay_identical() {
     let pushes = 24;
     let tip = push_commits(&tmp.path().join("work"), &url, pushes, "m");
     // Automatic maintenance runs after each push, in the background.
-    let bound = 2 * (usize::BITS - pushes.leading_zeros()) as usize; // 2·⌈log2 24⌉ = 10
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut count = live(server.store(), "org/many").len();
-    while count > bound && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        count = live(server.store(), "org/many").len();
-    }
+    let (bound, count) = settled_count(server.store(), "org/many", pushes); // 2·⌈log2 24⌉ = 10
     assert!(
         count <= bound,
         "{count} live containers after {pushes} pushes (bound {bound})\n{}",
@@ -97,17 +118,10 @@ fn pushes_are_compacted_and_clones_stay_identical() {
     assert!(before.0.contains(&tip), "{}", before.0);
 
     // The server's own maintenance may still hold the lease for a moment.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let said = loop {
-        let out = server
-            .store()
-            .maintain(&["--repo", "org/many", "--full", "--grace", "0"], &[]);
-        let said = assert_maintained(&out);
-        if !said.contains("lease held") || Instant::now() > deadline {
-            break said;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let said = maintain_when_free(
+        server.store(),
+        &["--repo", "org/many", "--full", "--grace", "0"],
+    );
     assert!(said.contains(" -> 1, bytes"), "{said}");
     let live_now = live(server.store(), "org/many");
     assert_eq!(live_now.len(), 1);
@@ -435,13 +449,7 @@ fn two_servers_maintain_one_repository() {
         };
         git(&work, &["push", "--quiet", &url, "main"]);
     }
-    let bound = 2 * (usize::BITS - pushes.leading_zeros()) as usize; // 2·⌈log2 16⌉ = 10
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut count = live(a.store(), "org/both").len();
-    while count > bound && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        count = live(a.store(), "org/both").len();
-    }
+    let (bound, count) = settled_count(a.store(), "org/both", pushes); // 2·⌈log2 16⌉ = 10
     assert!(
         count <= bound,
         "{count} live containers after {pushes} pushes"
@@ -465,17 +473,7 @@ fn two_servers_maintain_one_repository() {
     assert!(from_a.0.contains(&tip), "{}", from_a.0);
     // The grace period over, a run leaves only what the state names.
     for _ in 0..2 {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = a
-                .store()
-                .maintain(&["--repo", "org/both", "--grace", "0"], &[]);
-            let said = assert_maintained(&out);
-            if !said.contains("lease held") || Instant::now() > deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        maintain_when_free(a.store(), &["--repo", "org/both", "--grace", "0"]);
     }
     let named: BTreeSet<String> = live(a.store(), "org/both").into_iter().collect();
     assert_eq!(stored_bins(a.store(), "org/both"), named);
