@@ -48,11 +48,7 @@ sys.path.insert(0, HERE)
 import replay  # noqa: E402  (git, own_cpu, settle, dir helpers)
 import side_by_side as sbs  # noqa: E402  (per-command phases on both servers)
 
-log = replay.log
-
-
-def git(*args):
-    return replay.git(*args)
+log, git = replay.log, replay.git
 
 
 def task_cpu_ns(pid):
@@ -93,10 +89,6 @@ class CpuSampler(threading.Thread):
 def packs(repo):
     d = os.path.join(repo, "objects", "pack")
     return set(os.listdir(d)) if os.path.isdir(d) else set()
-
-
-def head_pack_bytes(repo):
-    return replay.newest_pack_bytes(repo)
 
 
 def main():
@@ -240,7 +232,7 @@ def main():
                 return ["-C", c[side], "fetch", "--quiet", url + "bench.git", "+refs/heads/*:refs/heads/*"]
 
             measure("fetch of %d new commit%s" % (k, "" if k == 1 else "s"), fetch, reset,
-                    bytes_of=lambda side, c=clients: head_pack_bytes(c[side]))
+                    bytes_of=lambda side, c=clients: replay.newest_pack_bytes(c[side]))
             at += k
         tip = firsts[at]
 
@@ -255,7 +247,7 @@ def main():
                 return ["-C", clients[side], "fetch", "--quiet", url + "bench.git", "+refs/heads/*:refs/heads/*"]
 
             measure("fetch from %d first-parent commits behind" % a.behind, fetch_behind, reset_behind,
-                    bytes_of=lambda side: head_pack_bytes(clients[side]))
+                    bytes_of=lambda side: replay.newest_pack_bytes(clients[side]))
 
         # 4. Mirror clones of a repository whose refs moved since the GC.
         def rm_clone(side):
