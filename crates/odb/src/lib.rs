@@ -26,12 +26,14 @@ pub mod repository;
 pub mod retired;
 pub mod staging;
 pub mod state;
+pub mod state_cache;
 pub mod zlib;
 
 pub use error::{Error, Result};
 pub use objects::{LookupStats, Object, ObjectCache, ObjectDb};
-pub use repository::{CommitOutcome, IndexCache, Repository, VersionedState};
+pub use repository::{CommitOutcome, IndexCache, Repository, SharedState, VersionedState};
 pub use state::RepoState;
+pub use state_cache::StateCache;
 
 /// 32 bytes that no other call, in this process or another, returns: the
 /// SHA-256 of the process id, the clock, a counter and per-process random

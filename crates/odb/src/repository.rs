@@ -12,6 +12,7 @@ use gitstow_store::{ETag, ObjectStore, PutCondition};
 use crate::container::{ContainerIndex, SealedContainer};
 use crate::objects::ObjectDb;
 use crate::state::{ContainerRef, RepoState};
+use crate::state_cache::StateCache;
 use crate::{Error, Result};
 
 /// Decoded container indexes shared by every repository of a server.
@@ -88,6 +89,15 @@ pub struct VersionedState {
     pub etag: ETag,
 }
 
+/// A state shared through a [`StateCache`], with the ETag it was read at.
+#[derive(Debug, Clone)]
+pub struct SharedState {
+    /// The decoded state (possibly shared with other requests).
+    pub state: Arc<RepoState>,
+    /// The store's ETag of the state object.
+    pub etag: ETag,
+}
+
 /// The outcome of a compare-and-swap of the state.
 #[derive(Debug)]
 pub enum CommitOutcome {
@@ -161,6 +171,25 @@ impl Repository {
                 etag,
             })),
         }
+    }
+
+    /// Reads the current state like [`Repository::load_state`], but decodes
+    /// it only when `cache` does not hold it at the ETag read (see
+    /// [`crate::state_cache`]); the state is shared, not copied.
+    pub fn load_shared_state(&self, cache: &StateCache) -> Result<Option<SharedState>> {
+        let key = self.state_key();
+        let Some((bytes, etag)) = self.store.get(&key)? else {
+            return Ok(None);
+        };
+        let state = match cache.get(&key, &etag) {
+            Some(state) => state,
+            None => {
+                let state = Arc::new(RepoState::decode(&bytes)?);
+                cache.insert(&key, etag.clone(), state.clone());
+                state
+            }
+        };
+        Ok(Some(SharedState { state, etag }))
     }
 
     fn retired_key(&self) -> String {

@@ -171,6 +171,19 @@ impl RepoState {
         encode_json(&file)
     }
 
+    /// An estimate of the bytes the decoded state holds in memory (refs and
+    /// peeled entries with their map nodes, containers), for cache budgets.
+    pub fn approximate_bytes(&self) -> usize {
+        const PER_ENTRY: usize = 24 + 20 + 32; // String header, oid, map node share
+        let refs: usize = self.refs.keys().map(|k| k.len() + PER_ENTRY).sum();
+        let peeled: usize = self.peeled.keys().map(|k| k.len() + PER_ENTRY).sum();
+        let containers = (self.containers.len() + self.garbage.len()) * 128;
+        let closure = self.closure.as_ref().map_or(0, |c| {
+            c.tips.len() * 20 + c.containers.iter().map(|s| s.len() + 24).sum::<usize>()
+        });
+        std::mem::size_of::<Self>() + refs + peeled + containers + closure
+    }
+
     /// Decodes what [`RepoState::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Self, StateError> {
         let file: StateFile = decode_json(bytes)?;

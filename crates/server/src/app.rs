@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::Router;
-use gitstow_odb::{IndexCache, Repository};
+use gitstow_odb::{IndexCache, Repository, StateCache};
 use gitstow_protocol::{write_v0_advertisement, write_v2_capabilities, Service};
 use gitstow_store::ObjectStore;
 
@@ -51,6 +51,8 @@ pub struct Config {
     pub maintenance: Option<crate::maintenance::MaintenanceConfig>,
     /// Objects the cache of decoded container indexes holds.
     pub index_cache_objects: usize,
+    /// Bytes of decoded states the state cache holds.
+    pub state_cache_bytes: usize,
 }
 
 /// Shared state of all requests.
@@ -58,6 +60,7 @@ pub struct Config {
 pub struct App {
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
+    states: Arc<StateCache>,
     pushes: PushQueue,
     maintenance: Option<Arc<crate::maintenance::Maintenance>>,
     metrics: Option<Metrics>,
@@ -77,6 +80,7 @@ impl App {
         Arc::new(App {
             store,
             indexes,
+            states: StateCache::with_limit(config.state_cache_bytes),
             maintenance,
             pushes: PushQueue::new(config.max_concurrent_pushes, config.push_queue_timeout),
             metrics,
@@ -283,9 +287,10 @@ fn service_from_query(query: &str) -> Option<Service> {
 async fn load_state(
     app: &Arc<App>,
     name: &str,
-) -> Result<Option<gitstow_odb::RepoState>, Response> {
+) -> Result<Option<Arc<gitstow_odb::RepoState>>, Response> {
     let repo = app.repo(name);
-    let loaded = tokio::task::spawn_blocking(move || repo.load_state()).await;
+    let states = app.states.clone();
+    let loaded = tokio::task::spawn_blocking(move || repo.load_shared_state(&states)).await;
     match loaded {
         Ok(Ok(v)) => Ok(v.map(|v| v.state)),
         Ok(Err(e)) => {
@@ -323,7 +328,7 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     };
     let state = match (state, service) {
         (Some(s), _) => s,
-        (None, Service::ReceivePack) if app.config.auto_create => gitstow_odb::RepoState::default(),
+        (None, Service::ReceivePack) if app.config.auto_create => Arc::default(),
         (None, _) => return not_found(&name),
     };
     let mut out = Vec::new();

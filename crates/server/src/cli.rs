@@ -97,6 +97,11 @@ pub struct ServeArgs {
     /// are dropped first).
     #[arg(long, default_value_t = gitstow_odb::repository::DEFAULT_INDEX_CACHE_OBJECTS)]
     pub index_cache_size: usize,
+    /// Bytes of decoded repository states kept in memory, over all
+    /// repositories (a state is reused while its version is unchanged; about
+    /// 100 bytes a ref).
+    #[arg(long, default_value_t = gitstow_odb::state_cache::DEFAULT_STATE_CACHE_BYTES)]
+    pub state_cache_size: usize,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -303,6 +308,7 @@ fn serve(args: ServeArgs) -> i32 {
         receive,
         upload: gitstow_upload::Options::default(),
         index_cache_objects: args.index_cache_size,
+        state_cache_bytes: args.state_cache_size,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
