@@ -20,37 +20,23 @@ fn last_fetch_line(logs: &str) -> &str {
         .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
 }
 
-/// The number `name=` (or `name=Some(`) gives in a log line.
-fn field(line: &str, name: &str) -> u64 {
-    let at = line
-        .find(&format!(" {name}="))
-        .unwrap_or_else(|| panic!("no {name} in {line}"));
-    let rest = &line[at + name.len() + 2..];
-    let rest = rest.strip_prefix("Some(").unwrap_or(rest);
-    rest.chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} in {line}"))
-}
-
 /// commits_read, objects, thin_deltas and bytes of the last fetch.
 fn last_fetch(logs: &str) -> (u64, u64, u64, u64) {
     let line = last_fetch_line(logs);
     (
-        field(line, "commits_read"),
-        field(line, "objects"),
-        field(line, "thin_deltas"),
-        field(line, "bytes"),
+        log_field(line, "commits_read"),
+        log_field(line, "objects"),
+        log_field(line, "thin_deltas"),
+        log_field(line, "bytes"),
     )
 }
 
 /// Index searches per object lookup of the last fetch.
 fn probes_per_lookup(logs: &str) -> f64 {
     let line = last_fetch_line(logs);
-    let lookups = field(line, "lookups");
+    let lookups = log_field(line, "lookups");
     assert!(lookups > 0, "{line}");
-    field(line, "index_probes") as f64 / lookups as f64
+    log_field(line, "index_probes") as f64 / lookups as f64
 }
 
 fn rev_list_count(src: &Path, new: &str, old: &str) -> u64 {

@@ -431,3 +431,17 @@ fn read_lossy(path: &Path) -> String {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default()
 }
+
+/// The number `name=` (or `name=Some(`) gives in a server log line.
+pub fn log_field(line: &str, name: &str) -> u64 {
+    let at = line
+        .find(&format!(" {name}="))
+        .unwrap_or_else(|| panic!("no {name} in {line}"));
+    let rest = &line[at + name.len() + 2..];
+    let rest = rest.strip_prefix("Some(").unwrap_or(rest);
+    rest.chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} in {line}"))
+}

@@ -24,11 +24,13 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use gitstow_odb::container::{ContainerIndex, ContainerWriter, IndexEntry};
+use gitstow_odb::graph::CommitGraph;
 use gitstow_odb::record;
 use gitstow_odb::state::ContainerRef;
-use gitstow_odb::Repository;
+use gitstow_odb::{ObjectDb, RepoState, Repository};
 use gix_hash::ObjectId;
 
+use crate::graph::GraphRows;
 use crate::{retire, update_state, Error, Options, Result, Step};
 
 /// What a merge wrote.
@@ -156,6 +158,7 @@ impl Sources {
 /// size, uploads each as it is sealed.
 pub struct Output<'a> {
     repo: &'a Repository,
+    graphs: GraphRows<'a>,
     dir: std::path::PathBuf,
     max_bytes: u64,
     writer: Option<ContainerWriter>,
@@ -164,10 +167,17 @@ pub struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    /// An output staging in `dir`.
-    pub fn new(repo: &'a Repository, dir: &std::path::Path, max_bytes: u64) -> Self {
+    /// An output staging in `dir`; each container gets a commit graph whose
+    /// rows come from `db` (the objects the records are copied from).
+    pub fn new(
+        repo: &'a Repository,
+        db: &'a ObjectDb,
+        dir: &std::path::Path,
+        max_bytes: u64,
+    ) -> Self {
         Output {
             repo,
+            graphs: GraphRows::new(db),
             dir: dir.to_owned(),
             max_bytes,
             writer: None,
@@ -205,7 +215,10 @@ impl<'a> Output<'a> {
     fn seal(&mut self) -> Result<()> {
         if let Some(w) = self.writer.take() {
             if !w.is_empty() {
-                self.containers.push(self.repo.upload_container(w.seal()?)?);
+                let mut sealed = w.seal()?;
+                let mut rows = self.graphs.rows(&sealed.commits()?)?;
+                sealed.graph = Some(CommitGraph::encode(&mut rows));
+                self.containers.push(self.repo.upload_container(sealed)?);
             }
         }
         Ok(())
@@ -237,7 +250,22 @@ pub fn merge(
 ) -> Result<Merged> {
     let staging = staging_dir(opts)?;
     let mut src = Sources::open(repo, sources)?;
-    let mut out = Output::new(repo, staging.path(), opts.max_container_bytes);
+    // The graphs' rows and generations come from every live container
+    // (parents may be stored in one that does not take part).
+    let mut live: Vec<ContainerRef> = match repo.load_state()? {
+        Some(current) => current.state.containers,
+        None => Vec::new(),
+    };
+    for s in sources {
+        if !live.iter().any(|c| c.id == s.id) {
+            live.push(s.clone());
+        }
+    }
+    let db = repo.live_objects(&RepoState {
+        containers: live,
+        ..RepoState::default()
+    })?;
+    let mut out = Output::new(repo, &db, staging.path(), opts.max_container_bytes);
     for s in 0..sources.len() {
         src.download(repo, s, staging.path())?;
         for e in src.records(s, &|_| true) {

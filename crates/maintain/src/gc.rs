@@ -144,7 +144,6 @@ pub fn collect(
         missing,
         tips,
     } = reachable(&db, state)?;
-    drop(db);
     progress(&format!(
         "{}: {} objects reachable from {} refs",
         repo.name(),
@@ -156,7 +155,7 @@ pub fn collect(
     for s in 0..state.containers.len() {
         src.download(repo, s, staging.path())?;
     }
-    let mut live = Output::new(repo, staging.path(), opts.max_container_bytes);
+    let mut live = Output::new(repo, &db, staging.path(), opts.max_container_bytes);
     for kind in [COMMIT, TAG, TREE, BLOB] {
         for s in 0..state.containers.len() {
             for e in src.records(s, &|e| e.kind == kind && reach.contains(&e.oid)) {
@@ -165,7 +164,7 @@ pub fn collect(
         }
     }
     let (live, _) = live.finish()?;
-    let mut garbage = Output::new(repo, staging.path(), opts.max_container_bytes);
+    let mut garbage = Output::new(repo, &db, staging.path(), opts.max_container_bytes);
     let mut unreachable = 0;
     for s in 0..state.containers.len() {
         for e in src.records(s, &|e| !reach.contains(&e.oid)) {

@@ -6,6 +6,7 @@
 //!   publishing the result through the state's compare-and-swap.
 //! - [`gc`]: rewriting what the refs reach, unreachable objects into garbage
 //!   containers held for the grace period.
+//! - [`graph`]: the commit graphs of the containers maintenance writes.
 //! - [`sweep`]: deleting retired containers after the grace period, and the
 //!   orphan scan that finds containers no state names.
 //! - [`lease`]: the per-repository lease that keeps two instances off one
@@ -21,6 +22,7 @@
 
 pub mod compact;
 pub mod gc;
+pub mod graph;
 pub mod lease;
 pub mod policy;
 pub mod sweep;

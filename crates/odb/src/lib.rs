@@ -20,6 +20,7 @@
 pub mod container;
 pub mod delta;
 mod error;
+pub mod graph;
 pub mod objects;
 pub mod record;
 pub mod repository;

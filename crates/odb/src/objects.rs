@@ -2,12 +2,14 @@
 //! resolution with a bounded cache of resolved bases.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gitstow_store::ObjectStore;
 use gix_hash::ObjectId;
 
 use crate::container::{ContainerIndex, IndexEntry};
+use crate::graph::{CommitGraph, GraphCommit};
+use crate::repository::IndexCache;
 use crate::{delta, record, zlib, Error, Result};
 
 /// Largest object a read will materialize, in bytes.
@@ -83,6 +85,12 @@ pub struct ObjectDb {
     /// Lookups and index probes so far (see [`ObjectDb::lookup_stats`]).
     lookups: AtomicU64,
     probes: AtomicU64,
+    /// Where commit graphs are cached (`None`: graphs are not read).
+    graph_cache: Option<Arc<IndexCache>>,
+    /// Per container, its graph once looked for.
+    graphs: Vec<OnceLock<Option<Arc<CommitGraph>>>>,
+    /// Commits answered from a graph (see [`ObjectDb::graph_commit`]).
+    graph_hits: AtomicU64,
 }
 
 /// How many lookups an [`ObjectDb`] answered and how many container indexes
@@ -114,8 +122,12 @@ impl ObjectDb {
         garbage_ids: Vec<String>,
     ) -> Self {
         let garbage_hits = garbage_ids.iter().map(|_| AtomicBool::new(false)).collect();
+        let graphs = containers.iter().map(|_| OnceLock::new()).collect();
         ObjectDb {
             store,
+            graph_cache: None,
+            graphs,
+            graph_hits: AtomicU64::new(0),
             containers,
             garbage_ids,
             garbage_hits,
@@ -123,6 +135,70 @@ impl ObjectDb {
             lookups: AtomicU64::new(0),
             probes: AtomicU64::new(0),
         }
+    }
+
+    /// Reads the containers' commit graphs ([`crate::graph`]) through
+    /// `cache` when a walk asks for a commit ([`ObjectDb::graph_commit`]).
+    pub fn with_graphs(mut self, cache: Arc<IndexCache>) -> Self {
+        self.graph_cache = Some(cache);
+        self
+    }
+
+    /// Commit `oid` from the graph of the container that stores it, without
+    /// reading the commit; `None` when the repository does not have it, it
+    /// is not a commit, or that container has no readable graph (the caller
+    /// then reads the commit itself).
+    pub fn graph_commit(&self, oid: &gix_hash::oid) -> Option<GraphCommit<'_>> {
+        let loc = self.lookup(oid)?;
+        if loc.entry.kind != record::COMMIT {
+            return None;
+        }
+        let found = self.graph(loc.container)?.find(oid);
+        if found.is_some() {
+            self.graph_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Commits answered from graphs so far.
+    pub fn graph_hits(&self) -> u64 {
+        self.graph_hits.load(Ordering::Relaxed)
+    }
+
+    /// The graph of container `i`: loaded once per db, shared through the
+    /// cache; missing or unreadable → `None`, with a warning logged once
+    /// per process (the walks then read commits).
+    fn graph(&self, i: usize) -> Option<&CommitGraph> {
+        let cache = self.graph_cache.as_ref()?;
+        self.graphs[i]
+            .get_or_init(|| {
+                let bin = &self.containers[i].0;
+                let key = format!("{}.graph", bin.strip_suffix(".bin").unwrap_or(bin));
+                if let Some(known) = cache.graph(&key) {
+                    return known;
+                }
+                let graph = match self.store.get(&key) {
+                    Ok(Some((bytes, _))) => match CommitGraph::decode(&bytes) {
+                        Ok(g) => Some(Arc::new(g)),
+                        Err(e) => {
+                            tracing::warn!(key, error = %e, "commit graph unreadable; walks read commits instead");
+                            None
+                        }
+                    },
+                    Ok(None) => {
+                        tracing::warn!(key, "commit graph missing; walks read commits instead");
+                        None
+                    }
+                    Err(e) => {
+                        // Not remembered: the store may answer next time.
+                        tracing::warn!(key, error = %e, "commit graph not read; walks read commits instead");
+                        return None;
+                    }
+                };
+                cache.insert_graph(key, graph.clone());
+                graph
+            })
+            .as_deref()
     }
 
     /// Ids of the garbage containers in which a lookup found an object so far

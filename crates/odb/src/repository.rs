@@ -10,27 +10,60 @@ use std::sync::{Arc, Mutex};
 use gitstow_store::{ETag, ObjectStore, PutCondition};
 
 use crate::container::{ContainerIndex, SealedContainer};
+use crate::graph::CommitGraph;
 use crate::objects::ObjectDb;
 use crate::state::{ContainerRef, RepoState};
 use crate::state_cache::StateCache;
 use crate::{Error, Result};
 
-/// Decoded container indexes shared by every repository of a server.
-/// Indexes are immutable (named by a unique id), so entries never go stale;
-/// but maintenance replaces containers, so the cache is bounded: past
-/// `max_objects` objects in all, the indexes loaded longest ago are dropped
-/// (readers holding one keep it until they finish).
+/// Decoded container indexes and commit graphs shared by every repository
+/// of a server. Both are immutable (named by a container's unique id), so
+/// entries never go stale; but maintenance replaces containers, so the cache
+/// is bounded: past `max_objects` objects in all (index entries and graph
+/// commits), the files loaded longest ago are dropped (readers holding one
+/// keep it until they finish).
 #[derive(Debug)]
 pub struct IndexCache {
-    inner: Mutex<CacheInner>,
+    indexes: Mutex<Lru<Arc<ContainerIndex>>>,
+    /// A graph file's key → its graph, or `None` when it is missing or
+    /// unreadable (remembered, so the warning is logged once).
+    graphs: Mutex<Lru<Option<Arc<CommitGraph>>>>,
     max_objects: usize,
 }
 
-#[derive(Debug, Default)]
-struct CacheInner {
-    map: HashMap<String, Arc<ContainerIndex>>,
+#[derive(Debug)]
+struct Lru<T> {
+    map: HashMap<String, (T, usize)>,
     order: std::collections::VecDeque<String>,
     objects: usize,
+}
+
+impl<T: Clone> Lru<T> {
+    fn new() -> Self {
+        Lru {
+            map: HashMap::new(),
+            order: Default::default(),
+            objects: 0,
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<T> {
+        self.map.get(key).map(|(v, _)| v.clone())
+    }
+
+    fn insert(&mut self, key: String, value: T, weight: usize, max: usize) {
+        if self.map.contains_key(&key) {
+            return;
+        }
+        self.objects += weight;
+        self.order.push_back(key.clone());
+        self.map.insert(key, (value, weight));
+        while self.objects > max && self.order.len() > 1 {
+            if let Some((_, w)) = self.order.pop_front().and_then(|old| self.map.remove(&old)) {
+                self.objects -= w;
+            }
+        }
+    }
 }
 
 /// Objects the default [`IndexCache`] holds (about 80 bytes each).
@@ -42,41 +75,46 @@ impl IndexCache {
         Self::with_limit(DEFAULT_INDEX_CACHE_OBJECTS)
     }
 
-    /// An empty cache of at most `max_objects` objects (the newest index is
-    /// kept even when it alone is larger).
+    /// An empty cache of at most `max_objects` index entries and as many
+    /// graph commits (the newest file is kept even when it alone is larger).
     pub fn with_limit(max_objects: usize) -> Arc<Self> {
         Arc::new(IndexCache {
-            inner: Mutex::new(CacheInner::default()),
+            indexes: Mutex::new(Lru::new()),
+            graphs: Mutex::new(Lru::new()),
             max_objects,
         })
     }
 
     fn get(&self, key: &str) -> Option<Arc<ContainerIndex>> {
-        self.inner
+        self.indexes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .map
             .get(key)
-            .cloned()
     }
 
     fn insert(&self, key: String, idx: Arc<ContainerIndex>) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.map.contains_key(&key) {
-            return;
-        }
-        inner.objects += idx.len();
-        inner.order.push_back(key.clone());
-        inner.map.insert(key, idx);
-        while inner.objects > self.max_objects && inner.order.len() > 1 {
-            if let Some(gone) = inner
-                .order
-                .pop_front()
-                .and_then(|old| inner.map.remove(&old))
-            {
-                inner.objects -= gone.len();
-            }
-        }
+        let weight = idx.len();
+        self.indexes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, idx, weight, self.max_objects);
+    }
+
+    /// The graph loaded for `key`: `Some(None)` when it was found missing or
+    /// unreadable, `None` when not loaded.
+    pub(crate) fn graph(&self, key: &str) -> Option<Option<Arc<CommitGraph>>> {
+        self.graphs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+    }
+
+    pub(crate) fn insert_graph(&self, key: String, graph: Option<Arc<CommitGraph>>) {
+        let weight = graph.as_ref().map_or(1, |g| g.len().max(1));
+        self.graphs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, graph, weight, self.max_objects);
     }
 }
 
@@ -150,6 +188,11 @@ impl Repository {
     /// Key of a container's `.idx`.
     pub fn idx_key(&self, id: &str) -> String {
         format!("{}containers/{id}.idx", self.prefix)
+    }
+
+    /// Key of a container's commit graph ([`crate::graph`]).
+    pub fn graph_key(&self, id: &str) -> String {
+        format!("{}containers/{id}.graph", self.prefix)
     }
 
     /// The key prefix under which the containers live (`<name>.git/containers/`).
@@ -261,13 +304,18 @@ impl Repository {
     }
 
     /// Uploads a sealed container: the `.bin` first, then its `.idx`, so an index
-    /// never names bytes that are not there. Returns the entry for the state.
-    /// The index is not decoded here: readers load it when they need it.
+    /// never names bytes that are not there, then its `.graph` if it has one.
+    /// Returns the entry for the state. The index is not decoded here:
+    /// readers load it when they need it.
     pub fn upload_container(&self, sealed: SealedContainer) -> Result<ContainerRef> {
         self.store
             .put_file(&self.bin_key(&sealed.id), &sealed.bin)?;
         self.store
             .put(&self.idx_key(&sealed.id), &sealed.index, PutCondition::None)?;
+        if let Some(graph) = &sealed.graph {
+            self.store
+                .put(&self.graph_key(&sealed.id), graph, PutCondition::None)?;
+        }
         Ok(ContainerRef {
             id: sealed.id,
             objects: sealed.objects as u64,
@@ -314,16 +362,15 @@ impl Repository {
                 .iter()
                 .chain(state.containers.iter().map(|c| &c.id)),
         )?;
-        Ok(ObjectDb::with_garbage(
-            self.store.clone(),
-            containers,
-            garbage_ids,
-        ))
+        Ok(
+            ObjectDb::with_garbage(self.store.clone(), containers, garbage_ids)
+                .with_graphs(self.indexes.clone()),
+        )
     }
 
     /// The objects of the live containers of `state` only (no garbage).
     pub fn live_objects(&self, state: &RepoState) -> Result<ObjectDb> {
         let containers = self.indexes(state.containers.iter().map(|c| &c.id))?;
-        Ok(ObjectDb::new(self.store.clone(), containers))
+        Ok(ObjectDb::new(self.store.clone(), containers).with_graphs(self.indexes.clone()))
     }
 }

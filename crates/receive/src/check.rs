@@ -18,6 +18,8 @@ pub struct Collected {
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// Every object of the push, in resolution order.
     pub oids: Vec<(ObjectId, Kind)>,
+    /// Every pushed commit's commit-graph row (generation not yet known).
+    pub commits: Vec<gitstow_odb::graph::CommitRow>,
 }
 
 /// A direct-mapped table of recently referenced oids (see [`Collected`]).
@@ -88,6 +90,13 @@ pub fn check_object(
         ObjectRef::Commit(c) => {
             out.references.insert(c.tree());
             out.references.extend(c.parents());
+            out.commits.push(gitstow_odb::graph::CommitRow {
+                oid: *oid,
+                tree: c.tree(),
+                parents: c.parents().collect(),
+                time: c.committer().map(|s| s.seconds()).unwrap_or(0),
+                generation: gitstow_odb::graph::GENERATION_UNKNOWN,
+            });
         }
         ObjectRef::Tag(t) => {
             let target = t.target();

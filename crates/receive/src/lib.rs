@@ -372,9 +372,11 @@ fn unpack(
     outcome.deltas = counters.deltas.load(Ordering::Relaxed);
     outcome.staged = resolved.staged;
     outcome.thin_bases = resolved.thin_bases;
-    let sealed = staging
+    let mut sealed = staging
         .finish()
         .map_err(|e| UnpackFailure::Server(format!("sealing a container: {e}")))?;
+    attach_graphs(&mut sealed, resolved.commits, db)
+        .map_err(|e| UnpackFailure::Server(format!("writing a commit graph: {e}")))?;
     let oids = resolved.oids;
     // Each thread's set of named objects is checked on its own and dropped
     // (merging them would hold a second copy of the largest one).
@@ -391,6 +393,39 @@ fn unpack(
         tag_targets: resolved.tag_targets.into_iter().collect(),
         sealed,
     })
+}
+
+/// Gives each sealed container the commit graph of the commits it stores:
+/// generations from the push's own commits and the repository's graphs (a
+/// parent whose generation no graph knows leaves its descendants' unknown;
+/// maintenance fills them in).
+fn attach_graphs(
+    sealed: &mut [gitstow_odb::container::SealedContainer],
+    mut commits: Vec<gitstow_odb::graph::CommitRow>,
+    db: &ObjectDb,
+) -> std::io::Result<()> {
+    if commits.is_empty() {
+        return Ok(());
+    }
+    commits.sort_unstable_by_key(|r| r.oid);
+    commits.dedup_by_key(|r| r.oid);
+    gitstow_odb::graph::fill_generations(&mut commits, |p| {
+        db.graph_commit(p).map(|c| c.generation)
+    });
+    for container in sealed {
+        let mut rows: Vec<_> = container
+            .commits()?
+            .iter()
+            .filter_map(|oid| {
+                commits
+                    .binary_search_by_key(oid, |r| r.oid)
+                    .ok()
+                    .map(|i| commits[i].clone())
+            })
+            .collect();
+        container.graph = Some(gitstow_odb::graph::CommitGraph::encode(&mut rows));
+    }
+    Ok(())
 }
 
 /// The pack type id of an object's kind, from the push's containers or the repository.

@@ -69,6 +69,8 @@ pub struct Resolved {
     pub oids: Vec<(ObjectId, Kind)>,
     /// (tag oid, target oid) of every pushed annotated tag.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
+    /// Every pushed commit's commit-graph row (unordered; generations unknown).
+    pub commits: Vec<gitstow_odb::graph::CommitRow>,
     /// The objects named by pushed objects, one set per resolver thread (not
     /// merged: checking each against `oids` needs no second copy).
     pub references: Vec<gix_hashtable::HashSet>,
@@ -205,9 +207,11 @@ pub fn resolve(
     }
     let mut oids = Vec::with_capacity(workers.iter().map(|w| w.collected.oids.len()).sum());
     let mut tag_targets = Vec::new();
+    let mut commits = Vec::new();
     let mut references = Vec::with_capacity(workers.len());
     for w in workers {
         tag_targets.extend(w.collected.tag_targets);
+        commits.extend(w.collected.commits);
         oids.extend(w.collected.oids);
         references.push(w.collected.references);
     }
@@ -216,6 +220,7 @@ pub fn resolve(
     Ok(Resolved {
         oids,
         tag_targets,
+        commits,
         references,
         thin_bases: shared.thin_bases.load(Ordering::Relaxed),
         staged: shared.staged.load(Ordering::Relaxed),

@@ -419,6 +419,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
                     wants = o.wants,
                     haves = o.haves,
                     commits_read = o.commits_read,
+                    graph_commits = o.graph_commits,
                     objects = o.pack.map(|p| p.objects),
                     thin_deltas = o.pack.map(|p| p.thin),
                     resolved_deltas = o.pack.map(|p| p.resolved),

@@ -186,10 +186,11 @@ pub fn main() -> i32 {
     }
 }
 
-/// Whether `key` names an immutable object: a container (`.bin`) or its index (`.idx`),
-/// both named by their content hash.
+/// Whether `key` names an immutable object: a container (`.bin`), its index
+/// (`.idx`) or its commit graph (`.graph`), all named by the container's
+/// content hash.
 fn is_immutable_key(key: &str) -> bool {
-    key.ends_with(".bin") || key.ends_with(".idx")
+    key.ends_with(".bin") || key.ends_with(".idx") || key.ends_with(".graph")
 }
 
 /// Open the store `args.store` names; an S3 store gets the local container cache in front.

@@ -60,6 +60,8 @@ pub struct Outcome {
     /// Object lookups of the walk and the pack, and the index searches they
     /// made (after maintenance, about one search a lookup).
     pub lookups: gitstow_odb::LookupStats,
+    /// Commits the walks read from commit graphs instead of inflating them.
+    pub graph_commits: u64,
 }
 
 /// Errors of upload-pack.
@@ -173,6 +175,7 @@ pub fn serve_v0(
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
     outcome.lookups = db.lookup_stats();
+    outcome.graph_commits = db.graph_hits();
     Ok(outcome)
 }
 
@@ -426,5 +429,6 @@ fn fetch_v2(
         popts,
     )?);
     outcome.lookups = db.lookup_stats();
+    outcome.graph_commits = db.graph_hits();
     Ok(outcome)
 }

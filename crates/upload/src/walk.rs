@@ -72,14 +72,22 @@ pub(crate) struct CommitInfo {
     pub time: i64,
 }
 
-/// Reads and parses commit `oid`; `context` names who asked, for the error
-/// when it is missing.
+/// Commit `oid`'s links and time: from its container's commit graph when
+/// there is one, otherwise read and parsed; `context` names who asked, for
+/// the error when it is missing.
 pub(crate) fn read_commit(
     db: &ObjectDb,
     cache: &mut ObjectCache,
     oid: &ObjectId,
     context: &'static str,
 ) -> Result<CommitInfo, WalkError> {
+    if let Some(c) = db.graph_commit(oid) {
+        return Ok(CommitInfo {
+            tree: c.tree,
+            parents: c.parents.to_vec(),
+            time: c.time,
+        });
+    }
     let obj = db
         .read(oid, cache)?
         .ok_or(WalkError::Missing { oid: *oid, context })?;

@@ -64,6 +64,23 @@ pub struct SealedContainer {
     pub objects: usize,
     /// Size of the `.bin` in bytes.
     pub bytes: u64,
+    /// The `.graph` bytes ([`crate::graph`]), when the writer computed them
+    /// (uploaded with the container).
+    pub graph: Option<Vec<u8>>,
+}
+
+impl SealedContainer {
+    /// Oids of the commits the container stores (read off its index).
+    pub fn commits(&self) -> std::io::Result<Vec<ObjectId>> {
+        let idx = super::ContainerIndex::decode(&self.index)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(idx
+            .entries()
+            .iter()
+            .filter(|e| e.kind == crate::record::COMMIT)
+            .map(|e| e.oid)
+            .collect())
+    }
 }
 
 impl std::fmt::Debug for SealedContainer {
@@ -311,6 +328,7 @@ impl ContainerWriter {
             index: encoder.finish(self.len).map_err(invalid)?,
             objects: self.count,
             bytes: self.len,
+            graph: None,
         })
     }
 }

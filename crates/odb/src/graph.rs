@@ -1,0 +1,336 @@
+//! Commit graph side files: for every commit a container stores, its root
+//! tree, parents, committer time and generation number, readable without
+//! inflating the commit (the data of git's `commit-graph`,
+//! `gitformat-commit-graph(5)`, one file per container).
+//!
+//! A container `<id>` may have `<id>.graph` next to its `.bin` and `.idx`.
+//! It is written when the container is sealed (by a push, or by maintenance
+//! when it merges or collects containers) and never changed. Walks read a
+//! commit from it when they can and inflate the commit otherwise: a missing
+//! or unreadable graph (a container written before graphs existed, a
+//! damaged file) costs time, never a wrong answer.
+//!
+//! Generation numbers are git's topological levels: 1 for a root commit,
+//! otherwise one more than the largest of the parents'. A commit whose
+//! parents' generations were not known when the file was written has
+//! [`GENERATION_UNKNOWN`] (git's `GENERATION_NUMBER_ZERO`); maintenance
+//! computes them all when it rewrites the container.
+//!
+//! Layout (integers big-endian):
+//!
+//! ```text
+//! "GSCG" | version u32 = 1 | commits u32 | parent ids u32
+//! commits × { oid[20] | tree[20] | time i64 | generation u32 | first parent u32 | parents u32 }
+//!            (sorted by oid, distinct)
+//! parent ids × oid[20]
+//! CRC-32 of everything before it, u32
+//! ```
+
+use gix_hash::ObjectId;
+
+const MAGIC: &[u8; 4] = b"GSCG";
+const VERSION: u32 = 1;
+const HEADER: usize = 16;
+const ROW: usize = 20 + 20 + 8 + 4 + 4 + 4;
+
+/// Generation of a commit whose ancestry was not known when its graph was written.
+pub const GENERATION_UNKNOWN: u32 = 0;
+
+/// One commit's entry, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitRow {
+    /// The commit.
+    pub oid: ObjectId,
+    /// Its root tree.
+    pub tree: ObjectId,
+    /// Its parents, in order.
+    pub parents: Vec<ObjectId>,
+    /// Committer time, seconds since the epoch.
+    pub time: i64,
+    /// Topological level, or [`GENERATION_UNKNOWN`].
+    pub generation: u32,
+}
+
+impl CommitRow {
+    /// The row of commit `oid` from its bytes (`gitformat-object`'s commit
+    /// layout), generation unknown; `None` when they do not parse.
+    pub fn parse(oid: ObjectId, data: &[u8]) -> Option<CommitRow> {
+        let c = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1).ok()?;
+        Some(CommitRow {
+            oid,
+            tree: c.tree(),
+            parents: c.parents().collect(),
+            time: c.committer().map(|s| s.seconds()).unwrap_or(0),
+            generation: GENERATION_UNKNOWN,
+        })
+    }
+}
+
+/// A commit as a graph holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphCommit<'a> {
+    /// Its root tree.
+    pub tree: ObjectId,
+    /// Its parents, in order.
+    pub parents: &'a [ObjectId],
+    /// Committer time, seconds since the epoch.
+    pub time: i64,
+    /// Topological level, or [`GENERATION_UNKNOWN`].
+    pub generation: u32,
+}
+
+#[derive(Debug)]
+struct Entry {
+    oid: ObjectId,
+    tree: ObjectId,
+    time: i64,
+    generation: u32,
+    parents: (u32, u32),
+}
+
+/// A decoded graph file.
+#[derive(Debug)]
+pub struct CommitGraph {
+    entries: Vec<Entry>,
+    parents: Vec<ObjectId>,
+}
+
+/// Why a graph file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("commit graph is unreadable: {0}")]
+pub struct GraphError(String);
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+impl CommitGraph {
+    /// Encodes `rows` (sorted here; a commit given twice is written once).
+    pub fn encode(rows: &mut Vec<CommitRow>) -> Vec<u8> {
+        rows.sort_by_key(|r| r.oid);
+        rows.dedup_by(|a, b| a.oid == b.oid);
+        let parent_ids: usize = rows.iter().map(|r| r.parents.len()).sum();
+        let mut out = Vec::with_capacity(HEADER + rows.len() * ROW + parent_ids * 20 + 4);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_be_bytes());
+        out.extend_from_slice(&(rows.len() as u32).to_be_bytes());
+        out.extend_from_slice(&(parent_ids as u32).to_be_bytes());
+        let mut first = 0u32;
+        for r in rows.iter() {
+            out.extend_from_slice(r.oid.as_bytes());
+            out.extend_from_slice(r.tree.as_bytes());
+            out.extend_from_slice(&r.time.to_be_bytes());
+            out.extend_from_slice(&r.generation.to_be_bytes());
+            out.extend_from_slice(&first.to_be_bytes());
+            out.extend_from_slice(&(r.parents.len() as u32).to_be_bytes());
+            first += r.parents.len() as u32;
+        }
+        for r in rows.iter() {
+            for p in &r.parents {
+                out.extend_from_slice(p.as_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes what [`CommitGraph::encode`] wrote, checking its checksum,
+    /// order and parent ranges.
+    pub fn decode(bytes: &[u8]) -> Result<CommitGraph, GraphError> {
+        let bad = |why: &str| GraphError(why.to_owned());
+        if bytes.len() < HEADER + 4 || &bytes[..4] != MAGIC {
+            return Err(bad("not a commit graph"));
+        }
+        let version = be32(&bytes[4..]);
+        if version != VERSION {
+            return Err(GraphError(format!(
+                "version {version}, this build reads {VERSION}"
+            )));
+        }
+        let (body, trailer) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(body) != be32(trailer) {
+            return Err(bad("checksum mismatch"));
+        }
+        let commits = be32(&bytes[8..]) as usize;
+        let parent_ids = be32(&bytes[12..]) as usize;
+        let expected = commits
+            .checked_mul(ROW)
+            .and_then(|n| n.checked_add(parent_ids.checked_mul(20)?))
+            .and_then(|n| n.checked_add(HEADER));
+        if expected != Some(body.len()) {
+            return Err(bad("length does not match its header"));
+        }
+        let rows_end = HEADER + commits * ROW;
+        let parents: Vec<ObjectId> = body[rows_end..]
+            .chunks_exact(20)
+            .map(ObjectId::from_bytes_or_panic)
+            .collect();
+        let mut entries = Vec::with_capacity(commits);
+        for row in body[HEADER..rows_end].chunks_exact(ROW) {
+            let oid = ObjectId::from_bytes_or_panic(&row[..20]);
+            if entries.last().is_some_and(|e: &Entry| e.oid >= oid) {
+                return Err(bad("commits out of order"));
+            }
+            let first = be32(&row[52..]);
+            let count = be32(&row[56..]);
+            if (first as usize)
+                .checked_add(count as usize)
+                .is_none_or(|end| end > parents.len())
+            {
+                return Err(bad("parent range out of bounds"));
+            }
+            entries.push(Entry {
+                oid,
+                tree: ObjectId::from_bytes_or_panic(&row[20..40]),
+                time: i64::from_be_bytes(row[40..48].try_into().expect("8 bytes")),
+                generation: be32(&row[48..]),
+                parents: (first, count),
+            });
+        }
+        Ok(CommitGraph { entries, parents })
+    }
+
+    /// Commit `oid`, if this graph has it.
+    pub fn find(&self, oid: &gix_hash::oid) -> Option<GraphCommit<'_>> {
+        let i = self
+            .entries
+            .binary_search_by(|e| e.oid.as_ref().cmp(oid))
+            .ok()?;
+        let e = &self.entries[i];
+        let (first, count) = (e.parents.0 as usize, e.parents.1 as usize);
+        Some(GraphCommit {
+            tree: e.tree,
+            parents: &self.parents[first..first + count],
+            time: e.time,
+            generation: e.generation,
+        })
+    }
+
+    /// Number of commits.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when it has no commit.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Fills in the generation of every row of `rows` whose generation is
+/// unknown: 1 + the largest generation of its parents, each found among
+/// `rows` or by `elsewhere` (`None`: not known). A row with a parent of
+/// unknown generation stays [`GENERATION_UNKNOWN`].
+pub fn fill_generations(
+    rows: &mut [CommitRow],
+    mut elsewhere: impl FnMut(&ObjectId) -> Option<u32>,
+) {
+    let at: gix_hashtable::HashMap<ObjectId, usize> =
+        rows.iter().enumerate().map(|(i, r)| (r.oid, i)).collect();
+    // 0: not visited, 1: on the stack, 2: done.
+    let mut mark = vec![0u8; rows.len()];
+    for start in 0..rows.len() {
+        if mark[start] != 0 {
+            continue;
+        }
+        let mut stack = vec![start];
+        while let Some(&i) = stack.last() {
+            if mark[i] == 0 {
+                mark[i] = 1;
+                if rows[i].generation == GENERATION_UNKNOWN {
+                    for p in &rows[i].parents {
+                        if let Some(&j) = at.get(p) {
+                            if mark[j] == 0 {
+                                stack.push(j);
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            stack.pop();
+            if mark[i] == 2 {
+                continue;
+            }
+            mark[i] = 2;
+            if rows[i].generation != GENERATION_UNKNOWN {
+                continue;
+            }
+            let mut generation = 1u32;
+            for p in &rows[i].parents {
+                let g = match at.get(p) {
+                    // A parent still on the stack closes a cycle, which no
+                    // hashed history has: leave the generation unknown.
+                    Some(&j) if mark[j] == 2 => rows[j].generation,
+                    Some(_) => GENERATION_UNKNOWN,
+                    None => elsewhere(p).unwrap_or(GENERATION_UNKNOWN),
+                };
+                if g == GENERATION_UNKNOWN {
+                    generation = GENERATION_UNKNOWN;
+                    break;
+                }
+                generation = generation.max(g.saturating_add(1));
+            }
+            rows[i].generation = generation;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oid(n: u8) -> ObjectId {
+        ObjectId::from_bytes_or_panic(&[n; 20])
+    }
+
+    fn row(n: u8, parents: &[u8]) -> CommitRow {
+        CommitRow {
+            oid: oid(n),
+            tree: oid(200 + n % 50),
+            parents: parents.iter().map(|&p| oid(p)).collect(),
+            time: 1_000 + n as i64,
+            generation: GENERATION_UNKNOWN,
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_and_are_found() {
+        let mut rows = vec![row(3, &[1, 2]), row(1, &[]), row(2, &[1]), row(2, &[1])];
+        fill_generations(&mut rows, |_| None);
+        let bytes = CommitGraph::encode(&mut rows);
+        let g = CommitGraph::decode(&bytes).unwrap();
+        assert_eq!(g.len(), 3);
+        let c = g.find(&oid(3)).unwrap();
+        assert_eq!(c.parents, &[oid(1), oid(2)]);
+        assert_eq!(c.tree, oid(203));
+        assert_eq!(c.time, 1_003);
+        assert_eq!(c.generation, 3);
+        assert_eq!(g.find(&oid(1)).unwrap().generation, 1);
+        assert!(g.find(&oid(9)).is_none());
+    }
+
+    #[test]
+    fn generations_use_known_parents_and_stay_unknown_otherwise() {
+        // 5 <- 6 <- 7, 5 known elsewhere at 10; 8's parent 9 is unknown.
+        let mut rows = vec![row(7, &[6]), row(6, &[5]), row(8, &[9]), row(4, &[8])];
+        fill_generations(&mut rows, |p| (*p == oid(5)).then_some(10));
+        let g: Vec<u32> = rows.iter().map(|r| r.generation).collect();
+        assert_eq!(g, vec![12, 11, GENERATION_UNKNOWN, GENERATION_UNKNOWN]);
+    }
+
+    #[test]
+    fn damaged_files_are_refused() {
+        let mut rows = vec![row(1, &[]), row(2, &[1])];
+        let bytes = CommitGraph::encode(&mut rows);
+        for i in [0, 5, 20, 40, bytes.len() - 30, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(CommitGraph::decode(&bad).is_err(), "flip at {i}");
+        }
+        assert!(CommitGraph::decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(CommitGraph::decode(b"").is_err());
+        assert!(CommitGraph::decode(b"junkjunkjunkjunkjunk").is_err());
+    }
+}
