@@ -124,7 +124,7 @@ fn every_commit_is_in_a_graph_with_gits_generation() {
 /// server logs why.
 #[test]
 fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
-    let mut server = Server::start_with(&["--no-maintenance"]);
+    let first = Server::start_with(&["--no-maintenance"]);
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src.git");
     histgen(
@@ -135,7 +135,7 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
             ..Default::default()
         },
     );
-    let url = server.url("damaged");
+    let url = first.url("damaged");
     force_main(&src, &url, &git_out(&src, &["rev-parse", "main~60"]));
     // A client at main~60 (one branch), to fetch the rest.
     let behind = tmp.path().join("behind.git");
@@ -178,7 +178,7 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
             fetch_line,
         )
     };
-    let (clone_before, fetch_before, clone_line, fetch_line) = fetch(&server, "before.git");
+    let (clone_before, fetch_before, clone_line, fetch_line) = fetch(&first, "before.git");
     assert_eq!(clone_before, refs_and_objects(&src));
     for line in [&clone_line, &fetch_line] {
         assert!(log_field(line, "commits_read") > 0, "{line}");
@@ -189,7 +189,7 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
         );
     }
 
-    let store = server.store();
+    let store = first.store();
     let state = store.repo_state("damaged").unwrap();
     assert!(state.containers.len() >= 2);
     let objects = store.open();
@@ -202,8 +202,18 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
         )
         .unwrap();
     objects.delete(&graph_key(1)).unwrap();
-    // A new process: nothing of the graphs is cached.
-    server.restart();
+    // A new process with a cache directory of its own (an S3 store's local
+    // cache would otherwise still hold the graphs as they were).
+    let cache = tempfile::tempdir().unwrap();
+    let server = Server::start_on(
+        Some(store),
+        &[
+            "--no-maintenance",
+            "--cache-dir",
+            cache.path().to_str().unwrap(),
+        ],
+        &[],
+    );
 
     let (clone_after, fetch_after, clone_line_after, fetch_line_after) =
         fetch(&server, "after.git");
