@@ -117,7 +117,8 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
         Step::Write(next, Deleted { ids, revived })
     })?;
     for id in &deleted.ids {
-        // The graph and the index first: neither names bytes that are gone.
+        // The side files and the index first: none names bytes that are gone.
+        repo.store().delete(&repo.bitmap_key(id))?;
         repo.store().delete(&repo.graph_key(id))?;
         repo.store().delete(&repo.idx_key(id))?;
         repo.store().delete(&repo.bin_key(id))?;
@@ -139,6 +140,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
             name.strip_suffix(".bin")
                 .or_else(|| name.strip_suffix(".idx"))
                 .or_else(|| name.strip_suffix(".graph"))
+                .or_else(|| name.strip_suffix(".bitmap"))
         })
         .filter(|id| !id.is_empty() && !id.contains('/'))
         .map(str::to_owned)

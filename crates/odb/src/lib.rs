@@ -17,6 +17,7 @@
 //!   chains ([`delta`]) when whole objects are needed.
 #![deny(missing_docs)]
 
+pub mod bitmap;
 pub mod container;
 pub mod delta;
 mod error;

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use gitstow_store::ObjectStore;
 use gix_hash::ObjectId;
 
+use crate::bitmap::{BitmapFile, LoadedBitmaps};
 use crate::container::{ContainerIndex, IndexEntry};
 use crate::graph::{CommitGraph, GraphCommit};
 use crate::repository::IndexCache;
@@ -199,6 +200,51 @@ impl ObjectDb {
                 graph
             })
             .as_deref()
+    }
+
+    /// The reachability bitmaps of the closure whose containers sit at
+    /// `containers` in this db (see [`crate::bitmap`]): loaded once per
+    /// process through the cache; missing, unreadable or written for other
+    /// containers → `None` with a warning logged once (fetches then walk).
+    pub fn closure_bitmaps(&self, containers: &[usize]) -> Option<Arc<LoadedBitmaps>> {
+        let cache = self.graph_cache.as_ref()?;
+        let first = &self.containers[*containers.first()?].0;
+        let key = format!("{}.bitmap", first.strip_suffix(".bin").unwrap_or(first));
+        if let Some(known) = cache.bitmaps(&key) {
+            return known;
+        }
+        let ids: Vec<&str> = containers
+            .iter()
+            .map(|&c| {
+                let bin = &self.containers[c].0;
+                let name = bin.rsplit('/').next().unwrap_or(bin);
+                name.strip_suffix(".bin").unwrap_or(name)
+            })
+            .collect();
+        let indexes: Vec<&ContainerIndex> = containers.iter().map(|&c| self.container(c)).collect();
+        let loaded = match self.store.get(&key) {
+            Ok(Some((bytes, _))) => {
+                match BitmapFile::decode(&bytes)
+                    .and_then(|f| LoadedBitmaps::bind(f, &ids, &indexes))
+                {
+                    Ok(l) => Some(Arc::new(l)),
+                    Err(e) => {
+                        tracing::warn!(key, error = %e, "reachability bitmaps unusable; fetches walk instead");
+                        None
+                    }
+                }
+            }
+            Ok(None) => {
+                tracing::warn!(key, "reachability bitmaps missing; fetches walk instead");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(key, error = %e, "reachability bitmaps not read; fetches walk instead");
+                return None;
+            }
+        };
+        cache.insert_bitmaps(key, loaded.clone());
+        loaded
     }
 
     /// Ids of the garbage containers in which a lookup found an object so far

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use gitstow_store::{ETag, ObjectStore, PutCondition};
 
+use crate::bitmap::LoadedBitmaps;
 use crate::container::{ContainerIndex, SealedContainer};
 use crate::graph::CommitGraph;
 use crate::objects::ObjectDb;
@@ -28,6 +29,9 @@ pub struct IndexCache {
     /// A graph file's key → its graph, or `None` when it is missing or
     /// unreadable (remembered, so the warning is logged once).
     graphs: Mutex<Lru<Option<Arc<CommitGraph>>>>,
+    /// A bitmap file's key → the file bound to its containers, or `None`
+    /// when missing or unusable.
+    bitmaps: Mutex<Lru<Option<Arc<LoadedBitmaps>>>>,
     max_objects: usize,
 }
 
@@ -81,6 +85,7 @@ impl IndexCache {
         Arc::new(IndexCache {
             indexes: Mutex::new(Lru::new()),
             graphs: Mutex::new(Lru::new()),
+            bitmaps: Mutex::new(Lru::new()),
             max_objects,
         })
     }
@@ -107,6 +112,24 @@ impl IndexCache {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
+    }
+
+    /// The bitmaps loaded for `key`, like [`IndexCache::graph`].
+    pub(crate) fn bitmaps(&self, key: &str) -> Option<Option<Arc<LoadedBitmaps>>> {
+        self.bitmaps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+    }
+
+    pub(crate) fn insert_bitmaps(&self, key: String, loaded: Option<Arc<LoadedBitmaps>>) {
+        let weight = loaded
+            .as_ref()
+            .map_or(1, |l| (l.order.len() as usize).max(1));
+        self.bitmaps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, loaded, weight, self.max_objects);
     }
 
     pub(crate) fn insert_graph(&self, key: String, graph: Option<Arc<CommitGraph>>) {
@@ -188,6 +211,12 @@ impl Repository {
     /// Key of a container's `.idx`.
     pub fn idx_key(&self, id: &str) -> String {
         format!("{}containers/{id}.idx", self.prefix)
+    }
+
+    /// Key of the reachability bitmaps ([`crate::bitmap`]) of a closure whose
+    /// first container is `id`.
+    pub fn bitmap_key(&self, id: &str) -> String {
+        format!("{}containers/{id}.bitmap", self.prefix)
     }
 
     /// Key of a container's commit graph ([`crate::graph`]).

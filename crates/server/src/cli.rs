@@ -187,10 +187,12 @@ pub fn main() -> i32 {
 }
 
 /// Whether `key` names an immutable object: a container (`.bin`), its index
-/// (`.idx`) or its commit graph (`.graph`), all named by the container's
-/// content hash.
+/// (`.idx`), commit graph (`.graph`) or a closure's bitmaps (`.bitmap`), all
+/// named by a container's content hash.
 fn is_immutable_key(key: &str) -> bool {
-    key.ends_with(".bin") || key.ends_with(".idx") || key.ends_with(".graph")
+    [".bin", ".idx", ".graph", ".bitmap"]
+        .iter()
+        .any(|ext| key.ends_with(ext))
 }
 
 /// Open the store `args.store` names; an S3 store gets the local container cache in front.

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod advertise;
+pub mod bitmaps;
 mod closure;
 pub mod filter;
 pub mod limit;
@@ -62,6 +63,19 @@ pub struct Outcome {
     pub lookups: gitstow_odb::LookupStats,
     /// Commits the walks read from commit graphs instead of inflating them.
     pub graph_commits: u64,
+    /// The have-side bitmap, when the fetch used one.
+    pub have_bitmap: Option<HaveFigures>,
+}
+
+/// What a fetch's have-side bitmap ([`bitmaps::HaveBitmap`]) held and did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HaveFigures {
+    /// Objects of the closure the client has.
+    pub objects: u64,
+    /// Commits walked down to stored bitmaps.
+    pub commits_walked: usize,
+    /// Objects the walk emitted that the client has, not sent.
+    pub dropped: usize,
 }
 
 /// Errors of upload-pack.
@@ -157,14 +171,17 @@ pub fn serve_v0(
         None
     };
     let shortcuts = Shortcuts::of(state, &db);
-    let mut walk = walk::objects_to_send(
+    let have = shortcuts.have_side(&db, &common, &shallow_req, filter, opts.cache_bytes);
+    let mut walk = objects_to_send(
         &db,
         &req.wants,
         &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
+        have.as_ref(),
     )?;
     if req.capabilities.contains("include-tag") {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
+    drop_what_the_client_has(&db, &mut walk, have.as_ref(), &mut outcome);
     outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
         ofs_delta: req.capabilities.contains("ofs-delta"),
@@ -173,7 +190,15 @@ pub fn serve_v0(
         thin: req.capabilities.contains("thin-pack") && filter.is_none(),
     };
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
-    outcome.pack = Some(send_pack(&db, &walk, out, sideband, progress, popts)?);
+    outcome.pack = Some(send_pack(
+        &db,
+        &walk,
+        have.as_ref(),
+        out,
+        sideband,
+        progress,
+        popts,
+    )?);
     outcome.lookups = db.lookup_stats();
     outcome.graph_commits = db.graph_hits();
     Ok(outcome)
@@ -205,6 +230,27 @@ impl Shortcuts {
         }
     }
 
+    /// The have-side bitmap of a fetch that can use one: it has haves, no
+    /// shallow boundary and no filter, and the state has a closure.
+    fn have_side(
+        &self,
+        db: &gitstow_odb::ObjectDb,
+        haves: &[gix_hash::ObjectId],
+        shallow: &shallow::ShallowRequest,
+        filter: Option<filter::Filter>,
+        cache_bytes: usize,
+    ) -> Option<bitmaps::HaveBitmap> {
+        let (_, containers) = self.closure.as_ref()?;
+        if haves.is_empty()
+            || filter.is_some()
+            || !shallow.client_shallows.is_empty()
+            || shallow.deepens()
+        {
+            return None;
+        }
+        bitmaps::HaveBitmap::compute(db, containers, haves, cache_bytes)
+    }
+
     fn walk_options<'a>(
         &'a self,
         haves: &'a [gix_hash::ObjectId],
@@ -225,6 +271,40 @@ impl Shortcuts {
             known_containers: &[],
         }
     }
+}
+
+/// The objects to send: from the reachability bitmaps when the fetch has a
+/// have side ([`bitmaps::fetch_over`]), else by the walk.
+fn objects_to_send(
+    db: &gitstow_odb::ObjectDb,
+    wants: &[gix_hash::ObjectId],
+    opts: &walk::WalkOptions<'_>,
+    have: Option<&bitmaps::HaveBitmap>,
+) -> Result<walk::Walk, Error> {
+    if let Some(have) = have {
+        if let Some(walk) = bitmaps::fetch_over(db, wants, opts, have)? {
+            return Ok(walk);
+        }
+    }
+    Ok(walk::objects_to_send(db, wants, opts)?)
+}
+
+/// Drops from `walk` the objects the client has by `have` (the sparse tree
+/// walk compares paths, not reachability), and records the bitmap's figures.
+fn drop_what_the_client_has(
+    db: &gitstow_odb::ObjectDb,
+    walk: &mut walk::Walk,
+    have: Option<&bitmaps::HaveBitmap>,
+    outcome: &mut Outcome,
+) {
+    let Some(have) = have else { return };
+    let before = walk.objects.len();
+    walk.objects.retain(|o| !have.contains(db, o));
+    outcome.have_bitmap = Some(HaveFigures {
+        objects: have.len(),
+        commits_walked: have.commits_walked,
+        dropped: before - walk.objects.len(),
+    });
 }
 
 /// Answers git's `ERR upload-pack: not our ref <oid>` for the first want the
@@ -268,9 +348,11 @@ fn peeled_tags(state: &RepoState) -> Vec<(gix_hash::ObjectId, gix_hash::ObjectId
 }
 
 /// Streams the pack, framed in side-band when `sideband` gives the payload size.
+#[allow(clippy::too_many_arguments)]
 fn send_pack(
     db: &gitstow_odb::ObjectDb,
     walk: &walk::Walk,
+    have: Option<&bitmaps::HaveBitmap>,
     out: &mut dyn Write,
     sideband: Option<usize>,
     progress: bool,
@@ -280,12 +362,14 @@ fn send_pack(
         let msg = format!("Enumerating objects: {}, done.\n", walk.objects.len());
         write_band(&mut &mut *out, Band::Progress, msg.as_bytes())?;
     }
+    let client_has = |oid: &gix_hash::ObjectId| {
+        walk.client_has.contains(oid) || have.is_some_and(|h| h.contains(db, oid))
+    };
     let stats = match sideband {
         Some(max) => {
             let band = SideBandWriter::with_max_payload(&mut *out, Band::Data, max);
             let mut buffered = BufWriter::with_capacity(max, band);
-            let result =
-                pack::write_pack(db, &walk.objects, &walk.client_has, &mut buffered, popts);
+            let result = pack::write_pack(db, &walk.objects, &client_has, &mut buffered, popts);
             let stats = match result {
                 Ok(s) => s,
                 Err(e) => {
@@ -312,8 +396,7 @@ fn send_pack(
         }
         None => {
             let mut buffered = BufWriter::with_capacity(64 << 10, &mut *out);
-            let stats =
-                pack::write_pack(db, &walk.objects, &walk.client_has, &mut buffered, popts)?;
+            let stats = pack::write_pack(db, &walk.objects, &client_has, &mut buffered, popts)?;
             buffered.flush()?;
             stats
         }
@@ -405,14 +488,17 @@ fn fetch_v2(
     }
     write_text(&mut &mut *out, "packfile")?;
     let shortcuts = Shortcuts::of(state, &db);
-    let mut walk = walk::objects_to_send(
+    let have = shortcuts.have_side(&db, &common, &shallow_req, filter, opts.cache_bytes);
+    let mut walk = objects_to_send(
         &db,
         &args.wants,
         &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
+        have.as_ref(),
     )?;
     if args.include_tag {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
+    drop_what_the_client_has(&db, &mut walk, have.as_ref(), &mut outcome);
     outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
         ofs_delta: args.ofs_delta,
@@ -423,6 +509,7 @@ fn fetch_v2(
     outcome.pack = Some(send_pack(
         &db,
         &walk,
+        have.as_ref(),
         out,
         Some(65515),
         !args.no_progress,

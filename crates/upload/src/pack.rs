@@ -125,11 +125,12 @@ impl Write for HashingWriter<'_> {
 }
 
 /// Writes a version-2 pack of `objects` (no duplicates) to `out`; with
-/// `opts.thin`, deltas against objects of `client_has` are sent as they are.
+/// `opts.thin`, deltas against objects `client_has` says the client has
+/// are sent as they are.
 pub fn write_pack(
     db: &ObjectDb,
     objects: &[ObjectId],
-    client_has: &gix_hashtable::HashSet,
+    client_has: &dyn Fn(&ObjectId) -> bool,
     out: &mut dyn Write,
     opts: PackOptions,
 ) -> Result<PackStats, PackError> {
@@ -165,7 +166,7 @@ pub fn write_pack(
                 w.write_all(raw)?;
                 stats.reused += 1;
             }
-            Some(base) if sending.contains(&base) || (opts.thin && client_has.contains(&base)) => {
+            Some(base) if sending.contains(&base) || (opts.thin && client_has(&base)) => {
                 let thin = !sending.contains(&base);
                 let raw = runs.record(db, &located, i)?;
                 let h =

@@ -215,6 +215,11 @@ impl ContainerIndex {
 
     /// The entry of `oid`, found through the fanout and a binary search (O(log n)).
     pub fn lookup(&self, oid: &gix_hash::oid) -> Option<&IndexEntry> {
+        self.position(oid).map(|i| &self.entries[i])
+    }
+
+    /// Where `oid`'s entry is in [`ContainerIndex::entries`].
+    pub fn position(&self, oid: &gix_hash::oid) -> Option<usize> {
         let first = oid.as_bytes()[0] as usize;
         let lo = if first == 0 {
             0
@@ -227,7 +232,7 @@ impl ContainerIndex {
         slice
             .binary_search_by(|e| oid_key(e.oid.as_slice()).cmp(&want))
             .ok()
-            .map(|i| &slice[i])
+            .map(|i| lo + i)
     }
 
     /// Serializes and zstd-compresses the index (version 2), or says why the

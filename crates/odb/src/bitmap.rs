@@ -1,0 +1,467 @@
+//! Reachability bitmaps over a GC's closure (git's `pack-bitmap.c` and
+//! `Documentation/technical/bitmap-format.txt`, with roaring bitmaps in
+//! place of EWAH).
+//!
+//! A GC writes what its tips reach into its live containers (the state's
+//! closure). Their objects get one bit each: the containers in the state's
+//! order, each container's objects in record (offset) order, so that what a
+//! commit reaches is a few long runs. For selected commits (every tip, and
+//! one commit in [`SPACING`] in commit-date order) the file stores the
+//! bitmap of everything the commit reaches. What any commit of the closure
+//! reaches is then the union of the bitmaps of the nearest selected
+//! commits below it plus a short walk down to them ([`Reacher::reach`],
+//! git's `find_objects`): a fetch learns everything the client has without
+//! walking its history.
+//!
+//! The file is `<id>.bitmap` of the closure's first container, immutable,
+//! CRC-32 checked. Layout (integers big-endian):
+//!
+//! ```text
+//! "GSBM" | version u32 = 1 | containers u32 | bitmaps u32
+//! containers × { id length u8 | id | objects u32 }
+//! bitmaps × { commit oid[20] | length u32 | roaring bitmap (portable format) }
+//! CRC-32 of everything before it, u32
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use gix_hash::ObjectId;
+use gix_hashtable::{HashMap, HashSet};
+use roaring::RoaringBitmap;
+
+use crate::container::ContainerIndex;
+use crate::graph::CommitRow;
+use crate::objects::{ObjectCache, ObjectDb};
+
+const MAGIC: &[u8; 4] = b"GSBM";
+const VERSION: u32 = 1;
+
+/// One commit in this many, in commit-date order from the tips, gets a
+/// bitmap (git selects about one in 100 recent commits too).
+pub const SPACING: usize = 100;
+
+/// Why bitmaps could not be built, read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum BitmapError {
+    /// The file does not decode.
+    #[error("bitmap file is unreadable: {0}")]
+    Malformed(String),
+    /// The file was written for other containers.
+    #[error("bitmap file does not match the closure's containers")]
+    Mismatch,
+    /// A walked object is not in the closure's containers.
+    #[error("object {0} is outside the closure")]
+    Outside(ObjectId),
+    /// An object does not parse.
+    #[error("object {0} does not parse")]
+    Corrupt(ObjectId),
+    /// Reading failed.
+    #[error(transparent)]
+    Odb(#[from] crate::Error),
+}
+
+/// The bit order: for each closure container, its first bit and the
+/// offset order of its entries.
+#[derive(Debug)]
+pub struct BitOrder {
+    parts: Vec<Part>,
+    total: u32,
+}
+
+#[derive(Debug)]
+struct Part {
+    base: u32,
+    /// Entry (position in the index's oid order) → rank in offset order.
+    rank: Vec<u32>,
+    /// Rank → entry.
+    order: Vec<u32>,
+}
+
+impl BitOrder {
+    /// The order of the objects of `indexes` (the closure's containers, in
+    /// the state's order).
+    pub fn new(indexes: &[&ContainerIndex]) -> Self {
+        let mut parts = Vec::with_capacity(indexes.len());
+        let mut base = 0u32;
+        for idx in indexes {
+            let entries = idx.entries();
+            let mut order: Vec<u32> = (0..entries.len() as u32).collect();
+            order.sort_unstable_by_key(|&i| entries[i as usize].offset);
+            let mut rank = vec![0u32; entries.len()];
+            for (r, &i) in order.iter().enumerate() {
+                rank[i as usize] = r as u32;
+            }
+            parts.push(Part { base, rank, order });
+            base += entries.len() as u32;
+        }
+        BitOrder { parts, total: base }
+    }
+
+    /// Number of bits (objects of the closure).
+    pub fn len(&self) -> u32 {
+        self.total
+    }
+
+    /// True when the closure has no object.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+/// The closure's containers in an [`ObjectDb`] with their bit order.
+#[derive(Clone, Copy)]
+pub struct Closure<'a> {
+    /// The objects.
+    pub db: &'a ObjectDb,
+    /// Positions of the closure's containers in `db`, in the state's order.
+    pub containers: &'a [usize],
+    /// Their bit order (built from the same containers).
+    pub order: &'a BitOrder,
+}
+
+impl Closure<'_> {
+    /// The bit of `oid`, if the closure holds it.
+    pub fn position(&self, oid: &gix_hash::oid) -> Option<u32> {
+        self.containers
+            .iter()
+            .zip(&self.order.parts)
+            .find_map(|(&c, part)| {
+                let i = self.db.container(c).position(oid)?;
+                Some(part.base + part.rank[i])
+            })
+    }
+
+    /// The object of bit `pos`.
+    pub fn oid(&self, pos: u32) -> ObjectId {
+        let k = self.order.parts.partition_point(|p| p.base <= pos) - 1;
+        let part = &self.order.parts[k];
+        let entry = part.order[(pos - part.base) as usize] as usize;
+        self.db.container(self.containers[k]).entries()[entry].oid
+    }
+}
+
+/// A decoded bitmap file.
+#[derive(Debug, Default)]
+pub struct BitmapFile {
+    /// (container id, objects) it was written for, in the state's order.
+    pub containers: Vec<(String, u32)>,
+    /// Selected commit → everything it reaches.
+    pub bitmaps: HashMap<ObjectId, RoaringBitmap>,
+}
+
+impl BitmapFile {
+    /// Encodes the file.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_be_bytes());
+        out.extend_from_slice(&(self.containers.len() as u32).to_be_bytes());
+        out.extend_from_slice(&(self.bitmaps.len() as u32).to_be_bytes());
+        for (id, objects) in &self.containers {
+            out.push(id.len() as u8);
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(&objects.to_be_bytes());
+        }
+        let mut commits: Vec<&ObjectId> = self.bitmaps.keys().collect();
+        commits.sort();
+        for c in commits {
+            let b = &self.bitmaps[c];
+            out.extend_from_slice(c.as_bytes());
+            out.extend_from_slice(&(b.serialized_size() as u32).to_be_bytes());
+            b.serialize_into(&mut out).expect("writing to a Vec");
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes what [`BitmapFile::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<BitmapFile, BitmapError> {
+        let bad = |why: &str| BitmapError::Malformed(why.to_owned());
+        if bytes.len() < 20 || &bytes[..4] != MAGIC {
+            return Err(bad("not a bitmap file"));
+        }
+        let (body, trailer) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(body) != u32::from_be_bytes(trailer.try_into().expect("4 bytes")) {
+            return Err(bad("checksum mismatch"));
+        }
+        let mut r = body;
+        let mut take = |n: usize| -> Result<&[u8], BitmapError> {
+            if r.len() < n {
+                return Err(bad("truncated"));
+            }
+            let (head, rest) = r.split_at(n);
+            r = rest;
+            Ok(head)
+        };
+        let be32 = |b: &[u8]| u32::from_be_bytes(b.try_into().expect("4 bytes"));
+        take(4)?;
+        let version = be32(take(4)?);
+        if version != VERSION {
+            return Err(BitmapError::Malformed(format!(
+                "version {version}, this build reads {VERSION}"
+            )));
+        }
+        let containers = be32(take(4)?) as usize;
+        let bitmaps = be32(take(4)?) as usize;
+        let mut file = BitmapFile::default();
+        for _ in 0..containers {
+            let len = take(1)?[0] as usize;
+            let id = std::str::from_utf8(take(len)?)
+                .map_err(|_| bad("container id is not UTF-8"))?
+                .to_owned();
+            file.containers.push((id, be32(take(4)?)));
+        }
+        for _ in 0..bitmaps {
+            let commit = ObjectId::from_bytes_or_panic(take(20)?);
+            let len = be32(take(4)?) as usize;
+            let bitmap = RoaringBitmap::deserialize_from(take(len)?)
+                .map_err(|e| BitmapError::Malformed(format!("bitmap of {commit}: {e}")))?;
+            file.bitmaps.insert(commit, bitmap);
+        }
+        if !r.is_empty() {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(file)
+    }
+}
+
+/// A bitmap file with the bit order of the containers it was written for.
+#[derive(Debug)]
+pub struct LoadedBitmaps {
+    /// The file.
+    pub file: BitmapFile,
+    /// The bit order of its containers.
+    pub order: BitOrder,
+}
+
+impl LoadedBitmaps {
+    /// Binds `file` to the closure containers `ids` with their `indexes`;
+    /// [`BitmapError::Mismatch`] when it was written for others.
+    pub fn bind(
+        file: BitmapFile,
+        ids: &[&str],
+        indexes: &[&ContainerIndex],
+    ) -> Result<Self, BitmapError> {
+        let matches = file.containers.len() == ids.len()
+            && file
+                .containers
+                .iter()
+                .zip(ids.iter().zip(indexes))
+                .all(|((fid, n), (id, idx))| fid == id && *n as usize == idx.len());
+        if !matches {
+            return Err(BitmapError::Mismatch);
+        }
+        let order = BitOrder::new(indexes);
+        if file
+            .bitmaps
+            .values()
+            .any(|b| b.max().is_some_and(|m| m >= order.len()))
+        {
+            return Err(BitmapError::Malformed("a bit past the last object".into()));
+        }
+        Ok(LoadedBitmaps { file, order })
+    }
+}
+
+/// Computes what commits reach, as bitmaps over a [`Closure`].
+pub struct Reacher<'a> {
+    closure: Closure<'a>,
+    cache: ObjectCache,
+    /// Bits found so far (a tree entry is mostly the one its neighbour
+    /// commit's tree had: a hash probe instead of an index search).
+    positions: HashMap<ObjectId, u32>,
+    /// Commits walked (not covered by a stored bitmap) so far.
+    pub commits_walked: usize,
+    /// Trees read so far.
+    pub trees_read: usize,
+}
+
+impl<'a> Reacher<'a> {
+    /// A reacher over `closure`, with a cache of `cache_bytes` of objects.
+    pub fn new(closure: Closure<'a>, cache_bytes: usize) -> Self {
+        Reacher {
+            closure,
+            cache: ObjectCache::new(cache_bytes),
+            positions: HashMap::default(),
+            commits_walked: 0,
+            trees_read: 0,
+        }
+    }
+
+    fn commit(&mut self, oid: &ObjectId) -> Result<(ObjectId, Vec<ObjectId>, i64), BitmapError> {
+        if let Some(c) = self.closure.db.graph_commit(oid) {
+            return Ok((c.tree, c.parents.to_vec(), c.time));
+        }
+        let obj = self
+            .closure
+            .db
+            .read(oid, &mut self.cache)?
+            .ok_or(BitmapError::Outside(*oid))?;
+        let row = CommitRow::parse(*oid, &obj.data).ok_or(BitmapError::Corrupt(*oid))?;
+        Ok((row.tree, row.parents, row.time))
+    }
+
+    fn position(&mut self, oid: &gix_hash::oid) -> Result<u32, BitmapError> {
+        if let Some(&p) = self.positions.get(oid) {
+            return Ok(p);
+        }
+        let p = self
+            .closure
+            .position(oid)
+            .ok_or_else(|| BitmapError::Outside(oid.to_owned()))?;
+        self.positions.insert(oid.to_owned(), p);
+        Ok(p)
+    }
+
+    /// Everything `roots` (commits of the closure) reach: the stored bitmaps
+    /// of the selected commits met, plus the objects of the commits walked
+    /// down to them (newest first, so that a selected commit is met before
+    /// the older commits its bitmap covers), their trees read only where a
+    /// subtree is not already set.
+    pub fn reach(
+        &mut self,
+        roots: &[ObjectId],
+        bitmaps: &HashMap<ObjectId, RoaringBitmap>,
+    ) -> Result<RoaringBitmap, BitmapError> {
+        let mut bits = RoaringBitmap::new();
+        let mut queue: BinaryHeap<(i64, Reverse<u64>, ObjectId)> = BinaryHeap::new();
+        let mut queued: HashSet = HashSet::default();
+        let mut seq = 0u64;
+        let mut trees = Vec::new();
+        for r in roots {
+            if queued.insert(*r) {
+                let (_, _, time) = self.commit(r)?;
+                seq += 1;
+                queue.push((time, Reverse(seq), *r));
+            }
+        }
+        while let Some((_, _, c)) = queue.pop() {
+            let pos = self.position(&c)?;
+            if bits.contains(pos) {
+                continue;
+            }
+            if let Some(stored) = bitmaps.get(&c) {
+                bits |= stored;
+                continue;
+            }
+            bits.insert(pos);
+            self.commits_walked += 1;
+            let (tree, parents, _) = self.commit(&c)?;
+            trees.push(tree);
+            for p in parents {
+                if queued.insert(p) {
+                    let (_, _, time) = self.commit(&p)?;
+                    seq += 1;
+                    queue.push((time, Reverse(seq), p));
+                }
+            }
+        }
+        while let Some(t) = trees.pop() {
+            let pos = self.position(&t)?;
+            if !bits.insert(pos) {
+                continue;
+            }
+            self.trees_read += 1;
+            let obj = self
+                .closure
+                .db
+                .read(&t, &mut self.cache)?
+                .ok_or(BitmapError::Outside(t))?;
+            for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                let entry = entry.map_err(|_| BitmapError::Corrupt(t))?;
+                if entry.mode.is_commit() {
+                    continue;
+                }
+                let id = entry.oid.to_owned();
+                if entry.mode.is_tree() {
+                    trees.push(id);
+                } else {
+                    bits.insert(self.position(&id)?);
+                }
+            }
+        }
+        Ok(bits)
+    }
+}
+
+/// Builds the bitmap file of a closure: every commit tip in `tips`
+/// (tags are peeled) and one commit in [`SPACING`] of a commit-date walk
+/// from them get a bitmap, built oldest first so that each one's walk stops
+/// at the ones below it. `ids` are the closure containers' ids.
+pub fn build(
+    closure: Closure<'_>,
+    ids: &[String],
+    tips: &[ObjectId],
+    cache_bytes: usize,
+) -> Result<BitmapFile, BitmapError> {
+    let db = closure.db;
+    let mut cache = ObjectCache::new(cache_bytes);
+    let mut commit_tips = Vec::new();
+    for tip in tips {
+        let mut cur = *tip;
+        for _ in 0..64 {
+            let obj = db
+                .read(&cur, &mut cache)?
+                .ok_or(BitmapError::Outside(cur))?;
+            match obj.kind {
+                gix_object::Kind::Tag => {
+                    cur = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                        .map_err(|_| BitmapError::Corrupt(cur))?
+                        .target();
+                }
+                gix_object::Kind::Commit => {
+                    commit_tips.push(cur);
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    // Selection: a commit-date walk of every commit of the closure.
+    let mut reacher = Reacher::new(closure, cache_bytes);
+    let mut queue: BinaryHeap<(i64, Reverse<u64>, ObjectId)> = BinaryHeap::new();
+    let mut queued: HashSet = HashSet::default();
+    let mut seq = 0u64;
+    for t in &commit_tips {
+        if queued.insert(*t) {
+            let (_, _, time) = reacher.commit(t)?;
+            seq += 1;
+            queue.push((time, Reverse(seq), *t));
+        }
+    }
+    let tip_set: HashSet = commit_tips.iter().copied().collect();
+    let mut selected = Vec::new();
+    let mut walked = 0usize;
+    while let Some((_, _, c)) = queue.pop() {
+        if walked.is_multiple_of(SPACING) || tip_set.contains(&c) {
+            selected.push(c);
+        }
+        walked += 1;
+        let (_, parents, _) = reacher.commit(&c)?;
+        for p in parents {
+            if queued.insert(p) {
+                let (_, _, time) = reacher.commit(&p)?;
+                seq += 1;
+                queue.push((time, Reverse(seq), p));
+            }
+        }
+    }
+    // Oldest first: each walk stops at the bitmaps already built.
+    let mut file = BitmapFile {
+        containers: ids
+            .iter()
+            .zip(&closure.order.parts)
+            .zip(closure.containers)
+            .map(|((id, _), &c)| (id.clone(), db.container(c).len() as u32))
+            .collect(),
+        bitmaps: HashMap::default(),
+    };
+    for c in selected.into_iter().rev() {
+        let mut bits = reacher.reach(&[c], &file.bitmaps)?;
+        bits.optimize();
+        file.bitmaps.insert(c, bits);
+    }
+    Ok(file)
+}
