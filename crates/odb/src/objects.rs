@@ -90,8 +90,10 @@ pub struct ObjectDb {
     graph_cache: Option<Arc<IndexCache>>,
     /// Per container, its graph once looked for.
     graphs: Vec<OnceLock<Option<Arc<CommitGraph>>>>,
-    /// Commits answered from a graph (see [`ObjectDb::graph_commit`]).
+    /// Commits answered from a graph, and commits no graph held (see
+    /// [`ObjectDb::graph_commit`]).
     graph_hits: AtomicU64,
+    graph_misses: AtomicU64,
 }
 
 /// How many lookups an [`ObjectDb`] answered and how many container indexes
@@ -129,6 +131,7 @@ impl ObjectDb {
             graph_cache: None,
             graphs,
             graph_hits: AtomicU64::new(0),
+            graph_misses: AtomicU64::new(0),
             containers,
             garbage_ids,
             garbage_hits,
@@ -154,16 +157,24 @@ impl ObjectDb {
         if loc.entry.kind != record::COMMIT {
             return None;
         }
-        let found = self.graph(loc.container)?.find(oid);
-        if found.is_some() {
-            self.graph_hits.fetch_add(1, Ordering::Relaxed);
-        }
+        let found = self.graph(loc.container).and_then(|g| g.find(oid));
+        let counter = match found {
+            Some(_) => &self.graph_hits,
+            None => &self.graph_misses,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         found
     }
 
     /// Commits answered from graphs so far.
     pub fn graph_hits(&self) -> u64 {
         self.graph_hits.load(Ordering::Relaxed)
+    }
+
+    /// Commits asked of [`ObjectDb::graph_commit`] that no graph held (the
+    /// caller read them) so far.
+    pub fn graph_misses(&self) -> u64 {
+        self.graph_misses.load(Ordering::Relaxed)
     }
 
     /// The graph of container `i`: loaded once per db, shared through the

@@ -420,6 +420,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
                     haves = o.haves,
                     commits_read = o.commits_read,
                     graph_commits = o.graph_commits,
+                    graph_misses = o.graph_misses,
                     have_bitmap_objects = o.have_bitmap.map(|h| h.objects),
                     have_bitmap_walked = o.have_bitmap.map(|h| h.commits_walked),
                     have_bitmap_dropped = o.have_bitmap.map(|h| h.dropped),

@@ -63,6 +63,8 @@ pub struct Outcome {
     pub lookups: gitstow_odb::LookupStats,
     /// Commits the walks read from commit graphs instead of inflating them.
     pub graph_commits: u64,
+    /// Commits the walks inflated because no graph held them.
+    pub graph_misses: u64,
     /// The have-side bitmap, when the fetch used one.
     pub have_bitmap: Option<HaveFigures>,
 }
@@ -201,6 +203,7 @@ pub fn serve_v0(
     )?);
     outcome.lookups = db.lookup_stats();
     outcome.graph_commits = db.graph_hits();
+    outcome.graph_misses = db.graph_misses();
     Ok(outcome)
 }
 
@@ -517,5 +520,6 @@ fn fetch_v2(
     )?);
     outcome.lookups = db.lookup_stats();
     outcome.graph_commits = db.graph_hits();
+    outcome.graph_misses = db.graph_misses();
     Ok(outcome)
 }
