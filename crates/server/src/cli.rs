@@ -189,7 +189,7 @@ pub fn main() -> i32 {
 /// Whether `key` names an immutable object: a container (`.bin`), its index
 /// (`.idx`), commit graph (`.graph`) or a closure's bitmaps (`.bitmap`), all
 /// named by a container's content hash.
-fn is_immutable_key(key: &str) -> bool {
+pub(crate) fn is_immutable_key(key: &str) -> bool {
     [".bin", ".idx", ".graph", ".bitmap"]
         .iter()
         .any(|ext| key.ends_with(ext))

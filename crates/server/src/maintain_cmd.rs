@@ -54,6 +54,9 @@ pub struct MaintainArgs {
     pub log_format: LogFormat,
 }
 
+/// Bytes of the private cache a `maintain` run on an S3 store keeps.
+const MAINTAIN_CACHE_BYTES: u64 = 4 << 30;
+
 /// Runs the command; returns the process exit code (0 done, 1 a repository
 /// failed, 2 bad arguments or no store).
 pub fn main(args: MaintainArgs) -> i32 {
@@ -79,6 +82,31 @@ pub fn main(args: MaintainArgs) -> i32 {
             eprintln!("gitstow: {e}");
             return 2;
         }
+    };
+    // An S3 store gets a private local cache of immutable objects for the
+    // run: what a GC uploads is then read back locally (its bitmaps and
+    // commit graphs read every commit and tree), not by one ranged GET an
+    // object.
+    let _cache_dir;
+    let store = if gitstow_store::is_s3_url(&args.store.url) {
+        match tempfile::Builder::new().prefix("gitstow-maintain-cache").tempdir() {
+            Ok(dir) => {
+                let cached = gitstow_store::CachedStore::new(
+                    store,
+                    dir.path().to_owned(),
+                    MAINTAIN_CACHE_BYTES,
+                    crate::cli::is_immutable_key,
+                );
+                _cache_dir = dir;
+                std::sync::Arc::new(cached) as std::sync::Arc<dyn gitstow_store::ObjectStore>
+            }
+            Err(e) => {
+                eprintln!("gitstow: cannot make a cache directory: {e}");
+                return 2;
+            }
+        }
+    } else {
+        store
     };
     let names = match &args.repo {
         Some(name) => {
