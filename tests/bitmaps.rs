@@ -208,17 +208,8 @@ fn a_damaged_or_missing_bitmap_falls_back_with_a_warning() {
             }
             _ => objects.delete(&key).unwrap(),
         }
-        // A new process with a cache directory of its own.
-        let cache = tempfile::tempdir().unwrap();
-        let server = Server::start_on(
-            Some(store),
-            &[
-                "--no-maintenance",
-                "--cache-dir",
-                cache.path().to_str().unwrap(),
-            ],
-            &[],
-        );
+        // A new process that cached nothing.
+        let server = Server::start_uncached_on(store, &["--no-maintenance"]);
         let client = tmp.path().join(format!("client-{damage}.git"));
         client_at(&src, &client, &far_behind(&src));
         fetch_main(&client, &server.url("fallback"), "2");

@@ -153,6 +153,7 @@ pub struct Server {
     log: PathBuf,
     extra: Vec<String>,
     _dir: tempfile::TempDir,
+    _cache: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -188,8 +189,26 @@ impl Server {
             store,
             extra,
             _dir: dir,
+            _cache: None,
         };
         server.spawn();
+        server
+    }
+
+    /// A server on `store` with a cache directory of its own (S3 stores
+    /// keep immutable objects in a local cache shared by the servers of one
+    /// store: a new process then sees nothing another one cached, as after
+    /// a damaged side file was replaced in the store).
+    pub fn start_uncached_on(store: &TestStore, extra: &[&str]) -> Server {
+        let cache = tempfile::Builder::new()
+            .prefix("gitstow-it-cache")
+            .tempdir()
+            .expect("temp dir");
+        let mut all = extra.to_vec();
+        let path = cache.path().to_str().expect("UTF-8 temp dir").to_owned();
+        all.extend(["--cache-dir", path.as_str()]);
+        let mut server = Server::start_on(Some(store), &all, &[]);
+        server._cache = Some(cache);
         server
     }
 

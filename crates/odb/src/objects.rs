@@ -189,24 +189,10 @@ impl ObjectDb {
                 if let Some(known) = cache.graph(&key) {
                     return known;
                 }
-                let graph = match self.store.get(&key) {
-                    Ok(Some((bytes, _))) => match CommitGraph::decode(&bytes) {
-                        Ok(g) => Some(Arc::new(g)),
-                        Err(e) => {
-                            tracing::warn!(key, error = %e, "commit graph unreadable; walks read commits instead");
-                            None
-                        }
-                    },
-                    Ok(None) => {
-                        tracing::warn!(key, "commit graph missing; walks read commits instead");
-                        None
-                    }
-                    Err(e) => {
-                        // Not remembered: the store may answer next time.
-                        tracing::warn!(key, error = %e, "commit graph not read; walks read commits instead");
-                        return None;
-                    }
-                };
+                let graph =
+                    self.side_file(&key, "commit graph", "walks read commits instead", |b| {
+                        CommitGraph::decode(b).map(Arc::new)
+                    })?;
                 cache.insert_graph(key, graph.clone());
                 graph
             })
@@ -233,29 +219,44 @@ impl ObjectDb {
             })
             .collect();
         let indexes: Vec<&ContainerIndex> = containers.iter().map(|&c| self.container(c)).collect();
-        let loaded = match self.store.get(&key) {
-            Ok(Some((bytes, _))) => {
-                match BitmapFile::decode(&bytes)
-                    .and_then(|f| LoadedBitmaps::bind(f, &ids, &indexes))
-                {
-                    Ok(l) => Some(Arc::new(l)),
-                    Err(e) => {
-                        tracing::warn!(key, error = %e, "reachability bitmaps unusable; fetches walk instead");
-                        None
-                    }
-                }
-            }
-            Ok(None) => {
-                tracing::warn!(key, "reachability bitmaps missing; fetches walk instead");
-                None
-            }
-            Err(e) => {
-                tracing::warn!(key, error = %e, "reachability bitmaps not read; fetches walk instead");
-                return None;
-            }
-        };
+        let loaded = self.side_file(&key, "reachability bitmaps", "fetches walk instead", |b| {
+            BitmapFile::decode(b)
+                .and_then(|f| LoadedBitmaps::bind(f, &ids, &indexes))
+                .map(Arc::new)
+        })?;
         cache.insert_bitmaps(key, loaded.clone());
         loaded
+    }
+
+    /// Reads side file `key` (a commit graph, a bitmap file) with `decode`:
+    /// `None` when the store failed (not to be remembered: it may answer
+    /// next time), `Some(None)` when the file is missing or `decode`
+    /// refuses it, each logged as a warning naming `what` and what is done
+    /// `instead`.
+    fn side_file<T, E: std::fmt::Display>(
+        &self,
+        key: &str,
+        what: &str,
+        instead: &str,
+        decode: impl FnOnce(&[u8]) -> std::result::Result<T, E>,
+    ) -> Option<Option<T>> {
+        match self.store.get(key) {
+            Ok(Some((bytes, _))) => match decode(&bytes) {
+                Ok(v) => Some(Some(v)),
+                Err(e) => {
+                    tracing::warn!(key, error = %e, "{what} unusable; {instead}");
+                    Some(None)
+                }
+            },
+            Ok(None) => {
+                tracing::warn!(key, "{what} missing; {instead}");
+                Some(None)
+            }
+            Err(e) => {
+                tracing::warn!(key, error = %e, "{what} not read; {instead}");
+                None
+            }
+        }
     }
 
     /// Ids of the garbage containers in which a lookup found an object so far

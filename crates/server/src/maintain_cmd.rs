@@ -89,7 +89,10 @@ pub fn main(args: MaintainArgs) -> i32 {
     // object.
     let _cache_dir;
     let store = if gitstow_store::is_s3_url(&args.store.url) {
-        match tempfile::Builder::new().prefix("gitstow-maintain-cache").tempdir() {
+        match tempfile::Builder::new()
+            .prefix("gitstow-maintain-cache")
+            .tempdir()
+        {
             Ok(dir) => {
                 let cached = gitstow_store::CachedStore::new(
                     store,
