@@ -21,15 +21,6 @@ fn reach(src: &Path, rev: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The last `upload-pack` log line that sent a pack.
-fn last_pack_line(logs: &str) -> String {
-    logs.lines()
-        .rev()
-        .find(|l| l.contains("upload-pack") && l.contains(" objects="))
-        .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
-        .to_owned()
-}
-
 /// A history of 400 commits over 4 branches (merges, tags, renames,
 /// binaries) mirrored to repository `name`, `main` held 5 commits back
 /// while the GC runs and pushed after it (so the wants lie outside the

@@ -223,15 +223,6 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
     assert!(!logs.contains("panicked"), "{logs}");
 }
 
-/// The last `upload-pack` log line that sent a pack.
-fn last_pack_line(logs: &str) -> String {
-    logs.lines()
-        .rev()
-        .find(|l| l.contains("upload-pack") && l.contains(" objects="))
-        .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
-        .to_owned()
-}
-
 /// Copies directory `from` to `to` (a bare repository).
 fn copy_dir(from: &Path, to: &Path) {
     let status = std::process::Command::new("cp")

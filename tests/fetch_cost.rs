@@ -10,19 +10,9 @@ use std::path::Path;
 
 use common::*;
 
-/// The last `upload-pack` log line that sent a pack.
-fn last_fetch_line(logs: &str) -> &str {
-    logs.lines()
-        .rev()
-        .find(|l| {
-            l.contains("upload-pack") && l.contains("commits_read=") && l.contains(" objects=")
-        })
-        .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
-}
-
 /// commits_read, objects, thin_deltas and bytes of the last fetch.
 fn last_fetch(logs: &str) -> (u64, u64, u64, u64) {
-    let line = last_fetch_line(logs);
+    let line = &last_pack_line(logs);
     (
         log_field(line, "commits_read"),
         log_field(line, "objects"),
@@ -33,7 +23,7 @@ fn last_fetch(logs: &str) -> (u64, u64, u64, u64) {
 
 /// Index searches per object lookup of the last fetch.
 fn probes_per_lookup(logs: &str) -> f64 {
-    let line = last_fetch_line(logs);
+    let line = &last_pack_line(logs);
     let lookups = log_field(line, "lookups");
     assert!(lookups > 0, "{line}");
     log_field(line, "index_probes") as f64 / lookups as f64

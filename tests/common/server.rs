@@ -464,3 +464,12 @@ pub fn log_field(line: &str, name: &str) -> u64 {
         .parse()
         .unwrap_or_else(|_| panic!("{name} in {line}"))
 }
+
+/// The last `upload-pack` log line that sent a pack.
+pub fn last_pack_line(logs: &str) -> String {
+    logs.lines()
+        .rev()
+        .find(|l| l.contains("upload-pack") && l.contains(" objects="))
+        .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
+        .to_owned()
+}
