@@ -357,3 +357,88 @@ fn shallow_clone_and_deepen() {
         fsck(&dir);
     }
 }
+
+/// One stateless v2 `fetch` round without `done`: the acknowledgments
+/// section's lines (a packfile follows only after `ready`).
+fn v2_round(server: &Server, repo: &str, want: &str, haves: &[&str]) -> Vec<String> {
+    let mut body = pkt(b"command=fetch\n");
+    body.extend_from_slice(b"0001");
+    body.extend(pkt(format!("want {want}\n").as_bytes()));
+    for h in haves {
+        body.extend(pkt(format!("have {h}\n").as_bytes()));
+    }
+    body.extend_from_slice(FLUSH);
+    let resp = http(
+        server.port(),
+        "POST",
+        &format!("/{repo}.git/git-upload-pack"),
+        &[
+            ("Content-Type", "application/x-git-upload-pack-request"),
+            ("Git-Protocol", "version=2"),
+        ],
+        &body,
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let mut lines = Vec::new();
+    for p in pkt_lines(&resp.body) {
+        match p {
+            Pkt::Data(d) => {
+                let line = String::from_utf8_lossy(&d).trim_end().to_owned();
+                let end = line == "packfile";
+                lines.push(line);
+                if end {
+                    break;
+                }
+            }
+            Pkt::Flush => break,
+            _ => {}
+        }
+    }
+    lines
+}
+
+/// As git's upload-pack (`ok_to_give_up`): a common commit that the wanted
+/// commit does not reach is acknowledged but the server is not ready (more
+/// haves can shrink the pack); once the want reaches a common commit it is.
+#[test]
+fn negotiation_is_ready_once_every_want_reaches_a_common_commit() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "c1");
+    let fork = commit_files(&work, &[("a", "2")], "c2");
+    commit_files(&work, &[("a", "3")], "c3");
+    let main = commit_files(&work, &[("a", "4")], "c4");
+    git(&work, &["checkout", "--quiet", "-b", "topic", &fork]);
+    commit_files(&work, &[("t", "1")], "t1");
+    let topic = commit_files(&work, &[("t", "2")], "t2");
+    let url = server.url("ready");
+    git(&work, &["push", "--quiet", &url, "main", "topic"]);
+
+    let unrelated = v2_round(&server, "ready", &topic, &[&main]);
+    assert_eq!(
+        unrelated,
+        ["acknowledgments".to_owned(), format!("ACK {main}")],
+        "a common commit the want does not reach"
+    );
+    let reached = v2_round(&server, "ready", &topic, &[&main, &fork]);
+    assert_eq!(
+        reached,
+        [
+            "acknowledgments".to_owned(),
+            format!("ACK {main}"),
+            format!("ACK {fork}"),
+            "ready".to_owned(),
+            "packfile".to_owned()
+        ],
+        "the want reaches a common commit"
+    );
+    let none = v2_round(
+        &server,
+        "ready",
+        &topic,
+        &["0123456789012345678901234567890123456789"],
+    );
+    assert_eq!(none, ["acknowledgments", "NAK"]);
+}

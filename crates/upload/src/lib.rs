@@ -152,10 +152,11 @@ pub fn serve_v0(
     let detailed = req.capabilities.contains("multi_ack_detailed");
     let multi = detailed || req.capabilities.contains("multi_ack");
     if !req.done {
-        negotiate::write_v0_round(&mut &mut *out, &common, multi, detailed)?;
+        let ready = negotiate::ready(&db, &req.wants, &common);
+        negotiate::write_v0_round(&mut &mut *out, &common, ready, multi, detailed)?;
         // no-done: once ready, git's upload-pack sends the final ACK and the
         // pack without waiting for the client's "done".
-        let no_done = detailed && req.capabilities.contains("no-done") && negotiate::ready(&common);
+        let no_done = detailed && req.capabilities.contains("no-done") && ready;
         if !no_done {
             out.flush()?;
             return Ok(outcome);
@@ -466,7 +467,7 @@ fn fetch_v2(
     outcome.common = common.len();
     if !args.done {
         // wait-for-done: acknowledge, but send no pack until the client says done.
-        let ready = negotiate::ready(&common) && !args.wait_for_done;
+        let ready = !args.wait_for_done && negotiate::ready(&db, &args.wants, &common);
         negotiate::write_v2_acknowledgments(&mut &mut *out, &common, ready)?;
         if !ready {
             out.flush()?;

@@ -105,6 +105,20 @@ pub(crate) fn read_commit(
     })
 }
 
+/// Commit `oid`'s parents, generation ([`gitstow_odb::graph::GENERATION_UNKNOWN`]
+/// when no graph holds it) and committer time.
+pub(crate) fn read_commit_with_generation(
+    db: &ObjectDb,
+    cache: &mut ObjectCache,
+    oid: &ObjectId,
+) -> Result<(Vec<ObjectId>, u32, i64), WalkError> {
+    if let Some(c) = db.graph_commit(oid) {
+        return Ok((c.parents.to_vec(), c.generation, c.time));
+    }
+    let c = read_commit(db, cache, oid, "commit")?;
+    Ok((c.parents, gitstow_odb::graph::GENERATION_UNKNOWN, c.time))
+}
+
 pub(crate) struct Walker<'a> {
     db: &'a ObjectDb,
     cache: ObjectCache,
