@@ -325,7 +325,20 @@ impl<'a> Reacher<'a> {
         roots: &[ObjectId],
         bitmaps: &HashMap<ObjectId, RoaringBitmap>,
     ) -> Result<RoaringBitmap, BitmapError> {
-        let mut bits = RoaringBitmap::new();
+        self.reach_beyond(roots, bitmaps, RoaringBitmap::new())
+    }
+
+    /// `known` (a set closed under reachability, such as what the client
+    /// has) plus what `roots` reach: the walk stops at every commit and
+    /// tree of `known`, so it costs what lies outside it (git's
+    /// `find_objects` with the have bitmap as "seen").
+    pub fn reach_beyond(
+        &mut self,
+        roots: &[ObjectId],
+        bitmaps: &HashMap<ObjectId, RoaringBitmap>,
+        known: RoaringBitmap,
+    ) -> Result<RoaringBitmap, BitmapError> {
+        let mut bits = known;
         let mut queue: BinaryHeap<(i64, Reverse<u64>, ObjectId)> = BinaryHeap::new();
         let mut queued: HashSet = HashSet::default();
         let mut seq = 0u64;

@@ -141,7 +141,8 @@ pub fn fetch_over(
         },
     )?;
     // Within the closure: what the wanted commits in it and the edges of
-    // the walk reach (the walk's own tags and commits lie outside).
+    // the walk reach beyond the have side (the walk's own tags and commits
+    // lie outside).
     let mut roots: Vec<ObjectId> = Vec::new();
     let mut want_tags = Vec::new();
     for want in wants {
@@ -159,7 +160,8 @@ pub fn fetch_over(
             .copied(),
     );
     let mut reacher = Reacher::new(closure, have.cache_bytes);
-    let wanted = match reacher.reach(&roots, &have.loaded.file.bitmaps) {
+    // Seeded with the have side: the walk stops at what the client has.
+    let wanted = match reacher.reach_beyond(&roots, &have.loaded.file.bitmaps, have.bits.clone()) {
         Ok(bits) => bits,
         Err(e) => {
             tracing::warn!(error = %e, "want bitmap not computed; the fetch walks");
