@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--gitstow", default="target/release/gitstow")
     ap.add_argument("--http-backend-server",
                     default=os.path.join(HERE, "..", "..", "shared", "tools", "git-http-backend-server.py"))
-    ap.add_argument("--skip", default="", help="phases not measured: incremental,behind,clone")
+    ap.add_argument("--skip", default="", help="phases not measured: incremental,behind,clone,refs")
     ap.add_argument("--out")
     ap.add_argument("--workdir")
     ap.add_argument("--keep", action="store_true")
@@ -265,7 +265,7 @@ def main():
                     sys.exit("the %s clone is not at %s" % (side, tip))
 
         # 5. The advertisement of many refs.
-        if a.refs:
+        if a.refs and "refs" not in skip:
             many = os.path.join(base, "many.git")
             git("init", "--quiet", "--bare", many)
             git("-C", many, "fetch", "--quiet", a.repo, "%s:refs/heads/main" % tip)
