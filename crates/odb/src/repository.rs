@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use gitstow_store::{ETag, ObjectStore, PutCondition};
+use gitstow_store::{ETag, IfNoneMatch, ObjectStore, PutCondition};
 
 use crate::bitmap::LoadedBitmaps;
 use crate::container::{ContainerIndex, SealedContainer};
@@ -250,8 +250,16 @@ impl Repository {
     /// [`crate::state_cache`]); the state is shared, not copied.
     pub fn load_shared_state(&self, cache: &StateCache) -> Result<Option<SharedState>> {
         let key = self.state_key();
-        let Some((bytes, etag)) = self.store.get(&key)? else {
-            return Ok(None);
+        let (bytes, etag) = match cache.latest(&key) {
+            Some((kept, state)) => match self.store.get_if_none_match(&key, &kept)? {
+                IfNoneMatch::Unchanged => return Ok(Some(SharedState { state, etag: kept })),
+                IfNoneMatch::Changed(bytes, etag) => (bytes, etag),
+                IfNoneMatch::Absent => return Ok(None),
+            },
+            None => match self.store.get(&key)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
         let state = match cache.get(&key, &etag) {
             Some(state) => state,

@@ -1,7 +1,8 @@
 //! Decoded states shared by the requests of a server.
 //!
 //! Every request reads the state object (one GET: it must see the newest
-//! version), but decoding it (zstd, JSON, every ref's hex oid) costs time
+//! version; a conditional one, `If-None-Match` the version kept, so an
+//! unchanged state is not even transferred from S3), but decoding it (zstd, JSON, every ref's hex oid) costs time
 //! that grows with the number of refs, and a fetch reads it at least twice
 //! (the advertisement, then the negotiation or `ls-refs`). A state object is
 //! immutable under its ETag, so the decoded state is kept per repository and
@@ -66,6 +67,16 @@ impl StateCache {
         }
         entry.used = now;
         Some(entry.state.clone())
+    }
+
+    /// The version kept for `key`, if any, with its state.
+    pub(crate) fn latest(&self, key: &str) -> Option<(ETag, Arc<RepoState>)> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.clock += 1;
+        let now = inner.clock;
+        let entry = inner.map.get_mut(key)?;
+        entry.used = now;
+        Some((entry.etag.clone(), entry.state.clone()))
     }
 
     /// Keeps `state`, decoded for `key` at `etag` (replacing an older version).

@@ -123,6 +123,22 @@ pub enum PutCondition {
     IfMatch(ETag),
 }
 
+/// What [`ObjectStore::get_if_none_match`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IfNoneMatch {
+    /// The object is still at the given version.
+    Unchanged,
+    /// The object changed: its bytes and new [`ETag`].
+    Changed(Vec<u8>, ETag),
+    /// There is no object at the key.
+    Absent,
+}
+
+/// Whether two etags name the same version, ignoring HTTP quoting.
+pub fn same_etag(a: &ETag, b: &ETag) -> bool {
+    s3::etag::same(a, b)
+}
+
 /// A bucket of objects addressed by `/`-separated keys.
 ///
 /// Synchronous: callers on an async runtime run it on blocking threads.
@@ -200,6 +216,22 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
             size: data.len() as u64,
             etag,
         }))
+    }
+
+    /// The object at `key` unless its version is still `etag`
+    /// (HTTP's `If-None-Match`): a reader that keeps what it decoded from
+    /// a version asks only for newer bytes. The default reads the object
+    /// and compares; [`S3Store`] sends the condition, so an unchanged
+    /// object costs a `304 Not Modified` instead of its transfer.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`].
+    fn get_if_none_match(&self, key: &str, etag: &ETag) -> Result<IfNoneMatch> {
+        Ok(match self.get(key)? {
+            None => IfNoneMatch::Absent,
+            Some((_, current)) if same_etag(&current, etag) => IfNoneMatch::Unchanged,
+            Some((data, current)) => IfNoneMatch::Changed(data, current),
+        })
     }
 
     /// What the store counted about its own work, for `/metrics`. The

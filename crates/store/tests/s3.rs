@@ -17,7 +17,7 @@ mod common;
 use std::io::Write;
 
 use gitstow_store::{
-    open_with, CachedStore, ETag, Error, ObjectStore, PutCondition, S3Options, S3Store,
+    open_with, CachedStore, ETag, Error, IfNoneMatch, ObjectStore, PutCondition, S3Options, S3Store,
 };
 
 use common::*;
@@ -194,6 +194,42 @@ fn if_match_current_succeeds_with_either_quoting() {
         first.put_conditional - 1,
         first.retries
     );
+}
+
+/// A conditional GET of an unchanged object transfers nothing (`304`); a
+/// changed one comes back with its new version; a missing one is absent.
+#[test]
+fn if_none_match_transfers_only_a_new_version() {
+    let s = store("if-none-match");
+    let body = pattern(64 << 10, 7);
+    let v1 = s.put("r/state", &body, PutCondition::IfAbsent).unwrap();
+    let before = s.stats();
+    assert_eq!(
+        s.get_if_none_match("r/state", &v1).unwrap(),
+        IfNoneMatch::Unchanged
+    );
+    let after = s.stats();
+    assert_eq!(
+        after.bytes_read, before.bytes_read,
+        "an unchanged object was transferred: {before:?} -> {after:?}"
+    );
+    let v2 = s
+        .put("r/state", b"v2", PutCondition::IfMatch(v1.clone()))
+        .unwrap();
+    assert_eq!(
+        s.get_if_none_match("r/state", &v1).unwrap(),
+        IfNoneMatch::Changed(b"v2".to_vec(), v2.clone())
+    );
+    let quoted = ETag(format!("\"{}\"", v2.0));
+    assert_eq!(
+        s.get_if_none_match("r/state", &quoted).unwrap(),
+        IfNoneMatch::Unchanged
+    );
+    assert_eq!(
+        s.get_if_none_match("r/absent", &v2).unwrap(),
+        IfNoneMatch::Absent
+    );
+    assert_eq!(s.stats().errors, 0);
 }
 
 #[test]

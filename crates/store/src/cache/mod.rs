@@ -492,6 +492,18 @@ impl ObjectStore for CachedStore {
         Ok(etag)
     }
 
+    fn get_if_none_match(&self, key: &str, etag: &ETag) -> Result<crate::IfNoneMatch> {
+        // Mutable objects (the state) are never cached: the backend answers.
+        if !(self.immutable)(key) {
+            return self.inner.get_if_none_match(key, etag);
+        }
+        Ok(match self.get(key)? {
+            None => crate::IfNoneMatch::Absent,
+            Some((_, current)) if crate::same_etag(&current, etag) => crate::IfNoneMatch::Unchanged,
+            Some((data, current)) => crate::IfNoneMatch::Changed(data, current),
+        })
+    }
+
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, ETag)>> {
         if !(self.immutable)(key) {
             return self.inner.get(key);

@@ -460,3 +460,24 @@ fn ranged_reads_of_containers_keep_files_open_and_follow_writes() {
         b"0000"
     );
 }
+
+#[test]
+fn if_none_match_reads_only_a_new_version() {
+    let (_dir, store) = store();
+    let v1 = store.put("r/state", b"v1", PutCondition::IfAbsent).unwrap();
+    assert_eq!(
+        store.get_if_none_match("r/state", &v1).unwrap(),
+        crate::IfNoneMatch::Unchanged
+    );
+    let v2 = store
+        .put("r/state", b"v2", PutCondition::IfMatch(v1.clone()))
+        .unwrap();
+    assert_eq!(
+        store.get_if_none_match("r/state", &v1).unwrap(),
+        crate::IfNoneMatch::Changed(b"v2".to_vec(), v2.clone())
+    );
+    assert_eq!(
+        store.get_if_none_match("r/absent", &v2).unwrap(),
+        crate::IfNoneMatch::Absent
+    );
+}
