@@ -442,3 +442,40 @@ fn negotiation_is_ready_once_every_want_reaches_a_common_commit() {
     );
     assert_eq!(none, ["acknowledgments", "NAK"]);
 }
+
+/// A depth beyond git's `int` is refused, as git's upload-pack refuses it
+/// ("Invalid deepen"), instead of being taken as a very deep history.
+#[test]
+fn a_deepen_beyond_an_int_is_refused() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let tip = commit_files(&work, &[("a", "1")], "c1");
+    git(&work, &["push", "--quiet", &server.url("deep"), "main"]);
+    for (depth, accepted) in [("2147483647", true), ("2147483648", false)] {
+        let mut body = pkt(b"command=fetch\n");
+        body.extend_from_slice(b"0001");
+        body.extend(pkt(format!("want {tip}\n").as_bytes()));
+        body.extend(pkt(format!("deepen {depth}\n").as_bytes()));
+        body.extend(pkt(b"done\n"));
+        body.extend_from_slice(FLUSH);
+        let resp = http(
+            server.port(),
+            "POST",
+            "/deep.git/git-upload-pack",
+            &[
+                ("Content-Type", "application/x-git-upload-pack-request"),
+                ("Git-Protocol", "version=2"),
+            ],
+            &body,
+        );
+        let text = resp.text();
+        assert_eq!(
+            text.contains("packfile"),
+            accepted,
+            "deepen {depth}: {} {text}",
+            resp.status
+        );
+    }
+}

@@ -288,7 +288,7 @@ enum Deepen {
 fn deepen() -> impl Strategy<Value = Deepen> {
     prop_oneof![
         Just(Deepen::None),
-        (1u32..).prop_map(Deepen::Depth),
+        (1u32..=i32::MAX as u32).prop_map(Deepen::Depth),
         (1i64.., prop::collection::vec(ref_name(), 0..3)).prop_map(|(t, n)| Deepen::Since(t, n)),
         prop::collection::vec(ref_name(), 1..3).prop_map(|n| Deepen::Since(0, n)),
     ]

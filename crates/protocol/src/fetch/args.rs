@@ -48,13 +48,15 @@ pub(super) fn oid_arg(hex: &[u8], line: &[u8]) -> Result<ObjectId, FetchError> {
     })
 }
 
-/// `deepen <n>`: a positive decimal integer (git's `process_deepen`).
+/// `deepen <n>`: a positive decimal integer that fits git's `int` (git's
+/// `process_deepen` reads it into an `int` and dies on `<= 0`, so
+/// 2147483648 and up are "Invalid deepen" there too).
 pub(super) fn deepen_arg(arg: &[u8], line: &[u8]) -> Result<u32, FetchError> {
     std::str::from_utf8(arg)
         .ok()
         .filter(|s| !s.starts_with('+'))
         .and_then(|s| s.parse::<u32>().ok())
-        .filter(|&n| n > 0)
+        .filter(|&n| n > 0 && n <= i32::MAX as u32)
         .ok_or_else(|| FetchError::InvalidDeepen {
             line: crate::lossy(line),
         })

@@ -163,6 +163,8 @@ fn v0_errors() {
         "deepen ",
         "deepen +3",
         "deepen 99999999999",
+        "deepen 2147483648",
+        "deepen 4294967295",
     ] {
         let e = v0(&[&want, bad, "F"], 10).unwrap_err();
         assert!(matches!(e, FetchError::InvalidDeepen { .. }), "{bad}: {e}");
@@ -174,6 +176,8 @@ fn v0_errors() {
             "{bad}: {e}"
         );
     }
+    let req = v0(&[&want, "deepen 2147483647", "F"], 10).unwrap();
+    assert_eq!(req.deepen, Some(2147483647));
     let e = v0(&[&want, "deepen 1", "deepen-not refs/heads/x", "F"], 10).unwrap_err();
     assert!(matches!(e, FetchError::DeepenConflict), "{e}");
     let e = v0(&[&want, "filter blob:none", "filter tree:0", "F"], 10).unwrap_err();
