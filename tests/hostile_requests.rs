@@ -1,6 +1,7 @@
 //! Hostile HTTP requests: gzip bombs, and repository names that try to leave
 //! the store (`..`, absolute paths, percent-encoded separators, NUL). Each
-//! gets a clear 4xx, nothing is created, and the server keeps serving.
+//! gets a clear 4xx, nothing is created, and the server keeps serving. And
+//! the open-files limit the server gives itself against connection floods.
 
 mod common;
 
@@ -105,4 +106,20 @@ fn repository_names_that_escape() {
     init_repo(&work);
     commit_files(&work, &[("a", "a\n")], "one");
     git(&work, &["push", "--quiet", &server.url("org/fine"), "main"]);
+}
+
+/// At start the server raises its open-files soft limit to the hard limit
+/// (a thousand idle connections must not starve `accept`) and says so.
+#[test]
+fn the_open_files_limit_is_raised_at_start() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start();
+    let logs = server.logs();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("open files limit"))
+        .unwrap_or_else(|| panic!("no open files line in:\n{logs}"));
+    assert_eq!(log_field(line, "soft"), log_field(line, "hard"), "{line}");
 }

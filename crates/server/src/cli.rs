@@ -256,6 +256,12 @@ fn maintenance_config(args: &ServeArgs) -> crate::maintenance::MaintenanceConfig
 
 fn serve(args: ServeArgs) -> i32 {
     init_logging(args.log_format);
+    match crate::limits::raise_open_files() {
+        Ok((before, after, hard)) => {
+            tracing::info!(soft_before = before, soft = after, hard, "open files limit")
+        }
+        Err(e) => tracing::warn!(error = %e, "open files limit not raised"),
+    }
     let store = match open_store(&args) {
         Ok(s) => s,
         Err(e) => {

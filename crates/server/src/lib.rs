@@ -11,12 +11,14 @@
 //! - [`maintenance`]: automatic maintenance after pushes.
 //! - [`maintain_cmd`]: `gitstow maintain`.
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
+//! - [`limits`]: process limits set at start (open files).
 #![deny(missing_docs)]
 
 pub mod alloc;
 pub mod app;
 pub mod body;
 pub mod cli;
+pub mod limits;
 pub mod maintain_cmd;
 pub mod maintenance;
 pub mod metrics;
