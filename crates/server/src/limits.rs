@@ -30,7 +30,7 @@ pub fn raise_open_files() -> std::io::Result<(u64, u64, u64)> {
         }
         lim = raised;
     }
-    Ok((before as u64, lim.rlim_cur as u64, lim.rlim_max as u64))
+    Ok((before, lim.rlim_cur, lim.rlim_max))
 }
 
 #[cfg(test)]
@@ -54,9 +54,9 @@ mod tests {
         // SAFETY: a valid rlimit below the hard limit.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lower) }, 0);
         let (before, after, hard) = raise_open_files().unwrap();
-        assert_eq!(before, lower.rlim_cur as u64);
+        assert_eq!(before, lower.rlim_cur);
         assert_eq!(after, hard);
-        assert_eq!(hard, lim.rlim_max as u64);
+        assert_eq!(hard, lim.rlim_max);
         let (again, same, _) = raise_open_files().unwrap();
         assert_eq!((again, same), (hard, hard));
     }
