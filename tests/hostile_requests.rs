@@ -123,3 +123,55 @@ fn the_open_files_limit_is_raised_at_start() {
         .unwrap_or_else(|| panic!("no open files line in:\n{logs}"));
     assert_eq!(log_field(line, "soft"), log_field(line, "hard"), "{line}");
 }
+
+/// A store that fails: the client is told that the server failed, never a
+/// store key, a path or an error chain (those are in the log), and the
+/// server keeps serving.
+#[test]
+fn a_failing_store_is_reported_without_internals() {
+    if Server::is_canonical() {
+        return;
+    }
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(store_dir.path());
+    let server = Server::start_on(
+        Some(&store),
+        &["--no-maintenance"],
+        &[("GITSTOW_FAULTS", "put_file:.bin:fail")],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "c1");
+    let url = server.url("failing");
+    let said = git_fail(&work, &["push", &url, "main"]);
+    assert!(
+        said.contains("failed to store objects: internal server error, try again later"),
+        "{said}"
+    );
+    for internal in ["containers/", ".bin", "injected", "/tmp", "Backend", "I/O"] {
+        assert!(
+            !said.contains(internal),
+            "the client was told {internal:?}: {said}"
+        );
+    }
+    assert!(
+        server.logs().contains("container upload failed"),
+        "{}",
+        server.logs()
+    );
+    // Still serving: the refused push changed nothing visible.
+    let resp = http(
+        server.port(),
+        "GET",
+        "/failing.git/info/refs?service=git-upload-pack",
+        &[],
+        b"",
+    );
+    assert!(
+        matches!(resp.status, 200 | 404),
+        "{} {}",
+        resp.status,
+        resp.text()
+    );
+}

@@ -143,7 +143,32 @@ pub enum Error {
 /// Why the pack stage failed, split by who is at fault.
 enum UnpackFailure {
     Client(String),
-    Server(String),
+    /// A failure of the server's: `detail` goes to the log, the client gets
+    /// [`server_reason`].
+    Server {
+        detail: String,
+        out_of_space: bool,
+    },
+}
+
+impl UnpackFailure {
+    /// A server-side failure while `what`.
+    fn server(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        UnpackFailure::Server {
+            detail: format!("{what}: {e}"),
+            out_of_space: gitstow_store::is_out_of_space(e),
+        }
+    }
+}
+
+/// What a client is told of a server-side failure: never a path or an
+/// error chain (those are in the log).
+fn server_reason(out_of_space: bool) -> &'static str {
+    if out_of_space {
+        "server out of space, try again later"
+    } else {
+        "internal server error, try again later"
+    }
 }
 
 /// Runs receive-pack over `request` (the spooled request body: pkt-line
@@ -198,8 +223,20 @@ pub fn receive_pack(
     };
 
     let (statuses, unpack_line) = match unpacked {
-        Err(UnpackFailure::Client(reason)) | Err(UnpackFailure::Server(reason)) => {
-            tracing::info!(repo = repo.name(), %reason, "push refused at unpack");
+        Err(failure) => {
+            let reason = match failure {
+                UnpackFailure::Client(reason) => {
+                    tracing::info!(repo = repo.name(), %reason, "push refused at unpack");
+                    reason
+                }
+                UnpackFailure::Server {
+                    detail,
+                    out_of_space,
+                } => {
+                    tracing::error!(repo = repo.name(), error = %detail, "push failed at unpack");
+                    server_reason(out_of_space).to_owned()
+                }
+            };
             outcome.unpack_error = Some(reason.clone());
             let statuses = vec![RefStatus::Rejected("unpacker error".into()); push.commands.len()];
             (statuses, Err(reason))
@@ -317,7 +354,7 @@ fn unpack(
     };
     let pack = scan::scan(request, pack_start, limits).map_err(|e| match e {
         scan::ScanError::Invalid(m) => UnpackFailure::Client(m),
-        scan::ScanError::Io(e) => UnpackFailure::Server(format!("spool I/O: {e}")),
+        scan::ScanError::Io(e) => UnpackFailure::server("reading the spool", &e),
     })?;
     outcome.pack_bytes = pack.pack_bytes;
     outcome.objects = pack.entries.len() as u64;
@@ -363,8 +400,8 @@ fn unpack(
     drop(pack);
     let resolved = resolved.map_err(|e| match e {
         ResolveError::Invalid(m) => UnpackFailure::Client(m),
-        ResolveError::Odb(e) => UnpackFailure::Server(format!("reading a thin-pack base: {e}")),
-        ResolveError::Io(e) => UnpackFailure::Server(format!("staging I/O: {e}")),
+        ResolveError::Odb(e) => UnpackFailure::server("reading a thin-pack base", &e),
+        ResolveError::Io(e) => UnpackFailure::server("staging", &e),
     })?;
     if total_deltas > 0 {
         progress.update("Resolving deltas", total_deltas, total_deltas, true);
@@ -374,9 +411,9 @@ fn unpack(
     outcome.thin_bases = resolved.thin_bases;
     let mut sealed = staging
         .finish()
-        .map_err(|e| UnpackFailure::Server(format!("sealing a container: {e}")))?;
+        .map_err(|e| UnpackFailure::server("sealing a container", &e))?;
     attach_graphs(&mut sealed, resolved.commits, db)
-        .map_err(|e| UnpackFailure::Server(format!("writing a commit graph: {e}")))?;
+        .map_err(|e| UnpackFailure::server("writing a commit graph", &e))?;
     let oids = resolved.oids;
     // Each thread's set of named objects is checked on its own and dropped
     // (merging them would hold a second copy of the largest one).
@@ -489,8 +526,9 @@ fn decide(
                 }
                 Err(e) => {
                     tracing::error!(repo = repo.name(), error = %e, "container upload failed");
+                    let reason = server_reason(gitstow_store::is_out_of_space(&e));
                     return vec![
-                        RefStatus::Rejected(format!("failed to store objects: {e}"));
+                        RefStatus::Rejected(format!("failed to store objects: {reason}"));
                         push.commands.len()
                     ];
                 }

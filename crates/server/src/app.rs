@@ -210,10 +210,7 @@ fn body_error(e: BodyError) -> Response {
         BodyError::BadGzip(_) | BodyError::Transport(_) => {
             error(StatusCode::BAD_REQUEST, e.to_string())
         }
-        BodyError::Io(_) => {
-            tracing::error!(error = %e, "spool failed");
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
+        BodyError::Io(_) => server_error("spooling the request body", &e),
     }
 }
 
@@ -293,15 +290,32 @@ async fn load_state(
     let loaded = tokio::task::spawn_blocking(move || repo.load_shared_state(&states)).await;
     match loaded {
         Ok(Ok(v)) => Ok(v.map(|v| v.state)),
-        Ok(Err(e)) => {
-            tracing::error!(repo = name, error = %e, "reading the repository state failed");
-            Err(error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot read repository: {e}"),
-            ))
-        }
+        Ok(Err(e)) => Err(server_error(
+            &format!("reading the state of repository {name}"),
+            &e,
+        )),
         Err(_) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")),
     }
+}
+
+/// A server-side failure while `context`: the error and its chain go to the
+/// log; the client gets a 500 (503 when the server is out of space) whose
+/// body names no path and no internal error.
+fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
+    tracing::error!(error = %e, "{context} failed");
+    if gitstow_store::is_out_of_space(e) {
+        let mut resp = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is out of space, try again later",
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+        return resp;
+    }
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal server error, try again later",
+    )
 }
 
 fn not_found(name: &str) -> Response {
@@ -355,7 +369,7 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
         }
     };
     if let Err(e) = result {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        return server_error("writing the advertisement", &e);
     }
     let content_type = match service {
         Service::UploadPack => "application/x-git-upload-pack-advertisement",
@@ -442,7 +456,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
             gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => {
                 error(StatusCode::BAD_REQUEST, e.to_string())
             }
-            other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+            other => server_error("upload-pack", &other),
         },
     )
     .await
@@ -553,7 +567,7 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         },
         |e: gitstow_receive::Error| match e {
             gitstow_receive::Error::Protocol(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
-            other => error(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+            other => server_error("receive-pack", &other),
         },
     )
     .await

@@ -100,3 +100,42 @@ impl Error {
 
 /// The crate's result type: `E` defaults to [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Whether `e`, or an error in its chain of sources, is the operating
+/// system's "no space left on device" (`ENOSPC`) or "disk quota exceeded"
+/// (`EDQUOT`): what a client may be told ("out of space, try again later")
+/// where any other server-side failure stays in the log.
+pub fn is_out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) || matches!(io.raw_os_error(), Some(ENOSPC | EDQUOT))
+            {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_space_is_found_through_the_chain() {
+        let full = std::io::Error::from_raw_os_error(28);
+        assert!(is_out_of_space(&full));
+        let wrapped = Error::io("r.git/containers/x.bin", full);
+        assert!(is_out_of_space(&wrapped));
+        let other = Error::io("k", std::io::Error::from_raw_os_error(13));
+        assert!(!is_out_of_space(&other));
+        assert!(!is_out_of_space(&Error::NotFound { key: "k".into() }));
+    }
+}

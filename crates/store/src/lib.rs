@@ -77,7 +77,7 @@ mod s3;
 mod stats;
 
 pub use cache::{default_cache_dir, CachedStore};
-pub use error::{Error, Result};
+pub use error::{is_out_of_space, Error, Result};
 pub use fs::FsStore;
 pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX};
 pub use open::{local_root, open, open_with};

@@ -378,10 +378,16 @@ fn send_pack(
                 Ok(s) => s,
                 Err(e) => {
                     drop(buffered);
+                    // What the client sees names no store key and no
+                    // error chain (the caller logs the error).
+                    let told = match &e {
+                        pack::PackError::Missing(_) => e.to_string(),
+                        _ => "internal server error while writing the pack".to_owned(),
+                    };
                     let _ = write_band(
                         &mut &mut *out,
                         Band::Error,
-                        format!("fatal: {e}\n").as_bytes(),
+                        format!("fatal: {told}\n").as_bytes(),
                     );
                     return Err(e.into());
                 }
