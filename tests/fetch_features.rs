@@ -136,16 +136,7 @@ fn ls_refs_with_a_prefix() {
     body.extend(pkt(b"peel\n"));
     body.extend(pkt(b"ref-prefix refs/tags/\n"));
     body.extend_from_slice(FLUSH);
-    let resp = http(
-        server.port(),
-        "POST",
-        "/prefix.git/git-upload-pack",
-        &[
-            ("Content-Type", "application/x-git-upload-pack-request"),
-            ("Git-Protocol", "version=2"),
-        ],
-        &body,
-    );
+    let resp = post_upload_pack_v2(&server, "prefix", &body);
     assert_eq!(resp.status, 200, "{}", resp.text());
     let lines: Vec<String> = pkt_lines(&resp.body)
         .into_iter()

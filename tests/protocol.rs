@@ -368,16 +368,7 @@ fn v2_round(server: &Server, repo: &str, want: &str, haves: &[&str]) -> Vec<Stri
         body.extend(pkt(format!("have {h}\n").as_bytes()));
     }
     body.extend_from_slice(FLUSH);
-    let resp = http(
-        server.port(),
-        "POST",
-        &format!("/{repo}.git/git-upload-pack"),
-        &[
-            ("Content-Type", "application/x-git-upload-pack-request"),
-            ("Git-Protocol", "version=2"),
-        ],
-        &body,
-    );
+    let resp = post_upload_pack_v2(server, repo, &body);
     assert_eq!(resp.status, 200, "{}", resp.text());
     let mut lines = Vec::new();
     for p in pkt_lines(&resp.body) {
@@ -460,16 +451,7 @@ fn a_deepen_beyond_an_int_is_refused() {
         body.extend(pkt(format!("deepen {depth}\n").as_bytes()));
         body.extend(pkt(b"done\n"));
         body.extend_from_slice(FLUSH);
-        let resp = http(
-            server.port(),
-            "POST",
-            "/deep.git/git-upload-pack",
-            &[
-                ("Content-Type", "application/x-git-upload-pack-request"),
-                ("Git-Protocol", "version=2"),
-            ],
-            &body,
-        );
+        let resp = post_upload_pack_v2(&server, "deep", &body);
         let text = resp.text();
         assert_eq!(
             text.contains("packfile"),

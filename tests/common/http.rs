@@ -127,3 +127,17 @@ pub fn post_receive_pack(server: &Server, repo: &str, body: &[u8]) -> Response {
         body,
     )
 }
+
+/// POSTs a protocol v2 command request body to `/<repo>.git/git-upload-pack`.
+pub fn post_upload_pack_v2(server: &Server, repo: &str, body: &[u8]) -> Response {
+    http(
+        server.port(),
+        "POST",
+        &format!("/{repo}.git/git-upload-pack"),
+        &[
+            ("Content-Type", "application/x-git-upload-pack-request"),
+            ("Git-Protocol", "version=2"),
+        ],
+        body,
+    )
+}
