@@ -290,17 +290,11 @@ impl<'a> Reacher<'a> {
         }
     }
 
-    fn commit(&mut self, oid: &ObjectId) -> Result<(ObjectId, Vec<ObjectId>, i64), BitmapError> {
-        if let Some(c) = self.closure.db.graph_commit(oid) {
-            return Ok((c.tree, c.parents.to_vec(), c.time));
-        }
-        let obj = self
-            .closure
+    fn commit(&mut self, oid: &ObjectId) -> Result<CommitRow, BitmapError> {
+        self.closure
             .db
-            .read(oid, &mut self.cache)?
-            .ok_or(BitmapError::Outside(*oid))?;
-        let row = CommitRow::parse(*oid, &obj.data).ok_or(BitmapError::Corrupt(*oid))?;
-        Ok((row.tree, row.parents, row.time))
+            .commit_row(oid, &mut self.cache)?
+            .ok_or(BitmapError::Outside(*oid))
     }
 
     fn position(&mut self, oid: &gix_hash::oid) -> Result<u32, BitmapError> {
@@ -339,36 +333,25 @@ impl<'a> Reacher<'a> {
         known: RoaringBitmap,
     ) -> Result<RoaringBitmap, BitmapError> {
         let mut bits = known;
-        let mut queue: BinaryHeap<(i64, Reverse<u64>, ObjectId)> = BinaryHeap::new();
-        let mut queued: HashSet = HashSet::default();
-        let mut seq = 0u64;
+        let mut queue = DateQueue::default();
         let mut trees = Vec::new();
         for r in roots {
-            if queued.insert(*r) {
-                let (_, _, time) = self.commit(r)?;
-                seq += 1;
-                queue.push((time, Reverse(seq), *r));
-            }
+            queue.push(self, *r)?;
         }
-        while let Some((_, _, c)) = queue.pop() {
-            let pos = self.position(&c)?;
+        while let Some(c) = queue.pop() {
+            let pos = self.position(&c.oid)?;
             if bits.contains(pos) {
                 continue;
             }
-            if let Some(stored) = bitmaps.get(&c) {
+            if let Some(stored) = bitmaps.get(&c.oid) {
                 bits |= stored;
                 continue;
             }
             bits.insert(pos);
             self.commits_walked += 1;
-            let (tree, parents, _) = self.commit(&c)?;
-            trees.push(tree);
-            for p in parents {
-                if queued.insert(p) {
-                    let (_, _, time) = self.commit(&p)?;
-                    seq += 1;
-                    queue.push((time, Reverse(seq), p));
-                }
+            trees.push(c.tree);
+            for p in c.parents {
+                queue.push(self, p)?;
             }
         }
         while let Some(t) = trees.pop() {
@@ -396,6 +379,33 @@ impl<'a> Reacher<'a> {
             }
         }
         Ok(bits)
+    }
+}
+
+/// Commits newest first by commit time (ties in the order queued), each
+/// read once, when it is queued; a commit is queued at most once.
+#[derive(Default)]
+struct DateQueue {
+    heap: BinaryHeap<(i64, Reverse<u64>, ObjectId)>,
+    rows: HashMap<ObjectId, CommitRow>,
+    queued: HashSet,
+    seq: u64,
+}
+
+impl DateQueue {
+    fn push(&mut self, reacher: &mut Reacher<'_>, oid: ObjectId) -> Result<(), BitmapError> {
+        if self.queued.insert(oid) {
+            let row = reacher.commit(&oid)?;
+            self.seq += 1;
+            self.heap.push((row.time, Reverse(self.seq), oid));
+            self.rows.insert(oid, row);
+        }
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<CommitRow> {
+        let (_, _, oid) = self.heap.pop()?;
+        self.rows.remove(&oid)
     }
 }
 
@@ -434,40 +444,28 @@ pub fn build(
     }
     // Selection: a commit-date walk of every commit of the closure.
     let mut reacher = Reacher::new(closure, cache_bytes);
-    let mut queue: BinaryHeap<(i64, Reverse<u64>, ObjectId)> = BinaryHeap::new();
-    let mut queued: HashSet = HashSet::default();
-    let mut seq = 0u64;
+    let mut queue = DateQueue::default();
     for t in &commit_tips {
-        if queued.insert(*t) {
-            let (_, _, time) = reacher.commit(t)?;
-            seq += 1;
-            queue.push((time, Reverse(seq), *t));
-        }
+        queue.push(&mut reacher, *t)?;
     }
     let tip_set: HashSet = commit_tips.iter().copied().collect();
     let mut selected = Vec::new();
     let mut walked = 0usize;
-    while let Some((_, _, c)) = queue.pop() {
-        if walked.is_multiple_of(SPACING) || tip_set.contains(&c) {
-            selected.push(c);
+    while let Some(c) = queue.pop() {
+        if walked.is_multiple_of(SPACING) || tip_set.contains(&c.oid) {
+            selected.push(c.oid);
         }
         walked += 1;
-        let (_, parents, _) = reacher.commit(&c)?;
-        for p in parents {
-            if queued.insert(p) {
-                let (_, _, time) = reacher.commit(&p)?;
-                seq += 1;
-                queue.push((time, Reverse(seq), p));
-            }
+        for p in c.parents {
+            queue.push(&mut reacher, p)?;
         }
     }
     // Oldest first: each walk stops at the bitmaps already built.
     let mut file = BitmapFile {
         containers: ids
             .iter()
-            .zip(&closure.order.parts)
             .zip(closure.containers)
-            .map(|((id, _), &c)| (id.clone(), db.container(c).len() as u32))
+            .map(|(id, &c)| (id.clone(), db.container(c).len() as u32))
             .collect(),
         bitmaps: HashMap::default(),
     };

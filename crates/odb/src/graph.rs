@@ -52,17 +52,35 @@ pub struct CommitRow {
 }
 
 impl CommitRow {
-    /// The row of commit `oid` from its bytes (`gitformat-object`'s commit
-    /// layout), generation unknown; `None` when they do not parse.
-    pub fn parse(oid: ObjectId, data: &[u8]) -> Option<CommitRow> {
-        let c = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1).ok()?;
-        Some(CommitRow {
+    /// The row of commit `oid`, parsed as `c`, generation unknown.
+    pub fn from_commit(oid: ObjectId, c: &gix_object::CommitRef<'_>) -> CommitRow {
+        CommitRow {
             oid,
             tree: c.tree(),
             parents: c.parents().collect(),
             time: c.committer().map(|s| s.seconds()).unwrap_or(0),
             generation: GENERATION_UNKNOWN,
-        })
+        }
+    }
+
+    /// The row of commit `oid` from its bytes (`gitformat-object`'s commit
+    /// layout), generation unknown; the parser's message when they do not
+    /// parse.
+    pub fn parse(oid: ObjectId, data: &[u8]) -> Result<CommitRow, String> {
+        let c = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1)
+            .map_err(|e| e.to_string())?;
+        Ok(CommitRow::from_commit(oid, &c))
+    }
+
+    /// The row of a commit a graph holds.
+    pub fn from_graph(oid: ObjectId, c: &GraphCommit<'_>) -> CommitRow {
+        CommitRow {
+            oid,
+            tree: c.tree,
+            parents: c.parents.to_vec(),
+            time: c.time,
+            generation: c.generation,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use gix_hash::ObjectId;
 
 use crate::bitmap::{BitmapFile, LoadedBitmaps};
 use crate::container::{ContainerIndex, IndexEntry};
-use crate::graph::{CommitGraph, GraphCommit};
+use crate::graph::{CommitGraph, CommitRow, GraphCommit};
 use crate::repository::IndexCache;
 use crate::{delta, record, zlib, Error, Result};
 
@@ -164,6 +164,25 @@ impl ObjectDb {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         found
+    }
+
+    /// Commit `oid`'s row: from its container's graph when that has it,
+    /// else read and parsed (generation unknown). `Ok(None)` when the
+    /// repository does not have `oid`.
+    ///
+    /// # Errors
+    /// Reading fails, or [`Error::CorruptObject`] (the parser's message as
+    /// the reason) when the object does not parse as a commit.
+    pub fn commit_row(&self, oid: &ObjectId, cache: &mut ObjectCache) -> Result<Option<CommitRow>> {
+        if let Some(c) = self.graph_commit(oid) {
+            return Ok(Some(CommitRow::from_graph(*oid, &c)));
+        }
+        let Some(obj) = self.read(oid, cache)? else {
+            return Ok(None);
+        };
+        CommitRow::parse(*oid, &obj.data)
+            .map(Some)
+            .map_err(|reason| Error::CorruptObject { oid: *oid, reason })
     }
 
     /// Commits answered from graphs so far.

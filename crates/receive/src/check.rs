@@ -90,13 +90,8 @@ pub fn check_object(
         ObjectRef::Commit(c) => {
             out.references.insert(c.tree());
             out.references.extend(c.parents());
-            out.commits.push(gitstow_odb::graph::CommitRow {
-                oid: *oid,
-                tree: c.tree(),
-                parents: c.parents().collect(),
-                time: c.committer().map(|s| s.seconds()).unwrap_or(0),
-                generation: gitstow_odb::graph::GENERATION_UNKNOWN,
-            });
+            out.commits
+                .push(gitstow_odb::graph::CommitRow::from_commit(*oid, &c));
         }
         ObjectRef::Tag(t) => {
             let target = t.target();

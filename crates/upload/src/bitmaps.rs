@@ -55,18 +55,15 @@ impl HaveBitmap {
         let mut roots = Vec::new();
         let mut seen: HashSet = HashSet::default();
         let mut stack: Vec<ObjectId> = haves.to_vec();
+        let mut cache = gitstow_odb::ObjectCache::new(0);
         while let Some(c) = stack.pop() {
             if !seen.insert(c) {
                 continue;
             }
             if closure.position(&c).is_some() {
                 roots.push(c);
-            } else if let Some(commit) = db.graph_commit(&c) {
-                stack.extend(commit.parents.iter().copied());
-            } else if let Ok(Some(obj)) = db.read(&c, &mut gitstow_odb::ObjectCache::new(0)) {
-                if let Some(row) = gitstow_odb::graph::CommitRow::parse(c, &obj.data) {
-                    stack.extend(row.parents);
-                }
+            } else if let Ok(Some(row)) = db.commit_row(&c, &mut cache) {
+                stack.extend(row.parents);
             }
         }
         let mut reacher = Reacher::new(closure, cache_bytes);
@@ -124,11 +121,13 @@ pub fn fetch_over(
 ) -> Result<Option<Walk>, WalkError> {
     let closure = have.closure(db);
     let mut w = Walker::new(db, 1 << 20);
+    let mut peeled = Vec::with_capacity(wants.len());
     for want in wants {
-        let (_, _, kind) = w.peel(*want)?;
+        let (tags, target, kind) = w.peel(*want)?;
         if kind != Kind::Commit {
             return Ok(None);
         }
+        peeled.push((tags, target));
     }
     let outside = objects_to_send(
         db,
@@ -145,8 +144,7 @@ pub fn fetch_over(
     // lie outside).
     let mut roots: Vec<ObjectId> = Vec::new();
     let mut want_tags = Vec::new();
-    for want in wants {
-        let (tags, target, _) = w.peel(*want)?;
+    for (tags, target) in peeled {
         want_tags.extend(tags);
         if closure.position(&target).is_some() {
             roots.push(target);
@@ -184,9 +182,8 @@ pub fn fetch_over(
         }
     }
     for oid in outside.objects.into_iter().chain(want_tags) {
-        let had_or_sent = closure
-            .position(&oid)
-            .is_some_and(|p| wanted.contains(p) || have.bits.contains(p));
+        // `wanted` holds the have side too: had, or sent above.
+        let had_or_sent = closure.position(&oid).is_some_and(|p| wanted.contains(p));
         if !had_or_sent && seen.insert(oid) {
             out.objects.push(oid);
         }

@@ -37,7 +37,8 @@ pub fn ready(db: &ObjectDb, wants: &[ObjectId], common: &[ObjectId]) -> bool {
     }
     let mut cache = ObjectCache::new(1 << 20);
     let mut links = |oid: &ObjectId| -> Option<(Vec<ObjectId>, u32, i64)> {
-        crate::walk::read_commit_with_generation(db, &mut cache, oid).ok()
+        let row = db.commit_row(oid, &mut cache).ok()??;
+        Some((row.parents, row.generation, row.time))
     };
     let common_set: HashSet = common.iter().copied().collect();
     let mut min_generation = u32::MAX;

@@ -8,6 +8,7 @@
 
 use gix_hashtable::HashSet;
 
+use gitstow_odb::graph::CommitRow;
 use gitstow_odb::{ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
 use gix_object::Kind;
@@ -61,62 +62,23 @@ pub struct Walk {
     pub edges: Vec<ObjectId>,
 }
 
-/// A commit's links and time, as the walks need them.
-#[derive(Debug, Clone)]
-pub(crate) struct CommitInfo {
-    /// Its root tree.
-    pub tree: ObjectId,
-    /// Its parents, in order.
-    pub parents: Vec<ObjectId>,
-    /// Its committer time, in seconds since the epoch (0 when unreadable).
-    pub time: i64,
-}
-
-/// Commit `oid`'s links and time: from its container's commit graph when
-/// there is one, otherwise read and parsed; `context` names who asked, for
-/// the error when it is missing.
+/// Commit `oid`'s row ([`gitstow_odb::ObjectDb::commit_row`]: from its
+/// container's commit graph when there is one, otherwise read and parsed);
+/// `context` names who asked, for the error when it is missing.
 pub(crate) fn read_commit(
     db: &ObjectDb,
     cache: &mut ObjectCache,
     oid: &ObjectId,
     context: &'static str,
-) -> Result<CommitInfo, WalkError> {
-    if let Some(c) = db.graph_commit(oid) {
-        return Ok(CommitInfo {
-            tree: c.tree,
-            parents: c.parents.to_vec(),
-            time: c.time,
-        });
+) -> Result<CommitRow, WalkError> {
+    match db.commit_row(oid, cache) {
+        Ok(Some(row)) => Ok(row),
+        Ok(None) => Err(WalkError::Missing { oid: *oid, context }),
+        Err(gitstow_odb::Error::CorruptObject { oid, reason }) => {
+            Err(WalkError::Corrupt { oid, reason })
+        }
+        Err(e) => Err(e.into()),
     }
-    let obj = db
-        .read(oid, cache)?
-        .ok_or(WalkError::Missing { oid: *oid, context })?;
-    let commit =
-        gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
-            WalkError::Corrupt {
-                oid: *oid,
-                reason: e.to_string(),
-            }
-        })?;
-    Ok(CommitInfo {
-        tree: commit.tree(),
-        parents: commit.parents().collect(),
-        time: commit.committer().map(|s| s.seconds()).unwrap_or(0),
-    })
-}
-
-/// Commit `oid`'s parents, generation ([`gitstow_odb::graph::GENERATION_UNKNOWN`]
-/// when no graph holds it) and committer time.
-pub(crate) fn read_commit_with_generation(
-    db: &ObjectDb,
-    cache: &mut ObjectCache,
-    oid: &ObjectId,
-) -> Result<(Vec<ObjectId>, u32, i64), WalkError> {
-    if let Some(c) = db.graph_commit(oid) {
-        return Ok((c.parents.to_vec(), c.generation, c.time));
-    }
-    let c = read_commit(db, cache, oid, "commit")?;
-    Ok((c.parents, gitstow_odb::graph::GENERATION_UNKNOWN, c.time))
 }
 
 pub(crate) struct Walker<'a> {
