@@ -216,7 +216,7 @@ impl<'a> Output<'a> {
         if let Some(w) = self.writer.take() {
             if !w.is_empty() {
                 let mut sealed = w.seal()?;
-                let mut rows = self.graphs.rows(&sealed.commits()?)?;
+                let mut rows = self.graphs.rows(&sealed.commits)?;
                 sealed.graph = Some(CommitGraph::encode(&mut rows));
                 self.containers.push(self.repo.upload_container(sealed)?);
             }

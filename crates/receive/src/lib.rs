@@ -412,8 +412,7 @@ fn unpack(
     let mut sealed = staging
         .finish()
         .map_err(|e| UnpackFailure::server("sealing a container", &e))?;
-    attach_graphs(&mut sealed, resolved.commits, db)
-        .map_err(|e| UnpackFailure::server("writing a commit graph", &e))?;
+    attach_graphs(&mut sealed, resolved.commits, db);
     let oids = resolved.oids;
     // Each thread's set of named objects is checked on its own and dropped
     // (merging them would hold a second copy of the largest one).
@@ -440,9 +439,9 @@ fn attach_graphs(
     sealed: &mut [gitstow_odb::container::SealedContainer],
     mut commits: Vec<gitstow_odb::graph::CommitRow>,
     db: &ObjectDb,
-) -> std::io::Result<()> {
+) {
     if commits.is_empty() {
-        return Ok(());
+        return;
     }
     commits.sort_unstable_by_key(|r| r.oid);
     commits.dedup_by_key(|r| r.oid);
@@ -451,7 +450,7 @@ fn attach_graphs(
     });
     for container in sealed {
         let mut rows: Vec<_> = container
-            .commits()?
+            .commits
             .iter()
             .filter_map(|oid| {
                 commits
@@ -462,7 +461,6 @@ fn attach_graphs(
             .collect();
         container.graph = Some(gitstow_odb::graph::CommitGraph::encode(&mut rows));
     }
-    Ok(())
 }
 
 /// The pack type id of an object's kind, from the push's containers or the repository.

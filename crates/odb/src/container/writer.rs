@@ -64,23 +64,11 @@ pub struct SealedContainer {
     pub objects: usize,
     /// Size of the `.bin` in bytes.
     pub bytes: u64,
+    /// Oids of the commits it stores, in index order (for its commit graph).
+    pub commits: Vec<ObjectId>,
     /// The `.graph` bytes ([`crate::graph`]), when the writer computed them
     /// (uploaded with the container).
     pub graph: Option<Vec<u8>>,
-}
-
-impl SealedContainer {
-    /// Oids of the commits the container stores (read off its index).
-    pub fn commits(&self) -> std::io::Result<Vec<ObjectId>> {
-        let idx = super::ContainerIndex::decode(&self.index)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        Ok(idx
-            .entries()
-            .iter()
-            .filter(|e| e.kind == crate::record::COMMIT)
-            .map(|e| e.oid)
-            .collect())
-    }
 }
 
 impl std::fmt::Debug for SealedContainer {
@@ -316,9 +304,14 @@ impl ContainerWriter {
         let mut encoder = IndexEncoder::new(oids).map_err(invalid)?;
         rows.rewind()?;
         let mut reader = BufReader::with_capacity(64 * 1024, rows.as_file_mut());
+        let mut commits = Vec::new();
         for _ in 0..self.count {
             reader.read_exact(&mut row)?;
-            encoder.push(&IndexEntry::from_row(&row)).map_err(invalid)?;
+            let entry = IndexEntry::from_row(&row);
+            if entry.kind == record::COMMIT {
+                commits.push(entry.oid);
+            }
+            encoder.push(&entry).map_err(invalid)?;
         }
         drop(reader);
         drop(rows);
@@ -328,6 +321,7 @@ impl ContainerWriter {
             index: encoder.finish(self.len).map_err(invalid)?,
             objects: self.count,
             bytes: self.len,
+            commits,
             graph: None,
         })
     }
