@@ -240,31 +240,20 @@ pub fn staging_dir(opts: &Options) -> Result<tempfile::TempDir> {
         .tempdir_in(dir)?)
 }
 
-/// Merges `sources` (in the state's order, oldest first) into new containers
-/// and uploads them; `progress` is called after each source.
+/// Merges `sources` (in the state's order, oldest first; taken from
+/// `state`) into new containers and uploads them; `progress` is called
+/// after each source. The outputs' commit graphs read `state`'s live
+/// containers (a parent may be stored in one that does not take part).
 pub fn merge(
     repo: &Repository,
+    state: &RepoState,
     sources: &[ContainerRef],
     opts: &Options,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Merged> {
     let staging = staging_dir(opts)?;
     let mut src = Sources::open(repo, sources)?;
-    // The graphs' rows and generations come from every live container
-    // (parents may be stored in one that does not take part).
-    let mut live: Vec<ContainerRef> = match repo.load_state()? {
-        Some(current) => current.state.containers,
-        None => Vec::new(),
-    };
-    for s in sources {
-        if !live.iter().any(|c| c.id == s.id) {
-            live.push(s.clone());
-        }
-    }
-    let db = repo.live_objects(&RepoState {
-        containers: live,
-        ..RepoState::default()
-    })?;
+    let db = repo.live_objects(state)?;
     let mut out = Output::new(repo, &db, staging.path(), opts.max_container_bytes);
     for s in 0..sources.len() {
         src.download(repo, s, staging.path())?;

@@ -443,7 +443,7 @@ fn work(
         let mut renewed = Instant::now();
         let renew_every = opts.lease_ttl / 3;
         let mut lease_error = None;
-        let merged = compact::merge(repo, &sources, opts, &mut |_done| {
+        let merged = compact::merge(repo, state, &sources, opts, &mut |_done| {
             if lease_error.is_none() && renewed.elapsed() >= renew_every {
                 renewed = Instant::now();
                 if let Err(e) = lease.renew() {
