@@ -180,11 +180,11 @@ pub fn serve_v0(
         &req.wants,
         &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
         have.as_ref(),
+        &mut outcome,
     )?;
     if req.capabilities.contains("include-tag") {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
-    drop_what_the_client_has(&db, &mut walk, have.as_ref(), &mut outcome);
     outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
         ofs_delta: req.capabilities.contains("ofs-delta"),
@@ -278,37 +278,36 @@ impl Shortcuts {
 }
 
 /// The objects to send: from the reachability bitmaps when the fetch has a
-/// have side ([`bitmaps::fetch_over`]), else by the walk.
+/// have side ([`bitmaps::fetch_over`], exact), else by the walk, minus what
+/// the have side says the client has (the sparse tree walk compares paths,
+/// not reachability). Records the have side's figures in `outcome`.
 fn objects_to_send(
     db: &gitstow_odb::ObjectDb,
     wants: &[gix_hash::ObjectId],
     opts: &walk::WalkOptions<'_>,
     have: Option<&bitmaps::HaveBitmap>,
-) -> Result<walk::Walk, Error> {
-    if let Some(have) = have {
-        if let Some(walk) = bitmaps::fetch_over(db, wants, opts, have)? {
-            return Ok(walk);
-        }
-    }
-    Ok(walk::objects_to_send(db, wants, opts)?)
-}
-
-/// Drops from `walk` the objects the client has by `have` (the sparse tree
-/// walk compares paths, not reachability), and records the bitmap's figures.
-fn drop_what_the_client_has(
-    db: &gitstow_odb::ObjectDb,
-    walk: &mut walk::Walk,
-    have: Option<&bitmaps::HaveBitmap>,
     outcome: &mut Outcome,
-) {
-    let Some(have) = have else { return };
-    let before = walk.objects.len();
-    walk.objects.retain(|o| !have.contains(db, o));
+) -> Result<walk::Walk, Error> {
+    let Some(have) = have else {
+        return Ok(walk::objects_to_send(db, wants, opts)?);
+    };
+    let mut dropped = 0;
+    let walk = match bitmaps::fetch_over(db, wants, opts, have)? {
+        Some(walk) => walk,
+        None => {
+            let mut walk = walk::objects_to_send(db, wants, opts)?;
+            let before = walk.objects.len();
+            walk.objects.retain(|o| !have.contains(db, o));
+            dropped = before - walk.objects.len();
+            walk
+        }
+    };
     outcome.have_bitmap = Some(HaveFigures {
         objects: have.len(),
         commits_walked: have.commits_walked,
-        dropped: before - walk.objects.len(),
+        dropped,
     });
+    Ok(walk)
 }
 
 /// Answers git's `ERR upload-pack: not our ref <oid>` for the first want the
@@ -504,11 +503,11 @@ fn fetch_v2(
         &args.wants,
         &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
         have.as_ref(),
+        &mut outcome,
     )?;
     if args.include_tag {
         walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
     }
-    drop_what_the_client_has(&db, &mut walk, have.as_ref(), &mut outcome);
     outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
         ofs_delta: args.ofs_delta,
