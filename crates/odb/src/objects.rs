@@ -203,17 +203,12 @@ impl ObjectDb {
         let cache = self.graph_cache.as_ref()?;
         self.graphs[i]
             .get_or_init(|| {
-                let bin = &self.containers[i].0;
-                let key = format!("{}.graph", bin.strip_suffix(".bin").unwrap_or(bin));
-                if let Some(known) = cache.graph(&key) {
-                    return known;
-                }
-                let graph =
+                let key = self.side_key(i, "graph");
+                cache.graph(&key, || {
                     self.side_file(&key, "commit graph", "walks read commits instead", |b| {
                         CommitGraph::decode(b).map(Arc::new)
-                    })?;
-                cache.insert_graph(key, graph.clone());
-                graph
+                    })
+                })
             })
             .as_deref()
     }
@@ -224,27 +219,31 @@ impl ObjectDb {
     /// containers → `None` with a warning logged once (fetches then walk).
     pub fn closure_bitmaps(&self, containers: &[usize]) -> Option<Arc<LoadedBitmaps>> {
         let cache = self.graph_cache.as_ref()?;
-        let first = &self.containers[*containers.first()?].0;
-        let key = format!("{}.bitmap", first.strip_suffix(".bin").unwrap_or(first));
-        if let Some(known) = cache.bitmaps(&key) {
-            return known;
-        }
-        let ids: Vec<&str> = containers
-            .iter()
-            .map(|&c| {
-                let bin = &self.containers[c].0;
-                let name = bin.rsplit('/').next().unwrap_or(bin);
-                name.strip_suffix(".bin").unwrap_or(name)
+        let key = self.side_key(*containers.first()?, "bitmap");
+        cache.bitmaps(&key, || {
+            let ids: Vec<&str> = containers.iter().map(|&c| self.container_id(c)).collect();
+            let indexes: Vec<&ContainerIndex> =
+                containers.iter().map(|&c| self.container(c)).collect();
+            self.side_file(&key, "reachability bitmaps", "fetches walk instead", |b| {
+                BitmapFile::decode(b)
+                    .and_then(|f| LoadedBitmaps::bind(f, &ids, &indexes))
+                    .map(Arc::new)
             })
-            .collect();
-        let indexes: Vec<&ContainerIndex> = containers.iter().map(|&c| self.container(c)).collect();
-        let loaded = self.side_file(&key, "reachability bitmaps", "fetches walk instead", |b| {
-            BitmapFile::decode(b)
-                .and_then(|f| LoadedBitmaps::bind(f, &ids, &indexes))
-                .map(Arc::new)
-        })?;
-        cache.insert_bitmaps(key, loaded.clone());
-        loaded
+        })
+    }
+
+    /// The id of container `i` (its `.bin` key is `…/containers/<id>.bin`).
+    fn container_id(&self, i: usize) -> &str {
+        let bin = &self.containers[i].0;
+        let name = bin.rsplit('/').next().unwrap_or(bin);
+        name.strip_suffix(".bin").unwrap_or(name)
+    }
+
+    /// The key of container `i`'s side file `<id>.<ext>` (next to its `.bin`,
+    /// as [`Repository::graph_key`](crate::Repository::graph_key) names it).
+    fn side_key(&self, i: usize, ext: &str) -> String {
+        let bin = &self.containers[i].0;
+        format!("{}.{ext}", bin.strip_suffix(".bin").unwrap_or(bin))
     }
 
     /// Reads side file `key` (a commit graph, a bitmap file) with `decode`:

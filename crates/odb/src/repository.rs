@@ -25,18 +25,24 @@ use crate::{Error, Result};
 /// keep it until they finish).
 #[derive(Debug)]
 pub struct IndexCache {
-    indexes: Mutex<Lru<Arc<ContainerIndex>>>,
+    indexes: Lru<Arc<ContainerIndex>>,
     /// A graph file's key → its graph, or `None` when it is missing or
     /// unreadable (remembered, so the warning is logged once).
-    graphs: Mutex<Lru<Option<Arc<CommitGraph>>>>,
+    graphs: Lru<Option<Arc<CommitGraph>>>,
     /// A bitmap file's key → the file bound to its containers, or `None`
     /// when missing or unusable.
-    bitmaps: Mutex<Lru<Option<Arc<LoadedBitmaps>>>>,
+    bitmaps: Lru<Option<Arc<LoadedBitmaps>>>,
     max_objects: usize,
 }
 
+/// Values by key, dropped oldest first past a total weight.
 #[derive(Debug)]
 struct Lru<T> {
+    inner: Mutex<LruInner<T>>,
+}
+
+#[derive(Debug)]
+struct LruInner<T> {
     map: HashMap<String, (T, usize)>,
     order: std::collections::VecDeque<String>,
     objects: usize,
@@ -45,28 +51,55 @@ struct Lru<T> {
 impl<T: Clone> Lru<T> {
     fn new() -> Self {
         Lru {
-            map: HashMap::new(),
-            order: Default::default(),
-            objects: 0,
+            inner: Mutex::new(LruInner {
+                map: HashMap::new(),
+                order: Default::default(),
+                objects: 0,
+            }),
         }
     }
 
     fn get(&self, key: &str) -> Option<T> {
-        self.map.get(key).map(|(v, _)| v.clone())
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.map.get(key).map(|(v, _)| v.clone())
     }
 
-    fn insert(&mut self, key: String, value: T, weight: usize, max: usize) {
-        if self.map.contains_key(&key) {
+    /// Keeps `value` of `weight` (unless `key` is kept already), dropping the
+    /// oldest values past `max` in all (the newest is kept even alone larger).
+    fn insert(&self, key: String, value: T, weight: usize, max: usize) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.map.contains_key(&key) {
             return;
         }
-        self.objects += weight;
-        self.order.push_back(key.clone());
-        self.map.insert(key, (value, weight));
-        while self.objects > max && self.order.len() > 1 {
-            if let Some((_, w)) = self.order.pop_front().and_then(|old| self.map.remove(&old)) {
-                self.objects -= w;
+        inner.objects += weight;
+        inner.order.push_back(key.clone());
+        inner.map.insert(key, (value, weight));
+        while inner.objects > max && inner.order.len() > 1 {
+            if let Some((_, w)) = inner
+                .order
+                .pop_front()
+                .and_then(|old| inner.map.remove(&old))
+            {
+                inner.objects -= w;
             }
         }
+    }
+
+    /// The value kept for `key`, or the one `load` gives (kept; `None`
+    /// from `load` is returned and not kept, so the next call tries again).
+    fn get_or_load(
+        &self,
+        key: &str,
+        max: usize,
+        weight: impl FnOnce(&T) -> usize,
+        load: impl FnOnce() -> Option<T>,
+    ) -> Option<T> {
+        if let Some(kept) = self.get(key) {
+            return Some(kept);
+        }
+        let value = load()?;
+        self.insert(key.to_owned(), value.clone(), weight(&value), max);
+        Some(value)
     }
 }
 
@@ -83,61 +116,49 @@ impl IndexCache {
     /// graph commits (the newest file is kept even when it alone is larger).
     pub fn with_limit(max_objects: usize) -> Arc<Self> {
         Arc::new(IndexCache {
-            indexes: Mutex::new(Lru::new()),
-            graphs: Mutex::new(Lru::new()),
-            bitmaps: Mutex::new(Lru::new()),
+            indexes: Lru::new(),
+            graphs: Lru::new(),
+            bitmaps: Lru::new(),
             max_objects,
         })
     }
 
     fn get(&self, key: &str) -> Option<Arc<ContainerIndex>> {
-        self.indexes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
+        self.indexes.get(key)
     }
 
     fn insert(&self, key: String, idx: Arc<ContainerIndex>) {
         let weight = idx.len();
-        self.indexes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, idx, weight, self.max_objects);
+        self.indexes.insert(key, idx, weight, self.max_objects);
     }
 
-    /// The graph loaded for `key`: `Some(None)` when it was found missing or
-    /// unreadable, `None` when not loaded.
-    pub(crate) fn graph(&self, key: &str) -> Option<Option<Arc<CommitGraph>>> {
+    /// The graph of `key`, kept or loaded by `load` (see
+    /// [`ObjectDb::graph_commit`](crate::ObjectDb::graph_commit)): `load`
+    /// gives `Some(None)` for a missing or unreadable file (remembered) and
+    /// `None` when the store failed (tried again next time).
+    pub(crate) fn graph(
+        &self,
+        key: &str,
+        load: impl FnOnce() -> Option<Option<Arc<CommitGraph>>>,
+    ) -> Option<Arc<CommitGraph>> {
+        let weight = |g: &Option<Arc<CommitGraph>>| g.as_ref().map_or(1, |g| g.len().max(1));
         self.graphs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
+            .get_or_load(key, self.max_objects, weight, load)
+            .flatten()
     }
 
-    /// The bitmaps loaded for `key`, like [`IndexCache::graph`].
-    pub(crate) fn bitmaps(&self, key: &str) -> Option<Option<Arc<LoadedBitmaps>>> {
+    /// The bitmaps of `key`, kept or loaded by `load`, as [`IndexCache::graph`].
+    pub(crate) fn bitmaps(
+        &self,
+        key: &str,
+        load: impl FnOnce() -> Option<Option<Arc<LoadedBitmaps>>>,
+    ) -> Option<Arc<LoadedBitmaps>> {
+        let weight = |l: &Option<Arc<LoadedBitmaps>>| {
+            l.as_ref().map_or(1, |l| (l.order.len() as usize).max(1))
+        };
         self.bitmaps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-    }
-
-    pub(crate) fn insert_bitmaps(&self, key: String, loaded: Option<Arc<LoadedBitmaps>>) {
-        let weight = loaded
-            .as_ref()
-            .map_or(1, |l| (l.order.len() as usize).max(1));
-        self.bitmaps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, loaded, weight, self.max_objects);
-    }
-
-    pub(crate) fn insert_graph(&self, key: String, graph: Option<Arc<CommitGraph>>) {
-        let weight = graph.as_ref().map_or(1, |g| g.len().max(1));
-        self.graphs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, graph, weight, self.max_objects);
+            .get_or_load(key, self.max_objects, weight, load)
+            .flatten()
     }
 }
 
@@ -261,14 +282,8 @@ impl Repository {
                 None => return Ok(None),
             },
         };
-        let state = match cache.get(&key, &etag) {
-            Some(state) => state,
-            None => {
-                let state = Arc::new(RepoState::decode(&bytes)?);
-                cache.insert(&key, etag.clone(), state.clone());
-                state
-            }
-        };
+        let state = Arc::new(RepoState::decode(&bytes)?);
+        cache.insert(&key, etag.clone(), state.clone());
         Ok(Some(SharedState { state, etag }))
     }
 
