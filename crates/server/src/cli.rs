@@ -189,7 +189,7 @@ pub fn main() -> i32 {
 /// Whether `key` names an immutable object: a container (`.bin`), its index
 /// (`.idx`), commit graph (`.graph`) or a closure's bitmaps (`.bitmap`), all
 /// named by a container's content hash.
-pub(crate) fn is_immutable_key(key: &str) -> bool {
+fn is_immutable_key(key: &str) -> bool {
     [".bin", ".idx", ".graph", ".bitmap"]
         .iter()
         .any(|ext| key.ends_with(ext))
@@ -206,12 +206,22 @@ fn open_store(args: &ServeArgs) -> gitstow_store::Result<Arc<dyn gitstow_store::
         .clone()
         .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store.url));
     tracing::info!(dir = %dir.display(), max_bytes = args.cache_size, "container cache");
-    Ok(Arc::new(gitstow_store::CachedStore::new(
+    Ok(with_container_cache(store, dir, args.cache_size))
+}
+
+/// `store` behind a local cache of its immutable objects
+/// ([`is_immutable_key`]) in `dir`, of at most `max_bytes`.
+pub(crate) fn with_container_cache(
+    store: Arc<dyn gitstow_store::ObjectStore>,
+    dir: PathBuf,
+    max_bytes: u64,
+) -> Arc<dyn gitstow_store::ObjectStore> {
+    Arc::new(gitstow_store::CachedStore::new(
         store,
         dir,
-        args.cache_size,
+        max_bytes,
         is_immutable_key,
-    )))
+    ))
 }
 
 /// Wraps `store` in the fault injector when `GITSTOW_FAULTS` is set (tests

@@ -94,14 +94,13 @@ pub fn main(args: MaintainArgs) -> i32 {
             .tempdir()
         {
             Ok(dir) => {
-                let cached = gitstow_store::CachedStore::new(
+                let cached = crate::cli::with_container_cache(
                     store,
                     dir.path().to_owned(),
                     MAINTAIN_CACHE_BYTES,
-                    crate::cli::is_immutable_key,
                 );
                 _cache_dir = dir;
-                std::sync::Arc::new(cached) as std::sync::Arc<dyn gitstow_store::ObjectStore>
+                cached
             }
             Err(e) => {
                 eprintln!("gitstow: cannot make a cache directory: {e}");

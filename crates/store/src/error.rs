@@ -106,22 +106,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// (`EDQUOT`): what a client may be told ("out of space, try again later")
 /// where any other server-side failure stays in the log.
 pub fn is_out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
-    const ENOSPC: i32 = 28;
-    const EDQUOT: i32 = 122;
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if matches!(
+    std::iter::successors(Some(e), |err| err.source()).any(|err| {
+        err.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
                 io.kind(),
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-            ) || matches!(io.raw_os_error(), Some(ENOSPC | EDQUOT))
-            {
-                return true;
-            }
-        }
-        cur = err.source();
-    }
-    false
+            )
+        })
+    })
 }
 
 #[cfg(test)]

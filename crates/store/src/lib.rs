@@ -134,6 +134,17 @@ pub enum IfNoneMatch {
     Absent,
 }
 
+impl IfNoneMatch {
+    /// The answer for what a plain read `got`, asked unless at `etag`.
+    pub fn of(got: Option<(Vec<u8>, ETag)>, etag: &ETag) -> IfNoneMatch {
+        match got {
+            None => IfNoneMatch::Absent,
+            Some((_, current)) if same_etag(&current, etag) => IfNoneMatch::Unchanged,
+            Some((data, current)) => IfNoneMatch::Changed(data, current),
+        }
+    }
+}
+
 /// Whether two etags name the same version, ignoring HTTP quoting.
 pub fn same_etag(a: &ETag, b: &ETag) -> bool {
     s3::etag::same(a, b)
@@ -227,11 +238,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// # Errors
     /// As [`ObjectStore::get`].
     fn get_if_none_match(&self, key: &str, etag: &ETag) -> Result<IfNoneMatch> {
-        Ok(match self.get(key)? {
-            None => IfNoneMatch::Absent,
-            Some((_, current)) if same_etag(&current, etag) => IfNoneMatch::Unchanged,
-            Some((data, current)) => IfNoneMatch::Changed(data, current),
-        })
+        Ok(IfNoneMatch::of(self.get(key)?, etag))
     }
 
     /// What the store counted about its own work, for `/metrics`. The

@@ -497,11 +497,7 @@ impl ObjectStore for CachedStore {
         if !(self.immutable)(key) {
             return self.inner.get_if_none_match(key, etag);
         }
-        Ok(match self.get(key)? {
-            None => crate::IfNoneMatch::Absent,
-            Some((_, current)) if crate::same_etag(&current, etag) => crate::IfNoneMatch::Unchanged,
-            Some((data, current)) => crate::IfNoneMatch::Changed(data, current),
-        })
+        Ok(crate::IfNoneMatch::of(self.get(key)?, etag))
     }
 
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, ETag)>> {
