@@ -149,18 +149,7 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
     // received, and the server's log line of each.
     let fetch = |server: &Server, dir: &str| {
         let url = server.url("damaged");
-        let clone = tmp.path().join(dir);
-        git(
-            tmp.path(),
-            &[
-                "clone",
-                "--quiet",
-                "--mirror",
-                &url,
-                clone.to_str().unwrap(),
-            ],
-        );
-        fsck(&clone);
+        let cloned = mirror_checked(&url, tmp.path(), dir);
         let clone_line = last_pack_line(&server.logs());
         let client = tmp.path().join(format!("{dir}-fetch"));
         copy_dir(&behind, &client);
@@ -171,12 +160,7 @@ fn a_damaged_or_missing_graph_falls_back_with_a_warning() {
         fsck(&client);
         let fetch_line = last_pack_line(&server.logs());
         assert_ne!(clone_line, fetch_line, "the fetch sent no pack");
-        (
-            refs_and_objects(&clone),
-            refs_and_objects(&client),
-            clone_line,
-            fetch_line,
-        )
+        (cloned, refs_and_objects(&client), clone_line, fetch_line)
     };
     let (clone_before, fetch_before, clone_line, fetch_line) = fetch(&first, "before.git");
     assert_eq!(clone_before, refs_and_objects(&src));
