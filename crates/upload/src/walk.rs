@@ -188,26 +188,6 @@ impl<'a> Walker<'a> {
 }
 
 impl Walker<'_> {
-    /// The entries of tree `t` other than gitlinks: (name, oid, is a tree).
-    fn tree_entries(&mut self, t: &ObjectId) -> Result<Vec<(Vec<u8>, ObjectId, bool)>, WalkError> {
-        let obj = self.read(t, "tree")?;
-        let mut out = Vec::new();
-        for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-            let entry = entry.map_err(|e| WalkError::Corrupt {
-                oid: *t,
-                reason: e.to_string(),
-            })?;
-            if !entry.mode.is_commit() {
-                out.push((
-                    entry.filename.to_vec(),
-                    entry.oid.to_owned(),
-                    entry.mode.is_tree(),
-                ));
-            }
-        }
-        Ok(out)
-    }
-
     /// The trees and blobs of `interesting` root trees that the client lacks,
     /// walked together with the `uninteresting` root trees (the edges') path
     /// by path, as git's sparse reachability (`pack.useSparse`): a subtree is
@@ -215,7 +195,8 @@ impl Walker<'_> {
     /// at that path, and the edges' trees are read only along those paths.
     /// Every entry of an edge tree read goes into `client_has`; an entry found
     /// there is neither sent nor entered. (An object the client has at another
-    /// path may be sent again: never less than needed.)
+    /// path may be sent again: never less than needed.) Entry names are
+    /// borrowed from the trees read, never copied.
     fn sparse_trees(
         &mut self,
         interesting: Vec<ObjectId>,
@@ -228,44 +209,80 @@ impl Walker<'_> {
         client_has.extend(uninteresting.iter().copied());
         let mut stack: Vec<(Vec<ObjectId>, Vec<ObjectId>)> = vec![(interesting, uninteresting)];
         while let Some((ins, outs)) = stack.pop() {
-            let mut out_children: std::collections::BTreeMap<Vec<u8>, Vec<ObjectId>> =
-                Default::default();
+            let mut out_trees = Vec::with_capacity(outs.len());
             for t in outs {
-                if !read_out.insert(t) {
-                    continue;
+                if read_out.insert(t) {
+                    out_trees.push((t, self.read(&t, "tree")?));
                 }
-                for (name, id, is_tree) in self.tree_entries(&t)? {
+            }
+            let mut out_children: std::collections::HashMap<&[u8], Vec<ObjectId>> =
+                Default::default();
+            for (t, obj) in &out_trees {
+                for entry in tree_iter(t, obj) {
+                    let (name, id, is_tree) = entry?;
                     client_has.insert(id);
                     if is_tree {
                         out_children.entry(name).or_default().push(id);
                     }
                 }
             }
-            let mut in_children: std::collections::BTreeMap<Vec<u8>, Vec<ObjectId>> =
-                Default::default();
+            let mut in_trees = Vec::with_capacity(ins.len());
             for t in ins {
                 if client_has.contains(&t) || !seen.insert(t) {
                     continue;
                 }
                 emit(t);
-                for (name, id, is_tree) in self.tree_entries(&t)? {
+                in_trees.push((t, self.read(&t, "tree")?));
+            }
+            // Subtrees to enter, in the order first met (deterministic).
+            let mut in_children: Vec<(&[u8], Vec<ObjectId>)> = Vec::new();
+            let mut slot: std::collections::HashMap<&[u8], usize> = Default::default();
+            for (t, obj) in &in_trees {
+                for entry in tree_iter(t, obj) {
+                    let (name, id, is_tree) = entry?;
                     if client_has.contains(&id) {
                         continue;
                     }
                     if is_tree {
-                        in_children.entry(name).or_default().push(id);
+                        let i = *slot.entry(name).or_insert_with(|| {
+                            in_children.push((name, Vec::new()));
+                            in_children.len() - 1
+                        });
+                        in_children[i].1.push(id);
                     } else if seen.insert(id) {
                         emit(id);
                     }
                 }
             }
-            for (name, ins) in in_children {
-                let outs = out_children.remove(&name).unwrap_or_default();
+            for (name, ins) in in_children.into_iter().rev() {
+                let outs = out_children.remove(name).unwrap_or_default();
                 stack.push((ins, outs));
             }
         }
         Ok(())
     }
+}
+
+/// The entries of tree `t` (read as `obj`) other than gitlinks: (name, oid,
+/// is a tree), the name borrowed from the tree's bytes.
+fn tree_iter<'d>(
+    t: &ObjectId,
+    obj: &'d gitstow_odb::Object,
+) -> impl Iterator<Item = Result<(&'d [u8], ObjectId, bool), WalkError>> + 'd {
+    let t = *t;
+    gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1).filter_map(move |entry| {
+        match entry {
+            Ok(e) if e.mode.is_commit() => None,
+            Ok(e) => {
+                let name: &[u8] = e.filename;
+                Some(Ok((name, e.oid.to_owned(), e.mode.is_tree())))
+            }
+            Err(e) => Some(Err(WalkError::Corrupt {
+                oid: t,
+                reason: e.to_string(),
+            })),
+        }
+    })
 }
 
 /// What the client has and asked for, besides its wants.

@@ -213,26 +213,74 @@ impl ContainerIndex {
         self.entries.is_empty()
     }
 
-    /// The entry of `oid`, found through the fanout and a binary search (O(log n)).
+    /// The entry of `oid`, found through the fanout and an interpolation
+    /// search (see [`ContainerIndex::position`]).
     pub fn lookup(&self, oid: &gix_hash::oid) -> Option<&IndexEntry> {
         self.position(oid).map(|i| &self.entries[i])
     }
 
     /// Where `oid`'s entry is in [`ContainerIndex::entries`].
+    ///
+    /// Oids are uniformly distributed, so within the fanout's range for the
+    /// first byte, bytes 1..8 place an entry at about that fraction of the
+    /// range: the search probes there first, then gallops outwards until the
+    /// entry is bracketed and binary-searches the bracket. Typically 2 to 4
+    /// cache lines are touched where a plain binary search of a large
+    /// container touches one per step (11 for 400,000 objects); a skewed
+    /// range costs at most twice the steps of a binary search.
     pub fn position(&self, oid: &gix_hash::oid) -> Option<usize> {
-        let first = oid.as_bytes()[0] as usize;
+        let b = oid.as_bytes();
+        let first = b[0] as usize;
         let lo = if first == 0 {
             0
         } else {
             self.fanout[first - 1] as usize
         };
         let hi = self.fanout[first] as usize;
-        let slice = &self.entries[lo..hi];
-        let want = oid_key(oid.as_bytes());
-        slice
+        if lo >= hi {
+            return None;
+        }
+        let want = oid_key(b);
+        let key = |i: usize| oid_key(self.entries[i].oid.as_slice());
+        let fraction = u64::from_be_bytes([0, b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        let guess = lo + ((u128::from(fraction) * (hi - lo) as u128) >> 56) as usize;
+        let (start, end) = match key(guess).cmp(&want) {
+            std::cmp::Ordering::Equal => return Some(guess),
+            std::cmp::Ordering::Less => {
+                let (mut start, mut step) = (guess + 1, 1);
+                loop {
+                    let probe = guess + step;
+                    if probe >= hi {
+                        break (start, hi);
+                    }
+                    match key(probe).cmp(&want) {
+                        std::cmp::Ordering::Equal => return Some(probe),
+                        std::cmp::Ordering::Less => start = probe + 1,
+                        std::cmp::Ordering::Greater => break (start, probe),
+                    }
+                    step *= 2;
+                }
+            }
+            std::cmp::Ordering::Greater => {
+                let (mut end, mut step) = (guess, 1);
+                loop {
+                    if step > guess - lo {
+                        break (lo, end);
+                    }
+                    let probe = guess - step;
+                    match key(probe).cmp(&want) {
+                        std::cmp::Ordering::Equal => return Some(probe),
+                        std::cmp::Ordering::Greater => end = probe,
+                        std::cmp::Ordering::Less => break (probe + 1, end),
+                    }
+                    step *= 2;
+                }
+            }
+        };
+        self.entries[start..end]
             .binary_search_by(|e| oid_key(e.oid.as_slice()).cmp(&want))
             .ok()
-            .map(|i| lo + i)
+            .map(|i| start + i)
     }
 
     /// Serializes and zstd-compresses the index (version 2), or says why the

@@ -139,3 +139,42 @@ fn version_1_is_read() {
     let again = ContainerIndex::decode(&idx.encode()).unwrap();
     assert_eq!(again.entries(), &sorted[..]);
 }
+
+/// The interpolation search finds exactly what a plain binary search finds,
+/// for uniform oids (hashes), for oids crowded at one end of a fanout range
+/// and for runs that share their first 8 bytes.
+#[test]
+fn position_agrees_with_a_binary_search() {
+    let entry = |oid: ObjectId| IndexEntry {
+        oid,
+        offset: 0,
+        length: 1,
+        record_type: 3,
+        kind: 3,
+        size: 1,
+        depth: 0,
+        base: None,
+    };
+    let hashed = |i: u64| {
+        let mut h = gix_hash::hasher(gix_hash::Kind::Sha1);
+        h.update(&i.to_be_bytes());
+        h.try_finalize().unwrap()
+    };
+    let crowded = |i: u64| {
+        let mut raw = [0u8; 20];
+        raw[0] = 0x42;
+        raw[1] = if i % 10 == 0 { 0xff } else { 0 };
+        raw[12..20].copy_from_slice(&i.to_be_bytes());
+        ObjectId::from_bytes_or_panic(&raw)
+    };
+    for make in [&hashed as &dyn Fn(u64) -> ObjectId, &crowded] {
+        let present: Vec<ObjectId> = (0..20_000).step_by(2).map(make).collect();
+        let idx = ContainerIndex::from_entries(present.iter().copied().map(entry).collect());
+        let sorted: Vec<ObjectId> = idx.entries().iter().map(|e| e.oid).collect();
+        for i in 0..20_000u64 {
+            let oid = make(i);
+            let expected = sorted.binary_search(&oid).ok();
+            assert_eq!(idx.position(&oid), expected, "oid {oid} ({i})");
+        }
+    }
+}
