@@ -70,11 +70,16 @@ def git(*args, check=True):
     return p
 
 
+# The environment of the git client commands measured (None: this process's);
+# a bench sets GIT_TRACE2_EVENT here to read the client's negotiation rounds.
+CLIENT_ENV = None
+
+
 def timed_client(args, err_path):
     """Runs a git client command; returns its wall time in seconds."""
     t0 = time.monotonic()
     with open(err_path, "w") as err:
-        rc = subprocess.run(["git", *args], stdout=subprocess.DEVNULL, stderr=err).returncode
+        rc = subprocess.run(["git", *args], stdout=subprocess.DEVNULL, stderr=err, env=CLIENT_ENV).returncode
     wall = time.monotonic() - t0
     if rc:
         sys.exit("FAILED: git %s\n%s" % (shlex.join(args), open(err_path).read()[-2000:]))
