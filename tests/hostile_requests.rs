@@ -175,3 +175,64 @@ fn a_failing_store_is_reported_without_internals() {
         resp.text()
     );
 }
+
+/// `--max-concurrent-fetches 1`: a fetch holding the one slot (its body
+/// still arriving) makes the next upload-pack request wait, and after
+/// `--fetch-queue-timeout` git is told why (an `ERR` pkt-line, which git
+/// shows as `fatal: remote error: server busy: …`); the advertisement (GET info/refs) is not queued, and once the
+/// slot is free fetches are served again.
+#[test]
+fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
+    let server = Server::start_with(&[
+        "--max-concurrent-fetches",
+        "1",
+        "--fetch-queue-timeout",
+        "1",
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "one");
+    let url = server.url("busy");
+    git(&work, &["push", "--quiet", &url, "HEAD:refs/heads/main"]);
+
+    // Holds the slot: a request whose body never finishes.
+    let mut held = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+    write!(
+        held,
+        "POST /busy.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nGit-Protocol: version=2\r\nContent-Length: 1000\r\n\r\n0014command=ls-refs\n"
+    )
+    .unwrap();
+    held.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+
+    let adv = http(
+        server.port(),
+        "GET",
+        "/busy.git/info/refs?service=git-upload-pack",
+        &[],
+        &[],
+    );
+    assert_eq!(adv.status, 200, "the advertisement is not queued");
+    let started = std::time::Instant::now();
+    let err = git_fail(tmp.path(), &["ls-remote", &url]);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    assert!(
+        err.contains("remote error: server busy: the limit of 1 concurrent fetches is reached"),
+        "{err}"
+    );
+    assert!(
+        server.logs().contains("fetch refused: queue timeout"),
+        "{}",
+        server.logs()
+    );
+
+    drop(held);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(ls_remote(&url).contains("refs/heads/main"));
+    let metrics = http(server.port(), "GET", "/metrics", &[], &[]).text();
+    assert!(
+        metrics.contains("gitstow_fetch_queue_timeouts_total 1"),
+        "{metrics}"
+    );
+}

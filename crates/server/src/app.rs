@@ -23,8 +23,8 @@ use gitstow_protocol::{write_v0_advertisement, write_v2_capabilities, Service};
 use gitstow_store::ObjectStore;
 
 use crate::body::{self, BodyError};
-use crate::metrics::{self as m, InFlight, Metrics};
-use crate::push_queue::PushQueue;
+use crate::metrics::{self as m, Metrics};
+use crate::queue::{Work, WorkQueue};
 use crate::repo_name::{self, Route};
 use crate::response::{self, error};
 
@@ -47,6 +47,11 @@ pub struct Config {
     pub max_concurrent_pushes: usize,
     /// How long a push may wait in the queue before it is refused.
     pub push_queue_timeout: std::time::Duration,
+    /// Upload-pack requests running at once; later ones queue (before their
+    /// body is read).
+    pub max_concurrent_fetches: usize,
+    /// How long a fetch may wait in the queue before it is refused.
+    pub fetch_queue_timeout: std::time::Duration,
     /// Automatic maintenance after pushes (`None`: off).
     pub maintenance: Option<crate::maintenance::MaintenanceConfig>,
     /// Objects the cache of decoded container indexes holds.
@@ -61,7 +66,8 @@ pub struct App {
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
     states: Arc<StateCache>,
-    pushes: PushQueue,
+    pushes: WorkQueue,
+    fetches: WorkQueue,
     maintenance: Option<Arc<crate::maintenance::Maintenance>>,
     metrics: Option<Metrics>,
     config: Config,
@@ -82,7 +88,16 @@ impl App {
             indexes,
             states: StateCache::with_limit(config.state_cache_bytes),
             maintenance,
-            pushes: PushQueue::new(config.max_concurrent_pushes, config.push_queue_timeout),
+            pushes: WorkQueue::new(
+                Work::Push,
+                config.max_concurrent_pushes,
+                config.push_queue_timeout,
+            ),
+            fetches: WorkQueue::new(
+                Work::Fetch,
+                config.max_concurrent_fetches,
+                config.fetch_queue_timeout,
+            ),
             metrics,
             config,
         })
@@ -304,18 +319,20 @@ async fn load_state(
 fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
     tracing::error!(error = %e, "{context} failed");
     if gitstow_store::is_out_of_space(e) {
-        let mut resp = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is out of space, try again later",
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
-        return resp;
+        return busy_error("the server is out of space, try again later".into());
     }
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "internal server error, try again later",
     )
+}
+
+/// HTTP 503 with `Retry-After: 60` and `message` (git shows it as `remote: …`).
+fn busy_error(message: String) -> Response {
+    let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, message);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+    resp
 }
 
 fn not_found(name: &str) -> Response {
@@ -385,6 +402,15 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
 }
 
 async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
+    // The slot is taken before the body is read: a waiting fetch holds no
+    // request in memory.
+    let slot = match app.fetches.admit().await {
+        Ok(slot) => slot,
+        Err(busy) => {
+            tracing::warn!(repo = %name, error = %busy, "fetch refused: queue timeout");
+            return response::git_error("application/x-git-upload-pack-result", &busy.to_string());
+        }
+    };
     let request = match body::read_all(
         body,
         is_gzip(&headers),
@@ -406,12 +432,11 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
     let v2 = wants_v2(&headers);
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();
-    let in_flight = InFlight::new(m::FETCHES_IN_FLIGHT);
     response::stream(
         "upload-pack",
         "application/x-git-upload-pack-result",
         move |out| {
-            let _in_flight = in_flight;
+            let _slot = slot;
             let started = std::time::Instant::now();
             let cpu_started = m::thread_cpu();
             let mut request: &[u8] = &request;

@@ -123,7 +123,9 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM/SIGINT before the process exits.
     #[arg(long, default_value_t = 300)]
     pub shutdown_grace: u64,
-    /// Directory for spool and staging files (default: the system temp dir).
+    /// Directory for spool and staging files (default: the system temp dir);
+    /// each process works in its own `gitstow-serve-<pid>-*` directory
+    /// there, and removes those of processes that died.
     #[arg(long)]
     pub tmp_dir: Option<std::path::PathBuf>,
     /// Pushes resolved at once; later pushes wait in a queue (default: one per
@@ -133,6 +135,15 @@ pub struct ServeArgs {
     /// Seconds a push may wait in the queue before it is refused with "server busy".
     #[arg(long, default_value_t = 600)]
     pub push_queue_timeout: u64,
+    /// Upload-pack requests (fetches, clones, ls-refs) served at once; later
+    /// ones wait in a queue, holding no memory (default: two per core, and
+    /// no more than one per 256 MiB of a quarter of the memory).
+    #[arg(long)]
+    pub max_concurrent_fetches: Option<usize>,
+    /// Seconds a fetch may wait in the queue before it is refused with HTTP
+    /// 503 "server busy" (git shows the reason).
+    #[arg(long, default_value_t = 60)]
+    pub fetch_queue_timeout: u64,
     /// Also serve /metrics and /debug/pprof/heap on this address (they are always
     /// on the main listener too).
     #[arg(long)]
@@ -240,14 +251,17 @@ pub fn with_faults(
     }
 }
 
-fn maintenance_config(args: &ServeArgs) -> crate::maintenance::MaintenanceConfig {
+fn maintenance_config(
+    args: &ServeArgs,
+    staging_dir: &std::path::Path,
+) -> crate::maintenance::MaintenanceConfig {
     let grace = std::time::Duration::from_secs(args.maintenance_grace);
     let options = gitstow_maintain::Options {
         grace,
         scan_interval: std::time::Duration::from_secs(args.maintenance_scan_interval),
         gc_interval: (args.gc_interval > 0)
             .then(|| std::time::Duration::from_secs(args.gc_interval)),
-        staging_dir: args.tmp_dir.clone(),
+        staging_dir: Some(staging_dir.to_owned()),
         // Tests only: widen the window between a merge's read of the state and its commit.
         test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")
             .ok()
@@ -286,9 +300,27 @@ fn serve(args: ServeArgs) -> i32 {
             return 2;
         }
     };
+    // Spools and staging files live in this process's own scratch directory;
+    // those of dead processes are swept now and every hour.
+    let tmp_parent = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let store_root = gitstow_store::local_root(&args.store.url);
+    let scratch = match crate::leftovers::own_scratch(
+        &tmp_parent,
+        crate::leftovers::SERVE_PREFIX,
+        store_root.as_deref(),
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "gitstow: cannot create a scratch directory in {}: {e}",
+                tmp_parent.display()
+            );
+            return 2;
+        }
+    };
     let mut receive = gitstow_receive::Options {
         max_object_bytes: args.max_object_size,
-        staging_dir: args.tmp_dir.clone(),
+        staging_dir: Some(scratch.path().to_owned()),
         ..Default::default()
     };
     if let Some(t) = args.threads {
@@ -297,9 +329,16 @@ fn serve(args: ServeArgs) -> i32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let max_concurrent_pushes = args
         .max_concurrent_pushes
-        .unwrap_or_else(|| crate::push_queue::default_limit(cores, crate::push_queue::mem_total()));
+        .unwrap_or_else(|| crate::queue::default_limit(cores, crate::queue::mem_total()));
     if args.max_concurrent_pushes == Some(0) || args.push_queue_timeout == 0 {
         eprintln!("gitstow: --max-concurrent-pushes and --push-queue-timeout must be at least 1");
+        return 2;
+    }
+    let max_concurrent_fetches = args
+        .max_concurrent_fetches
+        .unwrap_or_else(|| crate::queue::default_fetch_limit(cores, crate::queue::mem_total()));
+    if args.max_concurrent_fetches == Some(0) || args.fetch_queue_timeout == 0 {
+        eprintln!("gitstow: --max-concurrent-fetches and --fetch-queue-timeout must be at least 1");
         return 2;
     }
     let heap_profiling = args.heap_profiling
@@ -319,11 +358,13 @@ fn serve(args: ServeArgs) -> i32 {
     let config = Config {
         max_concurrent_pushes,
         push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
+        max_concurrent_fetches,
+        fetch_queue_timeout: std::time::Duration::from_secs(args.fetch_queue_timeout),
         auto_create: !args.no_auto_create,
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
         idle_timeout: std::time::Duration::from_secs(args.idle_timeout.max(1)),
-        maintenance: (!args.no_maintenance).then(|| maintenance_config(&args)),
+        maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
         receive,
         upload: gitstow_upload::Options::default(),
         index_cache_objects: args.index_cache_size,
@@ -376,7 +417,9 @@ fn serve(args: ServeArgs) -> i32 {
             }
             let _ = stdout.flush();
         }
-        tracing::info!(%addr, store = %args.store.url, max_concurrent_pushes, heap_profiling, "serving");
+        tracing::info!(%addr, store = %args.store.url, max_concurrent_pushes, max_concurrent_fetches, heap_profiling, "serving");
+        crate::leftovers::spawn_periodic(tmp_parent, store_root);
+        let _scratch = scratch;
         let store_for_stats = store.clone();
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {

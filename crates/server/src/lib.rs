@@ -7,21 +7,23 @@
 //! - [`response`]: streaming a blocking producer as the response body.
 //! - [`repo_name`]: repository names in URLs.
 //! - [`metrics`]: `/metrics` (Prometheus text).
-//! - [`push_queue`]: the push concurrency cap.
+//! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
 //! - [`maintain_cmd`]: `gitstow maintain`.
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
 //! - [`limits`]: process limits set at start (open files).
+//! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
 #![deny(missing_docs)]
 
 pub mod alloc;
 pub mod app;
 pub mod body;
 pub mod cli;
+pub mod leftovers;
 pub mod limits;
 pub mod maintain_cmd;
 pub mod maintenance;
 pub mod metrics;
-pub mod push_queue;
+pub mod queue;
 pub mod repo_name;
 pub mod response;

@@ -83,30 +83,29 @@ pub fn main(args: MaintainArgs) -> i32 {
             return 2;
         }
     };
+    // Staging files (and an S3 store's cache) live in this run's own
+    // scratch directory; those of dead processes are swept first.
+    let tmp_parent = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let scratch = match crate::leftovers::own_scratch(
+        &tmp_parent,
+        crate::leftovers::MAINTAIN_PREFIX,
+        gitstow_store::local_root(&args.store.url).as_deref(),
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "gitstow: cannot create a scratch directory in {}: {e}",
+                tmp_parent.display()
+            );
+            return 2;
+        }
+    };
     // An S3 store gets a private local cache of immutable objects for the
     // run: what a GC uploads is then read back locally (its bitmaps and
     // commit graphs read every commit and tree), not by one ranged GET an
     // object.
-    let _cache_dir;
     let store = if gitstow_store::is_s3_url(&args.store.url) {
-        match tempfile::Builder::new()
-            .prefix("gitstow-maintain-cache")
-            .tempdir()
-        {
-            Ok(dir) => {
-                let cached = crate::cli::with_container_cache(
-                    store,
-                    dir.path().to_owned(),
-                    MAINTAIN_CACHE_BYTES,
-                );
-                _cache_dir = dir;
-                cached
-            }
-            Err(e) => {
-                eprintln!("gitstow: cannot make a cache directory: {e}");
-                return 2;
-            }
-        }
+        crate::cli::with_container_cache(store, scratch.path().join("cache"), MAINTAIN_CACHE_BYTES)
     } else {
         store
     };
@@ -135,7 +134,7 @@ pub fn main(args: MaintainArgs) -> i32 {
     };
     let opts = gitstow_maintain::Options {
         grace: Duration::from_secs(args.grace),
-        staging_dir: args.tmp_dir.clone(),
+        staging_dir: Some(scratch.path().to_owned()),
         full: args.full,
         gc: args.gc,
         scan_now: true,

@@ -30,8 +30,10 @@ pub const ALLOCATED_TOTAL: &str = "gitstow_allocated_bytes_total";
 pub const PUSHES_IN_FLIGHT: &str = "gitstow_pushes_in_flight";
 /// Gauge: receive-pack requests waiting for a push slot.
 pub const PUSHES_QUEUED: &str = "gitstow_pushes_queued";
-/// Gauge: upload-pack requests running.
+/// Gauge: upload-pack requests running (past the queue).
 pub const FETCHES_IN_FLIGHT: &str = "gitstow_fetches_in_flight";
+/// Gauge: upload-pack requests waiting for a fetch slot.
+pub const FETCHES_QUEUED: &str = "gitstow_fetches_queued";
 /// Histogram: seconds from a spooled push's start to its report-status.
 pub const PUSH_DURATION: &str = "gitstow_push_duration_seconds";
 /// Histogram: seconds an upload-pack request took.
@@ -43,6 +45,10 @@ pub const FETCH_CPU: &str = "gitstow_fetch_cpu_seconds";
 pub const PUSH_QUEUE_WAIT: &str = "gitstow_push_queue_wait_seconds";
 /// Counter: pushes refused because they waited longer than the queue timeout.
 pub const PUSH_QUEUE_TIMEOUTS: &str = "gitstow_push_queue_timeouts_total";
+/// Histogram: seconds a fetch waited for a slot (`--max-concurrent-fetches`).
+pub const FETCH_QUEUE_WAIT: &str = "gitstow_fetch_queue_wait_seconds";
+/// Counter: fetches refused because they waited longer than the queue timeout.
+pub const FETCH_QUEUE_TIMEOUTS: &str = "gitstow_fetch_queue_timeouts_total";
 /// Counter: request body bytes received (after gzip decoding), label `service`.
 pub const RECEIVED_BYTES: &str = "gitstow_received_bytes_total";
 /// Counter: response body bytes sent by receive-pack and upload-pack, label `service`.
@@ -118,6 +124,7 @@ impl Metrics {
             PUSHES_IN_FLIGHT,
             PUSHES_QUEUED,
             FETCHES_IN_FLIGHT,
+            FETCHES_QUEUED,
             MAINTENANCE_RETIRED_HELD,
             MAINTENANCE_GARBAGE_HELD,
         ] {
@@ -131,6 +138,7 @@ impl Metrics {
             OBJECTS_SENT,
             STATE_CAS_RETRIES,
             PUSH_QUEUE_TIMEOUTS,
+            FETCH_QUEUE_TIMEOUTS,
             MAINTENANCE_BYTES_REWRITTEN,
             MAINTENANCE_CONTAINERS_MERGED,
             MAINTENANCE_CONTAINERS_DELETED,
@@ -214,6 +222,10 @@ fn describe() {
         "Receive-pack requests waiting for a push slot."
     );
     describe_gauge!(FETCHES_IN_FLIGHT, "Upload-pack requests running.");
+    describe_gauge!(
+        FETCHES_QUEUED,
+        "Upload-pack requests waiting for a fetch slot."
+    );
     describe_counter!(MAINTENANCE_RUNS, "Maintenance runs by result.");
     describe_histogram!(MAINTENANCE_DURATION, Unit::Seconds, "Maintenance run time.");
     describe_counter!(
@@ -256,6 +268,15 @@ fn describe() {
     describe_counter!(
         PUSH_QUEUE_TIMEOUTS,
         "Pushes refused after waiting too long for a slot."
+    );
+    describe_histogram!(
+        FETCH_QUEUE_WAIT,
+        Unit::Seconds,
+        "Time a fetch waited for a slot."
+    );
+    describe_counter!(
+        FETCH_QUEUE_TIMEOUTS,
+        "Fetches refused after waiting too long for a slot."
     );
     describe_counter!(RECEIVED_BYTES, Unit::Bytes, "Request body bytes received.");
     describe_counter!(SENT_BYTES, Unit::Bytes, "Response body bytes sent.");

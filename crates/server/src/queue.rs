@@ -1,8 +1,10 @@
-//! The push concurrency cap (`--max-concurrent-pushes`): at most `limit`
-//! receive-packs resolve at once; later ones wait in a FIFO queue (tokio's
-//! fair semaphore) for up to `timeout`, so the daemon's memory stays flat
-//! however many clients push at once. Spooling the request body happens
-//! before the queue (it goes to a temp file, not memory).
+//! The concurrency caps of pushes (`--max-concurrent-pushes`) and fetches
+//! (`--max-concurrent-fetches`): at most `limit` requests of a kind run at
+//! once; later ones wait in a FIFO queue (tokio's fair semaphore) for up to
+//! `timeout`, then are refused with "server busy", so the daemon's memory
+//! stays within what the caps allow however many clients come at once. A
+//! push spools its body before it queues (to a temp file, not memory); a
+//! fetch queues before its body is read, so waiting fetches hold no memory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,37 +16,82 @@ use crate::metrics::{self as m, InFlight};
 /// Memory one running push is budgeted, for the default limit (bytes).
 pub const MEMORY_PER_PUSH: u64 = 512 << 20;
 
-/// The queue of pushes.
+/// Memory one running fetch is budgeted, for the default limit (bytes): its
+/// request (at most 64 MiB), the walk and the delta-base cache.
+pub const MEMORY_PER_FETCH: u64 = 256 << 20;
+
+/// What a queue admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// receive-pack requests.
+    Push,
+    /// upload-pack requests (v2 `ls-refs` and `fetch`, v0 negotiation).
+    Fetch,
+}
+
+impl Work {
+    /// The plural noun of the refusal message.
+    fn noun(self) -> &'static str {
+        match self {
+            Work::Push => "pushes",
+            Work::Fetch => "fetches",
+        }
+    }
+
+    /// (queued gauge, running gauge, wait histogram, timeout counter).
+    fn metrics(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            Work::Push => (
+                m::PUSHES_QUEUED,
+                m::PUSHES_IN_FLIGHT,
+                m::PUSH_QUEUE_WAIT,
+                m::PUSH_QUEUE_TIMEOUTS,
+            ),
+            Work::Fetch => (
+                m::FETCHES_QUEUED,
+                m::FETCHES_IN_FLIGHT,
+                m::FETCH_QUEUE_WAIT,
+                m::FETCH_QUEUE_TIMEOUTS,
+            ),
+        }
+    }
+}
+
+/// The queue of one kind of work.
 #[derive(Debug)]
-pub struct PushQueue {
+pub struct WorkQueue {
+    work: Work,
     slots: Arc<Semaphore>,
     limit: usize,
     timeout: Duration,
 }
 
-/// A running push's slot; the next queued push starts when it is dropped.
+/// A running request's slot; the next queued one starts when it is dropped.
 #[derive(Debug)]
-pub struct PushSlot {
+pub struct Slot {
     _permit: OwnedSemaphorePermit,
     _running: InFlight,
 }
 
-/// A push waited longer than the queue timeout.
+/// A request waited longer than the queue timeout.
 #[derive(Debug, thiserror::Error)]
-#[error("server busy: the limit of {limit} concurrent pushes is reached, waited {waited_secs} s for a slot; try again later")]
+#[error("server busy: the limit of {limit} concurrent {noun} is reached, waited {waited_secs} s for a slot; try again later")]
 pub struct QueueTimeout {
     /// The cap.
     pub limit: usize,
+    /// "pushes" or "fetches".
+    pub noun: &'static str,
     /// Seconds waited.
     pub waited_secs: u64,
 }
 
-impl PushQueue {
-    /// A queue letting `limit` pushes run at once (at least 1), each later one
-    /// waiting at most `timeout`.
-    pub fn new(limit: usize, timeout: Duration) -> Self {
+impl WorkQueue {
+    /// A queue letting `limit` requests of `work` run at once (at least 1),
+    /// each later one waiting at most `timeout`.
+    pub fn new(work: Work, limit: usize, timeout: Duration) -> Self {
         let limit = limit.max(1);
-        PushQueue {
+        WorkQueue {
+            work,
             slots: Arc::new(Semaphore::new(limit)),
             limit,
             timeout,
@@ -56,25 +103,28 @@ impl PushQueue {
         self.limit
     }
 
-    /// Waits for a slot, recording the wait in `gitstow_push_queue_wait_seconds`
-    /// and the waiting pushes in `gitstow_pushes_queued`.
-    pub async fn admit(&self) -> Result<PushSlot, QueueTimeout> {
+    /// Waits for a slot, recording the wait (`gitstow_push_queue_wait_seconds`,
+    /// `gitstow_fetch_queue_wait_seconds`) and the requests waiting
+    /// (`gitstow_pushes_queued`, `gitstow_fetches_queued`).
+    pub async fn admit(&self) -> Result<Slot, QueueTimeout> {
+        let (queued, running, wait, timeouts) = self.work.metrics();
         let started = Instant::now();
-        let waiting = InFlight::new(m::PUSHES_QUEUED);
+        let waiting = InFlight::new(queued);
         let acquired = tokio::time::timeout(self.timeout, self.slots.clone().acquire_owned()).await;
         drop(waiting);
         let waited = started.elapsed();
-        metrics::histogram!(m::PUSH_QUEUE_WAIT).record(waited.as_secs_f64());
+        metrics::histogram!(wait).record(waited.as_secs_f64());
         match acquired {
-            Ok(Ok(permit)) => Ok(PushSlot {
+            Ok(Ok(permit)) => Ok(Slot {
                 _permit: permit,
-                _running: InFlight::new(m::PUSHES_IN_FLIGHT),
+                _running: InFlight::new(running),
             }),
             // The semaphore is never closed; treat it like a timeout anyway.
             Ok(Err(_)) | Err(_) => {
-                metrics::counter!(m::PUSH_QUEUE_TIMEOUTS).increment(1);
+                metrics::counter!(timeouts).increment(1);
                 Err(QueueTimeout {
                     limit: self.limit,
+                    noun: self.work.noun(),
                     waited_secs: waited.as_secs(),
                 })
             }
@@ -82,13 +132,23 @@ impl PushQueue {
     }
 }
 
-/// The default cap: one push per core, and no more than
+/// The default push cap: one push per core, and no more than
 /// [`MEMORY_PER_PUSH`] each of `mem_total_bytes`; at least 1.
 pub fn default_limit(cores: usize, mem_total_bytes: Option<u64>) -> usize {
-    let by_memory = mem_total_bytes
-        .map(|m| (m / MEMORY_PER_PUSH) as usize)
-        .unwrap_or(usize::MAX);
-    cores.min(by_memory).max(1)
+    capped(cores, MEMORY_PER_PUSH, mem_total_bytes)
+}
+
+/// The default fetch cap: two fetches per core (a fetch waits on the store
+/// part of its time), and no more than [`MEMORY_PER_FETCH`] each of a
+/// quarter of `mem_total_bytes` (the rest is for pushes and caches); at
+/// least 1.
+pub fn default_fetch_limit(cores: usize, mem_total_bytes: Option<u64>) -> usize {
+    capped(2 * cores, MEMORY_PER_FETCH, mem_total_bytes.map(|m| m / 4))
+}
+
+fn capped(by_cores: usize, each: u64, mem_bytes: Option<u64>) -> usize {
+    let by_memory = mem_bytes.map(|m| (m / each) as usize).unwrap_or(usize::MAX);
+    by_cores.min(by_memory).max(1)
 }
 
 /// `MemTotal` of `/proc/meminfo` (proc(5)) in bytes.
@@ -112,11 +172,14 @@ mod tests {
         assert_eq!(default_limit(8, Some(100 << 20)), 1);
         assert_eq!(default_limit(0, None), 1);
         assert_eq!(default_limit(4, None), 4);
+        assert_eq!(default_fetch_limit(2, Some(24 << 30)), 4);
+        assert_eq!(default_fetch_limit(8, Some(2 << 30)), 2);
+        assert_eq!(default_fetch_limit(8, Some(100 << 20)), 1);
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn later_pushes_wait_and_time_out() {
-        let q = PushQueue::new(1, Duration::from_millis(50));
+        let q = WorkQueue::new(Work::Push, 1, Duration::from_millis(50));
         let first = q.admit().await.expect("first slot");
         let err = q.admit().await.expect_err("queue full");
         assert_eq!(err.limit, 1);
@@ -125,5 +188,11 @@ mod tests {
             .starts_with("server busy: the limit of 1 concurrent pushes is reached"));
         drop(first);
         q.admit().await.expect("slot freed");
+        let f = WorkQueue::new(Work::Fetch, 1, Duration::from_millis(10));
+        let _held = f.admit().await.expect("first slot");
+        let err = f.admit().await.expect_err("queue full");
+        assert!(err
+            .to_string()
+            .starts_with("server busy: the limit of 1 concurrent fetches is reached"));
     }
 }

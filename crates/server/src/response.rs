@@ -98,6 +98,17 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     resp
 }
 
+/// A refusal git shows: HTTP 200 with `content_type` and one `ERR <message>`
+/// pkt-line (gitprotocol-pack(5)), which git prints as `fatal: remote
+/// error: <message>` (it shows nothing of a POST's HTTP error body).
+pub fn git_error(content_type: &'static str, message: &str) -> Response {
+    let mut body = Vec::new();
+    gitstow_protocol::write_error(&mut body, message).expect("writing to a Vec");
+    let mut resp = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    no_cache(&mut resp);
+    resp
+}
+
 /// Runs `produce` on a blocking thread and streams what it writes as a
 /// `content_type` response of `service`. If it fails before writing,
 /// `on_error` turns the error into the response.

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! <root>/<key>                 one regular file per object (key '/' = directory separator)
-//! <root>/.gitstow-tmp/         temp files of writes in flight (same filesystem as the objects)
+//! <root>/.gitstow-tmp/instance-<pid>-<r>/  temp files of one open store's writes in flight
+//!                              (same filesystem as the objects; see crate::scratch)
 //! <root>/.gitstow-locks/<h>    per-key lock files, h = hex SHA-256 of the key; exist only while held
 //! ```
 //!
@@ -30,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
+use crate::scratch::ScratchDir;
 use crate::{validate_key, ETag, Error, ObjectMeta, ObjectStore, PutCondition, Result};
 
 /// Directory below the root holding temp files of writes in flight.
@@ -92,13 +94,24 @@ impl OpenFiles {
 /// Limits of a directory tree compared with a bucket: a key cannot be both an
 /// object and the directory of another (`a` and `a/b`); the second put fails
 /// with [`Error::Io`]. A path segment longer than the filesystem's name limit
-/// (255 bytes on most) also fails with [`Error::Io`]. Temp files of a crashed
-/// writer stay in `.gitstow-tmp/` (they are never listed).
+/// (255 bytes on most) also fails with [`Error::Io`]. Each open store
+/// writes its temp files in its own [`ScratchDir`] under `.gitstow-tmp/`;
+/// those of a process that died (SIGKILL, crash) are removed by the next
+/// [`FsStore::new`] on the same root once [`STALE_AFTER`] old.
 #[derive(Debug)]
 pub struct FsStore {
     root: PathBuf,
+    scratch: ScratchDir,
     open_files: Mutex<OpenFiles>,
 }
+
+/// Age after which a dead process's scratch directory under `.gitstow-tmp/`
+/// is removed (the age covers the instant between a directory's creation
+/// and its owner lock).
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Prefix of the scratch directories under `.gitstow-tmp/`.
+const SCRATCH_PREFIX: &str = "instance-";
 
 impl FsStore {
     /// Open the store rooted at directory `root`, creating it (and its
@@ -106,18 +119,44 @@ impl FsStore {
     /// current directory at each later access; [`open`](crate::open) passes
     /// absolute ones.
     ///
+    /// Removes the scratch directories of dead processes under
+    /// `.gitstow-tmp/` (see [`STALE_AFTER`]) and makes this store's own.
+    ///
     /// # Errors
     /// [`Error::Io`], with the root path as `key`, when a directory cannot
     /// be created (e.g. `root` is a file).
     pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
+        let io = |e| Error::io(root.display().to_string(), e);
         for dir in [root.join(TMP_DIR), root.join(LOCK_DIR)] {
-            fs::create_dir_all(&dir).map_err(|e| Error::io(root.display().to_string(), e))?;
+            fs::create_dir_all(&dir).map_err(io)?;
         }
+        if let Err(e) = FsStore::sweep_leftovers(&root) {
+            tracing::warn!(error = %e, "sweeping .gitstow-tmp failed");
+        }
+        let scratch = ScratchDir::create(&root.join(TMP_DIR), SCRATCH_PREFIX).map_err(io)?;
         Ok(FsStore {
             root,
+            scratch,
             open_files: Mutex::default(),
         })
+    }
+
+    /// Removes the scratch directories under `<root>/.gitstow-tmp/` that
+    /// processes which died left (their owner lock is free) and that are
+    /// older than [`STALE_AFTER`]; logs what it removed. Safe while other
+    /// processes use the store: a live writer's directory is never touched.
+    pub fn sweep_leftovers(root: &Path) -> io::Result<crate::scratch::Swept> {
+        let swept = crate::scratch::sweep(&root.join(TMP_DIR), SCRATCH_PREFIX, STALE_AFTER)?;
+        if swept.removed > 0 {
+            tracing::info!(
+                removed = swept.removed,
+                bytes = swept.bytes,
+                live = swept.live,
+                "removed the temp files of store writes by processes that died"
+            );
+        }
+        Ok(swept)
     }
 
     /// The directory this store keeps its objects in.
@@ -185,14 +224,15 @@ impl FsStore {
         }
     }
 
-    /// A fresh temp file in `.gitstow-tmp/`, recreating that dir if it vanished.
+    /// A fresh temp file in this store's scratch directory, recreating that
+    /// directory if it vanished.
     fn temp_file(&self, key: &str) -> Result<NamedTempFile> {
-        let dir = self.root.join(TMP_DIR);
+        let dir = self.scratch.path();
         let builder = |dir: &Path| tempfile::Builder::new().prefix("put-").tempfile_in(dir);
-        match builder(&dir) {
+        match builder(dir) {
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                fs::create_dir_all(&dir).map_err(|e| Error::io(key, e))?;
-                builder(&dir)
+                fs::create_dir_all(dir).map_err(|e| Error::io(key, e))?;
+                builder(dir)
             }
             other => other,
         }
