@@ -176,19 +176,27 @@ fn a_failing_store_is_reported_without_internals() {
     );
 }
 
-/// `--max-concurrent-fetches 1`: a fetch holding the one slot (its body
-/// still arriving) makes the next upload-pack request wait, and after
-/// `--fetch-queue-timeout` git is told why (an `ERR` pkt-line, which git
-/// shows as `fatal: remote error: server busy: …`); the advertisement (GET info/refs) is not queued, and once the
-/// slot is free fetches are served again.
+/// `--max-concurrent-fetches 1`: a clone holding the one slot (its reads
+/// of the store slowed to 3 s by fault injection) makes the next
+/// upload-pack request wait, and after `--fetch-queue-timeout` git is told
+/// why (an `ERR` pkt-line, which git shows as `fatal: remote error: server
+/// busy: …`); the advertisement (GET info/refs) is not queued, the clone
+/// completes, and once the slot is free fetches are served again.
 #[test]
 fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
-    let server = Server::start_with(&[
-        "--max-concurrent-fetches",
-        "1",
-        "--fetch-queue-timeout",
-        "1",
-    ]);
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_on(
+        None,
+        &[
+            "--max-concurrent-fetches",
+            "1",
+            "--fetch-queue-timeout",
+            "1",
+        ],
+        &[("GITSTOW_FAULTS", "get_range:.bin:delay=3000:1")],
+    );
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("work");
     init_repo(&work);
@@ -196,16 +204,11 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
     let url = server.url("busy");
     git(&work, &["push", "--quiet", &url, "HEAD:refs/heads/main"]);
 
-    // Holds the slot: a request whose body never finishes.
-    let mut held = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
-    write!(
-        held,
-        "POST /busy.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nGit-Protocol: version=2\r\nContent-Length: 1000\r\n\r\n0014command=ls-refs\n"
-    )
-    .unwrap();
-    held.flush().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-
+    let holder = {
+        let (url, dir) = (url.clone(), tmp.path().to_owned());
+        std::thread::spawn(move || git(&dir, &["clone", "--quiet", "--bare", &url, "held.git"]))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     let adv = http(
         server.port(),
         "GET",
@@ -227,8 +230,8 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
         server.logs()
     );
 
-    drop(held);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    holder.join().unwrap();
+    fsck(&tmp.path().join("held.git"));
     assert!(ls_remote(&url).contains("refs/heads/main"));
     let metrics = http(server.port(), "GET", "/metrics", &[], &[]).text();
     assert!(

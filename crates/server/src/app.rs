@@ -37,8 +37,8 @@ pub struct Config {
     pub max_push_bytes: u64,
     /// Largest upload-pack request body after decoding, in bytes.
     pub max_fetch_request_bytes: u64,
-    /// How long a request body may go without sending a byte.
-    pub idle_timeout: std::time::Duration,
+    /// How fast a request body must arrive (`--idle-timeout`, `--min-body-rate`).
+    pub body_pace: crate::body::Pace,
     /// Receive-pack settings.
     pub receive: gitstow_receive::Options,
     /// Upload-pack settings.
@@ -47,8 +47,8 @@ pub struct Config {
     pub max_concurrent_pushes: usize,
     /// How long a push may wait in the queue before it is refused.
     pub push_queue_timeout: std::time::Duration,
-    /// Upload-pack requests running at once; later ones queue (before their
-    /// body is read).
+    /// Upload-pack requests running at once; later ones queue (with their
+    /// body read).
     pub max_concurrent_fetches: usize,
     /// How long a fetch may wait in the queue before it is refused.
     pub fetch_queue_timeout: std::time::Duration,
@@ -221,7 +221,9 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 fn body_error(e: BodyError) -> Response {
     match e {
         BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
-        BodyError::TimedOut(_) => error(StatusCode::REQUEST_TIMEOUT, e.to_string()),
+        BodyError::TimedOut(_) | BodyError::TooSlow(_) => {
+            error(StatusCode::REQUEST_TIMEOUT, e.to_string())
+        }
         BodyError::BadGzip(_) | BodyError::Transport(_) => {
             error(StatusCode::BAD_REQUEST, e.to_string())
         }
@@ -402,8 +404,22 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
 }
 
 async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
-    // The slot is taken before the body is read: a waiting fetch holds no
-    // request in memory.
+    // The body is read before the request queues for a fetch slot (a
+    // client that trickles holds no slot), in memory up to 64 KiB and in a
+    // temp file beyond (a waiting request holds little memory).
+    let request = match body::buffer(
+        body,
+        is_gzip(&headers),
+        app.config.max_fetch_request_bytes,
+        app.config.receive.staging_dir.as_deref(),
+        app.config.body_pace,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return body_error(e),
+    };
+    let (request, received) = request;
     let slot = match app.fetches.admit().await {
         Ok(slot) => slot,
         Err(busy) => {
@@ -411,24 +427,12 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
             return response::git_error("application/x-git-upload-pack-result", &busy.to_string());
         }
     };
-    let request = match body::read_all(
-        body,
-        is_gzip(&headers),
-        app.config.max_fetch_request_bytes,
-        app.config.idle_timeout,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => return body_error(e),
-    };
     let state = match load_state(&app, &name).await {
         Ok(Some(s)) => s,
         Ok(None) => return not_found(&name),
         Err(resp) => return resp,
     };
-    metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack")
-        .increment(request.len() as u64);
+    metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
     let v2 = wants_v2(&headers);
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();
@@ -439,7 +443,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
             let _slot = slot;
             let started = std::time::Instant::now();
             let cpu_started = m::thread_cpu();
-            let mut request: &[u8] = &request;
+            let mut request = std::io::BufReader::with_capacity(64 << 10, request);
             let result = if v2 {
                 gitstow_upload::serve_v2(&repo, &state, &mut request, out, &opts)
             } else {
@@ -510,7 +514,7 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
         is_gzip(&headers),
         limit,
         staging_dir.as_deref(),
-        app.config.idle_timeout,
+        app.config.body_pace,
     )
     .await
     {

@@ -19,6 +19,10 @@ pub enum BodyError {
     /// The client sent nothing for longer than the idle timeout (HTTP 408).
     #[error("the client sent nothing for {0:?}")]
     TimedOut(std::time::Duration),
+    /// The client sent slower than the minimum rate, on average since the
+    /// body began, past the grace period (HTTP 408).
+    #[error("the client sent the request body slower than {0} bytes/s")]
+    TooSlow(u64),
     /// The client stopped sending or the connection broke (HTTP 400).
     #[error("reading the request body: {0}")]
     Transport(String),
@@ -72,20 +76,67 @@ fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
     }
 }
 
-/// The next chunk of a body, or [`BodyError::TimedOut`] when the client sends
-/// nothing for `idle` (a stalled or slow-loris client must not hold a request forever).
-async fn next_chunk<S>(
-    stream: &mut S,
-    idle: std::time::Duration,
-) -> Result<Option<bytes::Bytes>, BodyError>
-where
-    S: futures_util::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin,
-{
-    match tokio::time::timeout(idle, stream.next()).await {
-        Err(_) => Err(BodyError::TimedOut(idle)),
-        Ok(None) => Ok(None),
-        Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
-        Ok(Some(Err(e))) => Err(BodyError::Transport(e.to_string())),
+/// How fast a body must arrive: a chunk at least every `idle`, and, once
+/// `grace` has passed, at least `min_rate` bytes/s on average since the
+/// body began (a client that trickles must not hold a request forever).
+/// Bytes are counted as received (before gzip decoding).
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Longest silence between chunks.
+    pub idle: std::time::Duration,
+    /// Bytes per second on average, checked after `grace`; 0: no minimum.
+    pub min_rate: u64,
+    /// Time before the rate is checked.
+    pub grace: std::time::Duration,
+}
+
+/// Where a body stands against its [`Pace`].
+struct Paced {
+    pace: Pace,
+    started: tokio::time::Instant,
+    received: u64,
+}
+
+impl Paced {
+    fn new(pace: Pace) -> Self {
+        Paced {
+            pace,
+            started: tokio::time::Instant::now(),
+            received: 0,
+        }
+    }
+
+    /// The instant after which, with no more bytes, the average falls below
+    /// the minimum rate (never before the grace period ends).
+    fn rate_deadline(&self) -> Option<tokio::time::Instant> {
+        (self.pace.min_rate > 0).then(|| {
+            let earned = std::time::Duration::from_secs_f64(
+                self.received as f64 / self.pace.min_rate as f64,
+            );
+            self.started + earned.max(self.pace.grace)
+        })
+    }
+
+    /// The next chunk, or why the body is too slow.
+    async fn next_chunk<S>(&mut self, stream: &mut S) -> Result<Option<bytes::Bytes>, BodyError>
+    where
+        S: futures_util::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin,
+    {
+        let idle_deadline = tokio::time::Instant::now() + self.pace.idle;
+        let rate_deadline = self.rate_deadline();
+        let deadline = rate_deadline.map_or(idle_deadline, |r| r.min(idle_deadline));
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_) if rate_deadline.is_some_and(|r| r <= idle_deadline) => {
+                Err(BodyError::TooSlow(self.pace.min_rate))
+            }
+            Err(_) => Err(BodyError::TimedOut(self.pace.idle)),
+            Ok(None) => Ok(None),
+            Ok(Some(Ok(chunk))) => {
+                self.received += chunk.len() as u64;
+                Ok(Some(chunk))
+            }
+            Ok(Some(Err(e))) => Err(BodyError::Transport(e.to_string())),
+        }
     }
 }
 
@@ -98,8 +149,9 @@ async fn copy_body<W: Write>(
     gzip: bool,
     limit: u64,
     drain: bool,
-    idle: std::time::Duration,
+    pace: Pace,
 ) -> Result<(W, bool), BodyError> {
+    let mut paced = Paced::new(pace);
     let bounded = Bounded {
         inner: sink,
         written: 0,
@@ -110,7 +162,7 @@ async fn copy_body<W: Write>(
     let mut stream = body.into_data_stream();
     if gzip {
         let mut dec = flate2::write::GzDecoder::new(bounded);
-        while let Some(chunk) = next_chunk(&mut stream, idle).await? {
+        while let Some(chunk) = paced.next_chunk(&mut stream).await? {
             tokio::task::block_in_place(|| dec.write_all(&chunk))
                 .map_err(|e| map_write_error(e, limit, true))?;
         }
@@ -118,7 +170,7 @@ async fn copy_body<W: Write>(
         Ok((bounded.inner, bounded.exceeded))
     } else {
         let mut bounded = bounded;
-        while let Some(chunk) = next_chunk(&mut stream, idle).await? {
+        while let Some(chunk) = paced.next_chunk(&mut stream).await? {
             tokio::task::block_in_place(|| bounded.write_all(&chunk))
                 .map_err(|e| map_write_error(e, limit, false))?;
         }
@@ -142,7 +194,7 @@ pub async fn spool(
     gzip: bool,
     limit: u64,
     dir: Option<&std::path::Path>,
-    idle: std::time::Duration,
+    pace: Pace,
 ) -> Result<Spooled, BodyError> {
     use std::io::Seek;
     let file = match dir {
@@ -151,7 +203,7 @@ pub async fn spool(
     }
     .map_err(BodyError::Io)?;
     let writer = std::io::BufWriter::with_capacity(256 * 1024, file);
-    let (writer, truncated) = copy_body(body, writer, gzip, limit, true, idle).await?;
+    let (writer, truncated) = copy_body(body, writer, gzip, limit, true, pace).await?;
     let mut file = writer
         .into_inner()
         .map_err(|e| BodyError::Io(e.into_error()))?;
@@ -159,14 +211,31 @@ pub async fn spool(
     Ok(Spooled { file, truncated })
 }
 
-/// Reads the whole body into memory (for small requests such as upload-pack negotiation).
-pub async fn read_all(
+/// Bytes of a [`buffer`]ed body kept in memory; the rest goes to a temp file.
+pub const IN_MEMORY: usize = 64 << 10;
+
+/// Reads the whole body into memory up to [`IN_MEMORY`] bytes and into an
+/// anonymous temp file in `dir` beyond (upload-pack requests: most are
+/// small, a mirror clone's want list is megabytes, and a request waiting
+/// for a fetch slot must hold little memory); rewound to the start. Longer
+/// than `limit` decoded is [`BodyError::TooLarge`]. Returns the buffer and
+/// its length in bytes.
+pub async fn buffer(
     body: Body,
     gzip: bool,
     limit: u64,
-    idle: std::time::Duration,
-) -> Result<Vec<u8>, BodyError> {
-    copy_body(body, Vec::new(), gzip, limit, false, idle)
-        .await
-        .map(|(v, _)| v)
+    dir: Option<&std::path::Path>,
+    pace: Pace,
+) -> Result<(tempfile::SpooledTempFile, u64), BodyError> {
+    use std::io::Seek;
+    let sink = match dir {
+        Some(d) => tempfile::spooled_tempfile_in(IN_MEMORY, d),
+        None => tempfile::spooled_tempfile(IN_MEMORY),
+    };
+    let (mut sink, _) = copy_body(body, sink, gzip, limit, false, pace).await?;
+    let len = sink
+        .seek(std::io::SeekFrom::End(0))
+        .map_err(BodyError::Io)?;
+    sink.rewind().map_err(BodyError::Io)?;
+    Ok((sink, len))
 }

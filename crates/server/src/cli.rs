@@ -30,7 +30,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve repositories over smart HTTP.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Maintain repositories: merge containers, delete what is past its grace period.
     Maintain(crate::maintain_cmd::MaintainArgs),
 }
@@ -120,6 +120,23 @@ pub struct ServeArgs {
     /// Seconds a request body may go without a byte before the request is dropped (HTTP 408).
     #[arg(long, default_value_t = 60)]
     pub idle_timeout: u64,
+    /// Bytes per second a request body must average once it has taken
+    /// --idle-timeout seconds (else HTTP 408); 0 turns the check off.
+    #[arg(long, default_value_t = 1024)]
+    pub min_body_rate: u64,
+    /// Open connections at most; beyond it a new connection is answered 503
+    /// at once (default: three quarters of the open-files limit left after
+    /// 256 descriptors).
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Open connections from one client address at most (default: a quarter
+    /// of --max-connections).
+    #[arg(long)]
+    pub max_connections_per_address: Option<usize>,
+    /// Seconds a connection gets to send a whole request head; also how long
+    /// an idle keep-alive connection stays open.
+    #[arg(long, default_value_t = 30)]
+    pub header_timeout: u64,
     /// Seconds in-flight requests get to finish after SIGTERM/SIGINT before the process exits.
     #[arg(long, default_value_t = 300)]
     pub shutdown_grace: u64,
@@ -136,7 +153,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 600)]
     pub push_queue_timeout: u64,
     /// Upload-pack requests (fetches, clones, ls-refs) served at once; later
-    /// ones wait in a queue, holding no memory (default: two per core, and
+    /// ones wait in a queue with their body read, at most 64 KiB of it in
+    /// memory (default: two per core, and
     /// no more than one per 256 MiB of a quarter of the memory).
     #[arg(long)]
     pub max_concurrent_fetches: Option<usize>,
@@ -192,7 +210,7 @@ pub fn main() -> i32 {
     crate::alloc::tune_libc_malloc();
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Maintain(args) => crate::maintain_cmd::main(args),
     }
 }
@@ -280,11 +298,29 @@ fn maintenance_config(
 
 fn serve(args: ServeArgs) -> i32 {
     init_logging(args.log_format);
-    match crate::limits::raise_open_files() {
+    let nofile = match crate::limits::raise_open_files() {
         Ok((before, after, hard)) => {
-            tracing::info!(soft_before = before, soft = after, hard, "open files limit")
+            tracing::info!(soft_before = before, soft = after, hard, "open files limit");
+            after
         }
-        Err(e) => tracing::warn!(error = %e, "open files limit not raised"),
+        Err(e) => {
+            tracing::warn!(error = %e, "open files limit not raised");
+            1024
+        }
+    };
+    let max_connections = args
+        .max_connections
+        .unwrap_or_else(|| crate::listen::ConnLimits::default_max_connections(nofile));
+    let conn_limits = crate::listen::ConnLimits {
+        max_connections,
+        max_per_address: args
+            .max_connections_per_address
+            .unwrap_or((max_connections / 4).max(1)),
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+    };
+    if max_connections == 0 || conn_limits.max_per_address == 0 || args.header_timeout == 0 {
+        eprintln!("gitstow: --max-connections, --max-connections-per-address and --header-timeout must be at least 1");
+        return 2;
     }
     let store = match open_store(&args) {
         Ok(s) => s,
@@ -363,7 +399,11 @@ fn serve(args: ServeArgs) -> i32 {
         auto_create: !args.no_auto_create,
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
-        idle_timeout: std::time::Duration::from_secs(args.idle_timeout.max(1)),
+        body_pace: crate::body::Pace {
+            idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
+            min_rate: args.min_body_rate,
+            grace: std::time::Duration::from_secs(args.idle_timeout.max(1)),
+        },
         maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
         receive,
         upload: gitstow_upload::Options::default(),
@@ -437,7 +477,13 @@ fn serve(args: ServeArgs) -> i32 {
             shutdown_signal().await;
             let _ = stop_tx.send(());
         };
-        let served = axum::serve(listener, app::router(app)).with_graceful_shutdown(graceful);
+        tracing::info!(
+            max_connections = conn_limits.max_connections,
+            max_per_address = conn_limits.max_per_address,
+            header_timeout_secs = conn_limits.header_timeout.as_secs(),
+            "connection limits"
+        );
+        let served = crate::listen::serve(listener, app::router(app), conn_limits, graceful);
         let grace = std::time::Duration::from_secs(args.shutdown_grace);
         // In-flight requests get `grace` after the signal; then the process exits anyway
         // (an idle keep-alive or a half-sent request must not hold it forever).
@@ -449,16 +495,10 @@ fn serve(args: ServeArgs) -> i32 {
             }
         };
         tokio::select! {
-            served = served => match served {
-                Ok(()) => {
-                    let m = store_for_stats.metrics();
-                    tracing::info!(requests = ?m.requests, cache = ?m.cache, "shut down");
-                    0
-                }
-                Err(e) => {
-                    eprintln!("gitstow: server error: {e}");
-                    1
-                }
+            () = served => {
+                let m = store_for_stats.metrics();
+                tracing::info!(requests = ?m.requests, cache = ?m.cache, "shut down");
+                0
             },
             _ = deadline => {
                 tracing::warn!(grace_secs = grace.as_secs(), "requests still open after the shutdown grace period; exiting");

@@ -2,6 +2,7 @@
 //! bridge from async HTTP to the blocking receive-pack / upload-pack engines.
 //!
 //! - [`cli`]: `gitstow serve` flags and start-up.
+//! - [`listen`]: the accept loop: connection caps and header timeouts.
 //! - [`app`]: the smart-HTTP routes (gitprotocol-http(5)).
 //! - [`body`]: request bodies (plain, chunked, gzip) with size bounds.
 //! - [`response`]: streaming a blocking producer as the response body.
@@ -21,6 +22,7 @@ pub mod body;
 pub mod cli;
 pub mod leftovers;
 pub mod limits;
+pub mod listen;
 pub mod maintain_cmd;
 pub mod maintenance;
 pub mod metrics;

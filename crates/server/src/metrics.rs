@@ -30,6 +30,11 @@ pub const ALLOCATED_TOTAL: &str = "gitstow_allocated_bytes_total";
 pub const PUSHES_IN_FLIGHT: &str = "gitstow_pushes_in_flight";
 /// Gauge: receive-pack requests waiting for a push slot.
 pub const PUSHES_QUEUED: &str = "gitstow_pushes_queued";
+/// Gauge: open HTTP connections.
+pub const CONNECTIONS_OPEN: &str = "gitstow_connections_open";
+/// Counter: connections answered 503 at once (`--max-connections`,
+/// `--max-connections-per-address`).
+pub const CONNECTIONS_REFUSED: &str = "gitstow_connections_refused_total";
 /// Gauge: upload-pack requests running (past the queue).
 pub const FETCHES_IN_FLIGHT: &str = "gitstow_fetches_in_flight";
 /// Gauge: upload-pack requests waiting for a fetch slot.
@@ -125,6 +130,7 @@ impl Metrics {
             PUSHES_QUEUED,
             FETCHES_IN_FLIGHT,
             FETCHES_QUEUED,
+            CONNECTIONS_OPEN,
             MAINTENANCE_RETIRED_HELD,
             MAINTENANCE_GARBAGE_HELD,
         ] {
@@ -139,6 +145,7 @@ impl Metrics {
             STATE_CAS_RETRIES,
             PUSH_QUEUE_TIMEOUTS,
             FETCH_QUEUE_TIMEOUTS,
+            CONNECTIONS_REFUSED,
             MAINTENANCE_BYTES_REWRITTEN,
             MAINTENANCE_CONTAINERS_MERGED,
             MAINTENANCE_CONTAINERS_DELETED,
@@ -222,6 +229,11 @@ fn describe() {
         "Receive-pack requests waiting for a push slot."
     );
     describe_gauge!(FETCHES_IN_FLIGHT, "Upload-pack requests running.");
+    describe_gauge!(CONNECTIONS_OPEN, "Open HTTP connections.");
+    describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections answered 503 at once for being over a connection cap."
+    );
     describe_gauge!(
         FETCHES_QUEUED,
         "Upload-pack requests waiting for a fetch slot."

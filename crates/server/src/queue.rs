@@ -4,7 +4,9 @@
 //! `timeout`, then are refused with "server busy", so the daemon's memory
 //! stays within what the caps allow however many clients come at once. A
 //! push spools its body before it queues (to a temp file, not memory); a
-//! fetch queues before its body is read, so waiting fetches hold no memory.
+//! fetch reads its body before it queues, at most 64 KiB of it in memory
+//! (the rest in a temp file), so a trickling client holds no slot and a
+//! waiting fetch little memory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,0 +1,203 @@
+//! Connections: the accept loop in front of the routes, with the limits a
+//! production HTTP server sets.
+//!
+//! - **Connection caps**: at most `max_connections` open connections, and
+//!   `max_per_address` from one client address; a connection beyond either
+//!   is accepted and answered at once with `503 Service Unavailable`,
+//!   `Retry-After` and a one-line reason, then closed (so a flood cannot
+//!   exhaust file descriptors and starve `accept`).
+//! - **Header read timeout** (hyper's `header_read_timeout`): a connection
+//!   must deliver a whole request head within `header_timeout` of starting
+//!   to wait for one. It covers a new connection that sends nothing, one
+//!   that trickles its header a byte at a time, and an idle keep-alive
+//!   connection between requests (hyper starts the timer whenever it
+//!   waits for a head).
+//! - Request bodies that stall or trickle are the body reader's to stop
+//!   (`--idle-timeout`, `--min-body-rate`, see [`crate::body`]).
+//!
+//! Graceful shutdown as axum's: on the signal the listener closes, idle
+//! connections close, and in-flight requests finish (the caller bounds
+//! that with `--shutdown-grace`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Connection limits of a listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// Open connections at most (beyond: 503).
+    pub max_connections: usize,
+    /// Open connections from one client address at most (beyond: 503).
+    pub max_per_address: usize,
+    /// Time a connection gets to deliver a request head (and the longest a
+    /// keep-alive connection stays idle).
+    pub header_timeout: Duration,
+}
+
+impl ConnLimits {
+    /// The default connection cap for a process whose open-files soft
+    /// limit is `nofile`: three quarters of what is left after 256
+    /// descriptors for the store, spools and logs; at least 16.
+    pub fn default_max_connections(nofile: u64) -> usize {
+        (nofile.saturating_sub(256) * 3 / 4).max(16) as usize
+    }
+}
+
+/// Open connections, in total and per client address.
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+/// A slot of [`Open`] held for a connection's life.
+struct Held {
+    open: Arc<Mutex<Open>>,
+    address: IpAddr,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.total -= 1;
+        if let Some(n) = open.by_address.get_mut(&self.address) {
+            *n -= 1;
+            if *n == 0 {
+                open.by_address.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// Takes a slot for a connection from `peer`, or says which cap is reached.
+fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &ConnLimits) -> Result<Held, &'static str> {
+    let mut o = open.lock().unwrap_or_else(|e| e.into_inner());
+    if o.total >= limits.max_connections {
+        return Err("too many connections to this server");
+    }
+    let mine = o.by_address.entry(peer).or_insert(0);
+    if *mine >= limits.max_per_address {
+        return Err("too many connections from your address");
+    }
+    *mine += 1;
+    o.total += 1;
+    Ok(Held {
+        open: open.clone(),
+        address: peer,
+    })
+}
+
+/// Answers a connection over a cap: 503, `Retry-After: 5`, the reason; at
+/// most one second of writing, then closed.
+async fn refuse(mut stream: TcpStream, reason: &'static str) {
+    let body = format!("server busy: {reason}, try again later\n");
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+/// Serves `router` on `listener` under `limits` until `shutdown` resolves,
+/// then waits for open connections to finish their requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let open = Arc::new(Mutex::new(Open::default()));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    let mut last_accept_error = None::<std::time::Instant>;
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer): (TcpStream, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and the like: say so at most once a second, and
+                    // give the other connections time to close.
+                    if last_accept_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                        tracing::warn!(error = %e, "accept failed");
+                        last_accept_error = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let held = match admit(&open, peer.ip(), &limits) {
+            Ok(h) => h,
+            Err(reason) => {
+                metrics::counter!(crate::metrics::CONNECTIONS_REFUSED).increment(1);
+                tracing::debug!(%peer, reason, "connection refused");
+                tokio::spawn(refuse(stream, reason));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _held = held;
+            let _open = crate::metrics::InFlight::new(crate::metrics::CONNECTIONS_OPEN);
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_count_connections_in_total_and_per_address() {
+        let limits = ConnLimits {
+            max_connections: 3,
+            max_per_address: 2,
+            header_timeout: Duration::from_secs(1),
+        };
+        let open = Arc::new(Mutex::new(Open::default()));
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = admit(&open, a, &limits).unwrap();
+        let _a2 = admit(&open, a, &limits).unwrap();
+        assert_eq!(
+            admit(&open, a, &limits).err(),
+            Some("too many connections from your address")
+        );
+        let _b1 = admit(&open, b, &limits).unwrap();
+        assert_eq!(
+            admit(&open, b, &limits).err(),
+            Some("too many connections to this server")
+        );
+        drop(a1);
+        let _b2 = admit(&open, b, &limits).unwrap();
+        assert_eq!(open.lock().unwrap().total, 3);
+        assert_eq!(ConnLimits::default_max_connections(1024), 576);
+        assert_eq!(ConnLimits::default_max_connections(100), 16);
+    }
+}
