@@ -163,7 +163,7 @@ fn position_agrees_with_a_binary_search() {
     let crowded = |i: u64| {
         let mut raw = [0u8; 20];
         raw[0] = 0x42;
-        raw[1] = if i % 10 == 0 { 0xff } else { 0 };
+        raw[1] = if i.is_multiple_of(10) { 0xff } else { 0 };
         raw[12..20].copy_from_slice(&i.to_be_bytes());
         ObjectId::from_bytes_or_panic(&raw)
     };
