@@ -255,9 +255,10 @@ impl LsRefsArgs {
     /// error naming it, like git's "unexpected line: '…'". A trailing
     /// `'\n'` on a line is ignored. More than 65536 prefixes clear the list
     /// (all refs match), as git does.
-    pub fn parse(args: &[Vec<u8>]) -> Result<Self, FetchError> {
+    pub fn parse<A: AsRef<[u8]>>(args: impl IntoIterator<Item = A>) -> Result<Self, FetchError> {
         let mut out = LsRefsArgs::default();
         for arg in args {
+            let arg = arg.as_ref();
             let line = arg.strip_suffix(b"\n").unwrap_or(arg);
             match line {
                 b"peel" => out.peel = true,
@@ -639,13 +640,7 @@ mod tests {
     }
 
     fn args(lines: &[&str]) -> LsRefsArgs {
-        LsRefsArgs::parse(
-            &lines
-                .iter()
-                .map(|l| l.as_bytes().to_vec())
-                .collect::<Vec<_>>(),
-        )
-        .unwrap()
+        LsRefsArgs::parse(lines.iter().map(|l| l.as_bytes())).unwrap()
     }
 
     #[test]

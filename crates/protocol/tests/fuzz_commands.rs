@@ -532,7 +532,8 @@ proptest! {
         // a lone flush after a request is "no request"
         prop_assert!(read_command_v2(&mut reader, 10).unwrap().is_none());
         let got_args: Vec<Vec<u8>> = args.iter().map(|a| a.clone().into_bytes()).collect();
-        prop_assert_eq!(&req.args, &got_args);
+        let read_args: Vec<Vec<u8>> = req.args.iter().map(<[u8]>::to_vec).collect();
+        prop_assert_eq!(&read_args, &got_args);
         let parsed = FetchArgsV2::parse(&req.args).unwrap();
         prop_assert_eq!(&parsed.wants, &wants);
         prop_assert_eq!(&parsed.want_refs, &want_refs);

@@ -454,7 +454,7 @@ pub fn serve_v2(
 fn fetch_v2(
     repo: &Repository,
     state: &RepoState,
-    args: &[Vec<u8>],
+    args: &gitstow_protocol::fetch::Args,
     out: &mut dyn Write,
     opts: &Options,
 ) -> Result<Outcome, Error> {

@@ -29,7 +29,7 @@ pub use response::{
     write_shallow_update_v0, write_wanted_refs, AckKind,
 };
 pub use v0::{read_upload_request_v0, UploadRequestV0};
-pub use v2::{read_command_v2, CommandRequestV2, FetchArgsV2};
+pub use v2::{read_command_v2, Args, CommandRequestV2, FetchArgsV2};
 
 /// Why an upload-pack request (v0 or v2, including `ls-refs` arguments)
 /// could not be read (gitprotocol-pack(5), gitprotocol-v2(5)).

@@ -33,12 +33,7 @@ fn v2(lines: &[&str], max: usize) -> Result<Option<CommandRequestV2>, FetchError
 }
 
 fn args(lines: &[&str]) -> Result<FetchArgsV2, FetchError> {
-    FetchArgsV2::parse(
-        &lines
-            .iter()
-            .map(|l| l.as_bytes().to_vec())
-            .collect::<Vec<_>>(),
-    )
+    FetchArgsV2::parse(lines.iter().map(|l| l.as_bytes()))
 }
 
 #[test]
@@ -235,11 +230,11 @@ fn v2_command_parsing() {
         ]
     );
     assert_eq!(
-        req.args,
+        req.args.iter().collect::<Vec<_>>(),
         vec![
-            b"peel".to_vec(),
-            b"symrefs".to_vec(),
-            b"ref-prefix refs/heads/".to_vec()
+            &b"peel"[..],
+            &b"symrefs"[..],
+            &b"ref-prefix refs/heads/"[..]
         ]
     );
 
@@ -266,8 +261,13 @@ fn v2_empty_and_sequential_requests() {
         "ls-refs"
     );
     assert_eq!(
-        read_command_v2(&mut reader, 10).unwrap().unwrap().args,
-        vec![b"done".to_vec()]
+        read_command_v2(&mut reader, 10)
+            .unwrap()
+            .unwrap()
+            .args
+            .iter()
+            .collect::<Vec<_>>(),
+        vec![&b"done"[..]]
     );
     assert_eq!(read_command_v2(&mut reader, 10).unwrap(), None);
 }

@@ -15,7 +15,59 @@ pub struct CommandRequestV2 {
     /// `server-option=…`), as `(key, value)` in order.
     pub capabilities: Vec<(String, Option<String>)>,
     /// The argument lines after the delim, trailing LF removed.
-    pub args: Vec<Vec<u8>>,
+    pub args: Args,
+}
+
+/// The argument lines of a v2 command, kept back to back in one buffer: a
+/// mirror clone's request has a `want` line per ref, and a line each in a
+/// `Vec` of its own cost three times its bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args {
+    bytes: Vec<u8>,
+    /// Where each line ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl Args {
+    /// Appends a line.
+    pub fn push(&mut self, line: &[u8]) {
+        self.bytes.extend_from_slice(line);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The lines, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(a, &b)| &self.bytes[a..b])
+    }
+
+    /// Number of lines.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// No lines.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Args {
+    type Item = &'a [u8];
+    type IntoIter = Box<dyn Iterator<Item = &'a [u8]> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl<L: AsRef<[u8]>> FromIterator<L> for Args {
+    fn from_iter<I: IntoIterator<Item = L>>(lines: I) -> Self {
+        let mut args = Args::default();
+        for l in lines {
+            args.push(l.as_ref());
+        }
+        args
+    }
 }
 
 /// A v2 request: `command=<name>`, capability lines, delim, argument
@@ -76,7 +128,7 @@ pub fn read_command_v2<R: std::io::Read>(
         }
     };
     let command = command.ok_or(FetchError::NoCommand)?;
-    let mut args = Vec::new();
+    let mut args = Args::default();
     if has_args {
         loop {
             let packet = input
@@ -84,7 +136,7 @@ pub fn read_command_v2<R: std::io::Read>(
                 .ok_or(FetchError::UnexpectedEof { section: ARGS })?;
             match &packet {
                 Packet::Flush => break,
-                Packet::Data(_) => args.push(packet.as_text().unwrap_or_default().to_vec()),
+                Packet::Data(_) => args.push(packet.as_text().unwrap_or_default()),
                 other => {
                     return Err(FetchError::UnexpectedPacket {
                         packet: packet_kind(other),
@@ -145,10 +197,11 @@ impl FetchArgsV2 {
     /// `filter`, and `deepen` combined with `deepen-since`/`deepen-not`.
     /// Whether optional features (`filter`, `want-ref`, `sideband-all`,
     /// `wait-for-done`) were advertised is for the caller to check.
-    pub fn parse(args: &[Vec<u8>]) -> Result<Self, FetchError> {
+    pub fn parse<A: AsRef<[u8]>>(args: impl IntoIterator<Item = A>) -> Result<Self, FetchError> {
         let mut out = FetchArgsV2::default();
         let mut deepen = DeepenState::default();
         for arg in args {
+            let arg = arg.as_ref();
             let line = arg.strip_suffix(b"\n").unwrap_or(arg);
             match line {
                 b"done" => out.done = true,
