@@ -177,11 +177,12 @@ fn a_failing_store_is_reported_without_internals() {
 }
 
 /// `--max-concurrent-fetches 1`: a clone holding the one slot (its reads
-/// of the store slowed to 3 s by fault injection) makes the next
-/// upload-pack request wait, and after `--fetch-queue-timeout` git is told
-/// why (an `ERR` pkt-line, which git shows as `fatal: remote error: server
-/// busy: …`); the advertisement (GET info/refs) is not queued, the clone
-/// completes, and once the slot is free fetches are served again.
+/// of the store slowed to 3 s by fault injection) makes the next fetch
+/// wait, and after `--fetch-queue-timeout` git is told why (an `ERR`
+/// pkt-line, which git shows as `fatal: remote error: server busy: …`);
+/// the advertisement (GET info/refs) and `ls-remote` (v2 `ls-refs`) are
+/// not queued, the clone completes, and once the slot is free fetches are
+/// served again.
 #[test]
 fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
     if Server::is_canonical() {
@@ -218,7 +219,15 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
     );
     assert_eq!(adv.status, 200, "the advertisement is not queued");
     let started = std::time::Instant::now();
-    let err = git_fail(tmp.path(), &["ls-remote", &url]);
+    assert!(
+        ls_remote(&url).contains("refs/heads/main"),
+        "ls-refs is not queued"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    let err = git_fail(
+        tmp.path(),
+        &["clone", "--quiet", "--bare", &url, "second.git"],
+    );
     assert!(started.elapsed() >= std::time::Duration::from_secs(1));
     assert!(
         err.contains("remote error: server busy: the limit of 1 concurrent fetches is reached"),
@@ -232,7 +241,10 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
 
     holder.join().unwrap();
     fsck(&tmp.path().join("held.git"));
-    assert!(ls_remote(&url).contains("refs/heads/main"));
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--bare", &url, "third.git"],
+    );
     let metrics = http(server.port(), "GET", "/metrics", &[], &[]).text();
     assert!(
         metrics.contains("gitstow_fetch_queue_timeouts_total 1"),

@@ -1,7 +1,7 @@
 //! What crashed processes leave behind is removed, and only that: each
 //! `gitstow serve` works in a scratch directory of its own under
 //! `--tmp-dir` (and each open local store in one under `.gitstow-tmp/`),
-//! locked while the process lives. A server starting sweeps the
+//! `flock`ed while the process lives. A server starting sweeps the
 //! directories of dead processes older than 10 minutes, in the temp
 //! directory and in the store, and leaves a live instance's alone, however
 //! old. A server killed with SIGKILL leaves its directories; the next start
@@ -15,8 +15,6 @@ use std::time::{Duration, SystemTime};
 
 use common::*;
 
-const OWNER_LOCK: &str = "owner.lock";
-
 /// Sets `dir`'s modification time `age` in the past.
 fn age(dir: &Path, age: Duration) {
     fs::File::open(dir)
@@ -25,11 +23,10 @@ fn age(dir: &Path, age: Duration) {
         .unwrap();
 }
 
-/// A directory as a dead process leaves it: an owner lock nobody holds
-/// and a spool of `bytes`, last modified `old` ago.
+/// A directory as a dead process leaves it (nobody holds its lock) with a
+/// spool of `bytes`, last modified `old` ago.
 fn plant(dir: PathBuf, bytes: usize, old: Duration) -> PathBuf {
     fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join(OWNER_LOCK), b"").unwrap();
     fs::write(dir.join("spool"), vec![1u8; bytes]).unwrap();
     age(&dir, old);
     dir
@@ -86,7 +83,15 @@ fn a_start_removes_dead_processes_leftovers_and_spares_a_live_instance() {
     let legacy = scratch.join("gitstow-maintain-cacheXYZ");
     fs::create_dir_all(&legacy).unwrap();
     fs::write(legacy.join("x.bin"), b"old").unwrap();
-    age(&legacy, hours);
+    age(&legacy, Duration::from_secs(2 * 86400));
+    let legacy_put = root.join(".gitstow-tmp/put-OLD");
+    fs::write(&legacy_put, b"partial").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&legacy_put)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(2 * 86400))
+        .unwrap();
     let dead_put = plant(root.join(".gitstow-tmp/instance-999999-dead"), 4096, hours);
     let foreign = plant(scratch.join("someone-else"), 10, hours);
 
@@ -103,7 +108,7 @@ fn a_start_removes_dead_processes_leftovers_and_spares_a_live_instance() {
         .collect();
     assert_eq!(live_store_dirs.len(), 1, "{live_store_dirs:?}");
     assert!(
-        !dead.exists() && !legacy.exists() && !dead_put.exists(),
+        !dead.exists() && !legacy.exists() && !dead_put.exists() && !legacy_put.exists(),
         "the live instance's start swept the dead ones"
     );
     for d in live_dirs.iter().chain(&live_store_dirs) {

@@ -403,6 +403,16 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     resp
 }
 
+/// Whether a v2 request is an `ls-refs` command (its first pkt-line is
+/// `command=ls-refs`); leaves `request` at its start.
+fn is_ls_refs(request: &mut tempfile::SpooledTempFile) -> bool {
+    use std::io::{Read, Seek};
+    let mut head = [0u8; 20];
+    let n = request.read(&mut head).unwrap_or(0);
+    let _ = request.rewind();
+    n >= 19 && head[4..19] == *b"command=ls-refs"
+}
+
 async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
     // The body is read before the request queues for a fetch slot (a
     // client that trickles holds no slot), in memory up to 64 KiB and in a
@@ -419,12 +429,21 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
         Ok(r) => r,
         Err(e) => return body_error(e),
     };
-    let (request, received) = request;
-    let slot = match app.fetches.admit().await {
-        Ok(slot) => slot,
-        Err(busy) => {
-            tracing::warn!(repo = %name, error = %busy, "fetch refused: queue timeout");
-            return response::git_error("application/x-git-upload-pack-result", &busy.to_string());
+    let (mut request, received) = request;
+    let v2 = wants_v2(&headers);
+    // A v2 `ls-refs` only lists refs: it does not queue behind clones.
+    let slot = if v2 && is_ls_refs(&mut request) {
+        None
+    } else {
+        match app.fetches.admit().await {
+            Ok(slot) => Some(slot),
+            Err(busy) => {
+                tracing::warn!(repo = %name, error = %busy, "fetch refused: queue timeout");
+                return response::git_error(
+                    "application/x-git-upload-pack-result",
+                    &busy.to_string(),
+                );
+            }
         }
     };
     let state = match load_state(&app, &name).await {
@@ -433,7 +452,6 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
         Err(resp) => return resp,
     };
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
-    let v2 = wants_v2(&headers);
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();
     response::stream(

@@ -125,12 +125,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1024)]
     pub min_body_rate: u64,
     /// Open connections at most; beyond it a new connection is answered 503
-    /// at once (default: three quarters of the open-files limit left after
-    /// 256 descriptors).
+    /// at once (default: half of the open-files limit left after 256
+    /// descriptors).
     #[arg(long)]
     pub max_connections: Option<usize>,
-    /// Open connections from one client address at most (default: a quarter
-    /// of --max-connections).
+    /// Open connections from one client address at most, beyond it 503
+    /// (default: no cap beyond --max-connections; set it when clients
+    /// connect directly, not through a proxy or a large NAT).
     #[arg(long)]
     pub max_connections_per_address: Option<usize>,
     /// Seconds a connection gets to send a whole request head; also how long
@@ -158,8 +159,8 @@ pub struct ServeArgs {
     /// no more than one per 256 MiB of a quarter of the memory).
     #[arg(long)]
     pub max_concurrent_fetches: Option<usize>,
-    /// Seconds a fetch may wait in the queue before it is refused with HTTP
-    /// 503 "server busy" (git shows the reason).
+    /// Seconds a fetch may wait in the queue before it is refused with an
+    /// ERR line git shows as "remote error: server busy: …".
     #[arg(long, default_value_t = 60)]
     pub fetch_queue_timeout: u64,
     /// Also serve /metrics and /debug/pprof/heap on this address (they are always
@@ -313,9 +314,7 @@ fn serve(args: ServeArgs) -> i32 {
         .unwrap_or_else(|| crate::listen::ConnLimits::default_max_connections(nofile));
     let conn_limits = crate::listen::ConnLimits {
         max_connections,
-        max_per_address: args
-            .max_connections_per_address
-            .unwrap_or((max_connections / 4).max(1)),
+        max_per_address: args.max_connections_per_address.unwrap_or(max_connections),
         header_timeout: std::time::Duration::from_secs(args.header_timeout),
     };
     if max_connections == 0 || conn_limits.max_per_address == 0 || args.header_timeout == 0 {

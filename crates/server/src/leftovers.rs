@@ -5,7 +5,10 @@
 //! locked while the process lives (`gitstow_store::scratch`). At start and
 //! every [`SWEEP_INTERVAL`], the directories of dead processes older than
 //! [`STALE_AFTER`] are removed, there and in a local store's
-//! `.gitstow-tmp/`; another live instance's are left alone.
+//! `.gitstow-tmp/`; another live instance's are left alone. What versions
+//! before these locks left (unlocked `gitstow-maintain*` directories,
+//! `.gitstow-tmp/put-*` files) goes once a day old: no write of theirs
+//! lasts that long.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,10 +26,16 @@ pub const SERVE_PREFIX: &str = "gitstow-serve-";
 /// Prefix of `gitstow maintain`'s scratch directories.
 pub const MAINTAIN_PREFIX: &str = "gitstow-maintain-";
 
-/// What a sweep looks at: the two prefixes above, and the unlocked
-/// `gitstow-maintain*` directories of versions before scratch locks (a
-/// missing lock reads as a dead owner; they go once old).
-const SWEPT_PREFIXES: [&str; 2] = [SERVE_PREFIX, "gitstow-maintain"];
+/// Age after which what versions before scratch locks left is removed.
+pub const LEGACY_STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// What a sweep looks at, and after how long: the two prefixes above, and
+/// the unlocked `gitstow-maintain*` directories of earlier versions.
+const SWEPT: [(&str, Duration); 3] = [
+    (SERVE_PREFIX, STALE_AFTER),
+    (MAINTAIN_PREFIX, STALE_AFTER),
+    ("gitstow-maintain", LEGACY_STALE_AFTER),
+];
 
 /// Sweeps `tmp` (and the local store at `store_root`, if any) of dead
 /// processes' leftovers, then creates this process's scratch directory in
@@ -43,8 +52,8 @@ pub fn own_scratch(
 /// One sweep of `tmp` and of the local store at `store_root`; failures are
 /// logged, never fatal.
 pub fn sweep(tmp: &Path, store_root: Option<&Path>) {
-    for prefix in SWEPT_PREFIXES {
-        match scratch::sweep(tmp, prefix, STALE_AFTER) {
+    for (prefix, min_age) in SWEPT {
+        match scratch::sweep(tmp, prefix, min_age) {
             Ok(s) if s.removed > 0 => tracing::info!(
                 dir = %tmp.display(),
                 prefix,

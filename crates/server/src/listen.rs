@@ -5,7 +5,9 @@
 //!   `max_per_address` from one client address; a connection beyond either
 //!   is accepted and answered at once with `503 Service Unavailable`,
 //!   `Retry-After` and a one-line reason, then closed (so a flood cannot
-//!   exhaust file descriptors and starve `accept`).
+//!   exhaust file descriptors and starve `accept`). The per-address cap
+//!   counts exact addresses: behind a proxy every client has the proxy's,
+//!   and an IPv6 client may have a /64.
 //! - **Header read timeout** (hyper's `header_read_timeout`): a connection
 //!   must deliver a whole request head within `header_timeout` of starting
 //!   to wait for one. It covers a new connection that sends nothing, one
@@ -46,10 +48,11 @@ pub struct ConnLimits {
 
 impl ConnLimits {
     /// The default connection cap for a process whose open-files soft
-    /// limit is `nofile`: three quarters of what is left after 256
-    /// descriptors for the store, spools and logs; at least 16.
+    /// limit is `nofile`: half of what is left after 256 descriptors for
+    /// the store and logs (a connection may hold a second one: its request
+    /// spooled to a temp file); at least 16.
     pub fn default_max_connections(nofile: u64) -> usize {
-        (nofile.saturating_sub(256) * 3 / 4).max(16) as usize
+        (nofile.saturating_sub(256) / 2).max(16) as usize
     }
 }
 
@@ -97,19 +100,47 @@ fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &ConnLimits) -> Result<H
     })
 }
 
-/// Answers a connection over a cap: 503, `Retry-After: 5`, the reason; at
-/// most one second of writing, then closed.
+/// Answers a connection over a cap: 503, `Retry-After: 5`, the reason,
+/// then a lingering close: what the client sends meanwhile is read and
+/// dropped until it closes (a close with unread data would be a reset that
+/// loses the answer); two seconds at most in all.
 async fn refuse(mut stream: TcpStream, reason: &'static str) {
+    use tokio::io::AsyncReadExt;
     let body = format!("server busy: {reason}, try again later\n");
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
         stream.write_all(response.as_bytes()).await?;
-        stream.shutdown().await
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<(), std::io::Error>(())
     })
     .await;
+}
+
+/// Whether an `accept` error concerns only the connection being accepted
+/// (the next `accept` may succeed at once), as axum's serve treats them.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset | Interrupted
+    ) || matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EPROTO
+                | libc::ENETDOWN
+                | libc::ENOPROTOOPT
+                | libc::EHOSTDOWN
+                | libc::ENONET
+                | libc::EHOSTUNREACH
+                | libc::EOPNOTSUPP
+                | libc::ENETUNREACH
+        )
+    )
 }
 
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves,
@@ -132,6 +163,7 @@ pub async fn serve(
         let (stream, peer): (TcpStream, SocketAddr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
+                Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
                     // EMFILE and the like: say so at most once a second, and
                     // give the other connections time to close.
@@ -139,8 +171,10 @@ pub async fn serve(
                         tracing::warn!(error = %e, "accept failed");
                         last_accept_error = Some(std::time::Instant::now());
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                        () = &mut shutdown => break,
+                    }
                 }
             },
             () = &mut shutdown => break,
@@ -197,7 +231,7 @@ mod tests {
         drop(a1);
         let _b2 = admit(&open, b, &limits).unwrap();
         assert_eq!(open.lock().unwrap().total, 3);
-        assert_eq!(ConnLimits::default_max_connections(1024), 576);
+        assert_eq!(ConnLimits::default_max_connections(1024), 384);
         assert_eq!(ConnLimits::default_max_connections(100), 16);
     }
 }

@@ -15,18 +15,28 @@ use tokio::sync::mpsc;
 
 /// A `Write` that sends what it is given to the response stream, in chunks of
 /// at least 64 KiB unless flushed, counting the bytes in
-/// `gitstow_sent_bytes_total{service}`.
+/// `gitstow_sent_bytes_total{service}`. A client that takes nothing for
+/// [`SEND_STALL`] (it stopped reading, e.g. a suspended `git clone`) ends
+/// the response with `BrokenPipe`, so it cannot hold a fetch slot and a
+/// thread forever.
 pub struct ChannelWriter {
     tx: mpsc::Sender<Bytes>,
     buf: Vec<u8>,
     sent: metrics::Counter,
+    runtime: tokio::runtime::Handle,
 }
 
 const CHUNK: usize = 64 * 1024;
 
+/// The longest a response waits for the client to take a chunk (16 chunks
+/// of 64 KiB are queued ahead of it): a client reading at 1 KiB/s still
+/// takes one in time.
+pub const SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl ChannelWriter {
     /// A writer for `service`'s response (`receive-pack`, `upload-pack`) and
-    /// the receiving end for the response.
+    /// the receiving end for the response. Call it within the runtime; write
+    /// to it from a blocking thread.
     pub fn new(service: &'static str) -> (Self, mpsc::Receiver<Bytes>) {
         let (tx, rx) = mpsc::channel(16);
         (
@@ -34,6 +44,7 @@ impl ChannelWriter {
                 tx,
                 buf: Vec::with_capacity(CHUNK),
                 sent: metrics::counter!(crate::metrics::SENT_BYTES, "service" => service),
+                runtime: tokio::runtime::Handle::current(),
             },
             rx,
         )
@@ -45,9 +56,20 @@ impl ChannelWriter {
         }
         self.sent.increment(self.buf.len() as u64);
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx
-            .blocking_send(chunk)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))
+        let sent = self
+            .runtime
+            .block_on(tokio::time::timeout(SEND_STALL, self.tx.send(chunk)));
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "client went away",
+            )),
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "client stopped reading the response",
+            )),
+        }
     }
 }
 

@@ -1,25 +1,36 @@
 //! Scratch directories a process can prove are its own, and the sweep of
 //! those a dead process left behind.
 //!
-//! A [`ScratchDir`] is `<parent>/<prefix><pid>-<random>/` holding a file
-//! [`OWNER_LOCK`] on which the owning process holds an exclusive `flock(2)`
-//! for as long as the value lives: the kernel drops the lock when the
-//! process dies, however it dies (SIGKILL included). [`sweep`] removes the
-//! directories under `parent` with that prefix whose lock it can take (their
-//! owner is gone) and that were last modified more than `min_age` ago, and
-//! never one whose lock is held (a live process, this host's other
-//! instances included). Dropping a `ScratchDir` removes it.
+//! A [`ScratchDir`] is `<parent>/<prefix><pid>-<random>/` on whose own
+//! file descriptor the owning process holds an exclusive `flock(2)` for as
+//! long as the value lives: the kernel drops the lock when the process dies,
+//! however it dies (SIGKILL included), and nothing inside the directory
+//! (which a temp cleaner might delete) carries it. [`sweep`] removes the
+//! directories under `parent` with that prefix, owned by this user, whose
+//! lock it can take (their owner is gone) and that were last modified more
+//! than `min_age` ago (the window between a directory's creation and its
+//! lock), and never one whose lock is held (a live process, this host's
+//! other instances included). It opens entries with `O_NOFOLLOW |
+//! O_DIRECTORY` (a symlink or a FIFO planted in a shared `/tmp` is skipped,
+//! never followed or blocked on) and skips an entry it cannot handle.
+//! Dropping a `ScratchDir` removes it.
 //!
 //! The lock is advisory and local: directories on a network filesystem
 //! shared by several hosts need one prefix per host.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// The name of the lock file in a scratch directory.
-pub const OWNER_LOCK: &str = "owner.lock";
+/// Opens directory `path` itself (not through a symlink, never a FIFO).
+fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
 
 /// A directory this process owns while the value lives.
 #[derive(Debug)]
@@ -30,15 +41,15 @@ pub struct ScratchDir {
 
 impl ScratchDir {
     /// Creates `<parent>/<prefix><pid>-<random>/` (and `parent` if needed)
-    /// and takes its owner lock. Errors are those of creating the
-    /// directory or the lock file, or of `flock`.
+    /// and locks it. Errors are those of creating the
+    /// directory, opening it or `flock`.
     pub fn create(parent: &Path, prefix: &str) -> io::Result<ScratchDir> {
         fs::create_dir_all(parent)?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("{prefix}{}-", std::process::id()))
             .tempdir_in(parent)?
             .keep();
-        let lock = File::create(dir.join(OWNER_LOCK))?;
+        let lock = open_dir(&dir)?;
         lock.try_lock().map_err(|e| match e {
             fs::TryLockError::Error(e) => e,
             fs::TryLockError::WouldBlock => {
@@ -76,11 +87,11 @@ pub struct Swept {
     pub recent: usize,
 }
 
-/// Removes the directories `<parent>/<prefix>*` whose owner is gone (their
-/// [`OWNER_LOCK`] can be locked, or is missing) and whose modification time
-/// is more than `min_age` ago; leaves those whose lock is held. A missing
-/// `parent` sweeps nothing. Entries that vanish meanwhile are skipped;
-/// other I/O errors end the sweep.
+/// Removes the directories `<parent>/<prefix>*` owned by this user whose
+/// owner is gone (their lock can be taken) and whose modification time is
+/// more than `min_age` ago; leaves those whose lock is held. A missing
+/// `parent` sweeps nothing; an error reading `parent` is returned; an entry
+/// that cannot be opened, locked or removed is logged and skipped.
 pub fn sweep(parent: &Path, prefix: &str, min_age: Duration) -> io::Result<Swept> {
     let mut swept = Swept::default();
     let entries = match fs::read_dir(parent) {
@@ -88,34 +99,40 @@ pub fn sweep(parent: &Path, prefix: &str, min_age: Duration) -> io::Result<Swept
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(swept),
         Err(e) => return Err(e),
     };
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let me = unsafe { libc::getuid() };
     let now = SystemTime::now();
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(prefix) {
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
             continue;
         }
         let path = entry.path();
         let Ok(meta) = fs::symlink_metadata(&path) else {
             continue;
         };
-        if !meta.is_dir() {
+        if !meta.is_dir() || meta.uid() != me {
             continue;
         }
         // Held while we look, so that the owner cannot be mistaken for dead
         // between the test and the removal.
-        let lock = match File::open(path.join(OWNER_LOCK)) {
-            Ok(f) => match f.try_lock() {
-                Ok(()) => Some(f),
-                Err(fs::TryLockError::WouldBlock) => {
-                    swept.live += 1;
-                    continue;
-                }
-                Err(fs::TryLockError::Error(e)) => return Err(e),
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+        let lock = match open_dir(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::debug!(dir = %path.display(), error = %e, "scratch sweep: cannot open");
+                continue;
+            }
         };
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                swept.live += 1;
+                continue;
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                tracing::debug!(dir = %path.display(), error = %e, "scratch sweep: cannot lock");
+                continue;
+            }
+        }
         let age = meta
             .modified()
             .ok()
@@ -132,7 +149,9 @@ pub fn sweep(parent: &Path, prefix: &str, min_age: Duration) -> io::Result<Swept
                 swept.bytes += bytes;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(dir = %path.display(), error = %e, "scratch sweep: cannot remove")
+            }
         }
         drop(lock);
     }
@@ -162,12 +181,11 @@ fn dir_bytes(dir: &Path) -> u64 {
 mod tests {
     use super::*;
 
-    /// A directory as a dead process leaves it: a lock file nobody holds,
-    /// a file, and an old modification time.
+    /// A directory as a dead process leaves it: nobody holds its lock; a
+    /// file, and an old modification time.
     fn dead(parent: &Path, name: &str, age: Duration) -> PathBuf {
         let dir = parent.join(name);
         fs::create_dir_all(&dir).unwrap();
-        File::create(dir.join(OWNER_LOCK)).unwrap();
         fs::write(dir.join("spool"), vec![7u8; 1000]).unwrap();
         let when = SystemTime::now() - age;
         File::open(&dir).unwrap().set_modified(when).unwrap();
@@ -188,6 +206,14 @@ mod tests {
             .set_modified(SystemTime::now() - 2 * hour)
             .unwrap();
 
+        // Planted in a shared temp dir: a FIFO and a symlink to a dead one.
+        let fifo = parent.path().join("gitstow-fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let target = dead(parent.path(), "elsewhere", 2 * hour);
+        std::os::unix::fs::symlink(&target, parent.path().join("gitstow-link")).unwrap();
+
         let swept = sweep(parent.path(), "gitstow-", hour).unwrap();
         assert_eq!(
             swept,
@@ -200,6 +226,10 @@ mod tests {
         );
         assert!(!old.exists());
         assert!(young.exists() && other.exists());
+        assert!(
+            fifo.exists() && target.join("spool").exists(),
+            "not followed"
+        );
         assert!(live.path().join("spool").exists());
 
         let path = live.path().to_owned();

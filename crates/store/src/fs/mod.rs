@@ -146,8 +146,25 @@ impl FsStore {
     /// processes which died left (their owner lock is free) and that are
     /// older than [`STALE_AFTER`]; logs what it removed. Safe while other
     /// processes use the store: a live writer's directory is never touched.
+    /// Temp files `put-*` directly in `.gitstow-tmp/` (where versions before
+    /// scratch directories wrote) go once a day old.
     pub fn sweep_leftovers(root: &Path) -> io::Result<crate::scratch::Swept> {
-        let swept = crate::scratch::sweep(&root.join(TMP_DIR), SCRATCH_PREFIX, STALE_AFTER)?;
+        let mut swept = crate::scratch::sweep(&root.join(TMP_DIR), SCRATCH_PREFIX, STALE_AFTER)?;
+        let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(24 * 3600);
+        if let Ok(entries) = fs::read_dir(root.join(TMP_DIR)) {
+            for e in entries.flatten() {
+                let old_put = e.file_name().to_string_lossy().starts_with("put-")
+                    && e.metadata()
+                        .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < day_ago));
+                if old_put {
+                    let len = e.metadata().map_or(0, |m| m.len());
+                    if fs::remove_file(e.path()).is_ok() {
+                        swept.removed += 1;
+                        swept.bytes += len;
+                    }
+                }
+            }
+        }
         if swept.removed > 0 {
             tracing::info!(
                 removed = swept.removed,

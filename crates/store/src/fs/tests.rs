@@ -69,7 +69,7 @@ fn put_get_head_list_delete_roundtrip() {
     store.delete("repo/state").unwrap();
     store.delete("never/written").unwrap();
     // No writes in flight: temp and lock dirs are empty.
-    assert_eq!(fs::read_dir(store.root().join(TMP_DIR)).unwrap().count(), 0);
+    assert_eq!(in_flight(&store), 0);
     assert_eq!(lock_dir_entries(&store), 0);
 }
 
@@ -270,7 +270,7 @@ fn key_that_is_also_a_directory_is_an_io_error() {
         Err(Error::Io { .. })
     ));
     assert_eq!(store.list("").unwrap(), ["a/b", "c"]);
-    assert_eq!(fs::read_dir(store.root().join(TMP_DIR)).unwrap().count(), 0);
+    assert_eq!(in_flight(&store), 0);
 }
 
 #[test]
@@ -281,7 +281,7 @@ fn if_absent() {
     assert!(matches!(again, Err(Error::PreconditionFailed { key }) if key == "k"));
     assert_eq!(store.get("k").unwrap(), Some((b"first".to_vec(), etag)));
     // Nothing of the failed write is left behind.
-    assert_eq!(fs::read_dir(store.root().join(TMP_DIR)).unwrap().count(), 0);
+    assert_eq!(in_flight(&store), 0);
     // After a delete the key is absent again.
     store.delete("k").unwrap();
     store.put("k", b"third", PutCondition::IfAbsent).unwrap();
@@ -311,7 +311,7 @@ fn if_match() {
         .put("k", b"two", PutCondition::IfMatch(v2.clone()))
         .unwrap();
     assert_eq!(v2_again, v2);
-    assert_eq!(fs::read_dir(store.root().join(TMP_DIR)).unwrap().count(), 0);
+    assert_eq!(in_flight(&store), 0);
     assert_eq!(lock_dir_entries(&store), 0);
 }
 
@@ -362,7 +362,7 @@ fn thread_race_on_if_match_loses_no_update() {
     });
     assert_eq!(counter_value(&*store), (THREADS * INCREMENTS) as u64);
     assert!(attempts >= THREADS * INCREMENTS);
-    assert_eq!(fs::read_dir(store.root().join(TMP_DIR)).unwrap().count(), 0);
+    assert_eq!(in_flight(&store), 0);
     assert_eq!(lock_dir_entries(&store), 0);
 }
 
@@ -480,4 +480,10 @@ fn if_none_match_reads_only_a_new_version() {
         store.get_if_none_match("r/absent", &v2).unwrap(),
         crate::IfNoneMatch::Absent
     );
+}
+
+/// Temp files of writes in flight: the entries of the store's own scratch
+/// directory under `.gitstow-tmp/`.
+fn in_flight(store: &FsStore) -> usize {
+    fs::read_dir(store.scratch.path()).unwrap().count()
 }
