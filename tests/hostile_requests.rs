@@ -251,3 +251,82 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
         "{metrics}"
     );
 }
+
+/// A client that asks for a pack and stops reading (a suspended `git
+/// clone`) loses its response once it has taken nothing for the stall
+/// deadline (shortened here by `GITSTOW_TEST_SEND_STALL_MS`), so it does
+/// not hold the one fetch slot: the next clone is served.
+#[test]
+fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_on(
+        None,
+        &[
+            "--max-concurrent-fetches",
+            "1",
+            "--fetch-queue-timeout",
+            "30",
+        ],
+        &[("GITSTOW_TEST_SEND_STALL_MS", "2000")],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    // 8 MiB that do not compress: more than the response queue and the
+    // socket buffers hold.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let noise: Vec<u8> = (0..8 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(work.join("noise.bin"), &noise).unwrap();
+    git(&work, &["add", "noise.bin"]);
+    git(&work, &["commit", "--quiet", "-m", "noise"]);
+    let url = server.url("stalled");
+    git(&work, &["push", "--quiet", &url, "HEAD:refs/heads/main"]);
+    let tip = git_out(&work, &["rev-parse", "HEAD"]);
+
+    // A fetch of everything whose answer is never read.
+    let body = [
+        pkt(b"command=fetch\n"),
+        pkt(b"object-format=sha1\n"),
+        b"0001".to_vec(),
+        pkt(format!("want {tip}\n").as_bytes()),
+        pkt(b"done\n"),
+        b"0000".to_vec(),
+    ]
+    .concat();
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+    write!(
+        stalled,
+        "POST /stalled.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nGit-Protocol: version=2\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stalled.write_all(&body).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    let started = std::time::Instant::now();
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--bare", &url, "next.git"],
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(1) && took < std::time::Duration::from_secs(20),
+        "the second clone took {took:?}"
+    );
+    fsck(&tmp.path().join("next.git"));
+    let logs = server.logs();
+    assert!(
+        logs.contains("client stopped reading the response"),
+        "{logs}"
+    );
+    drop(stalled);
+}

@@ -33,6 +33,18 @@ const CHUNK: usize = 64 * 1024;
 /// takes one in time.
 pub const SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// [`SEND_STALL`], or `GITSTOW_TEST_SEND_STALL_MS` (tests only: a stalled
+/// reader's test cannot wait two minutes).
+fn send_stall() -> std::time::Duration {
+    static STALL: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *STALL.get_or_init(|| {
+        std::env::var("GITSTOW_TEST_SEND_STALL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(SEND_STALL, std::time::Duration::from_millis)
+    })
+}
+
 impl ChannelWriter {
     /// A writer for `service`'s response (`receive-pack`, `upload-pack`) and
     /// the receiving end for the response. Call it within the runtime; write
@@ -58,7 +70,7 @@ impl ChannelWriter {
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
         let sent = self
             .runtime
-            .block_on(tokio::time::timeout(SEND_STALL, self.tx.send(chunk)));
+            .block_on(tokio::time::timeout(send_stall(), self.tx.send(chunk)));
         match sent {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(std::io::Error::new(
