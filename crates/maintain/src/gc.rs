@@ -107,11 +107,9 @@ pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<Reach> {
                 stack.extend(c.parents());
             }
             TREE => {
-                for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                    let entry = entry.map_err(|e| corrupt(oid, e.to_string()))?;
-                    if !entry.mode.is_commit() {
-                        stack.push(entry.oid.to_owned());
-                    }
+                for entry in obj.tree_entries() {
+                    let (_, id, _) = entry.map_err(|reason| corrupt(oid, reason))?;
+                    stack.push(id);
                 }
             }
             TAG => {

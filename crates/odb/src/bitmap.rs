@@ -365,13 +365,9 @@ impl<'a> Reacher<'a> {
                 .db
                 .read(&t, &mut self.cache)?
                 .ok_or(BitmapError::Outside(t))?;
-            for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                let entry = entry.map_err(|_| BitmapError::Corrupt(t))?;
-                if entry.mode.is_commit() {
-                    continue;
-                }
-                let id = entry.oid.to_owned();
-                if entry.mode.is_tree() {
+            for entry in obj.tree_entries() {
+                let (_, id, is_tree) = entry.map_err(|_| BitmapError::Corrupt(t))?;
+                if is_tree {
                     trees.push(id);
                 } else {
                     bits.insert(self.position(&id)?);

@@ -25,6 +25,27 @@ pub struct Object {
     pub data: Arc<Vec<u8>>,
 }
 
+impl Object {
+    /// The entries of this tree other than gitlinks (submodule commits,
+    /// which no walk follows), in stored order: (name, oid, is a tree),
+    /// the name borrowed from the tree's bytes (gitformat-tree: a mode, a
+    /// name, a binary oid per entry). A malformed entry yields why, as text.
+    pub fn tree_entries(
+        &self,
+    ) -> impl Iterator<Item = std::result::Result<(&[u8], ObjectId, bool), String>> + '_ {
+        gix_object::TreeRefIter::from_bytes(&self.data, gix_hash::Kind::Sha1).filter_map(|entry| {
+            match entry {
+                Ok(e) if e.mode.is_commit() => None,
+                Ok(e) => {
+                    let name: &[u8] = e.filename;
+                    Some(Ok((name, e.oid.to_owned(), e.mode.is_tree())))
+                }
+                Err(e) => Some(Err(e.to_string())),
+            }
+        })
+    }
+}
+
 /// Where an object is: the container's position in the state's list and its index entry.
 #[derive(Debug, Clone, Copy)]
 pub struct Location<'a> {

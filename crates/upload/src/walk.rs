@@ -157,17 +157,10 @@ impl<'a> Walker<'a> {
             if filter.is_some_and(|f| !f.keeps_depth(child_depth)) {
                 continue;
             }
-            for entry in gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                let entry = entry.map_err(|e| WalkError::Corrupt {
-                    oid: t,
-                    reason: e.to_string(),
-                })?;
-                if entry.mode.is_commit() {
-                    continue;
-                }
-                let id = entry.oid.to_owned();
+            for entry in tree_iter(&t, &obj) {
+                let (_, id, is_tree) = entry?;
                 if let Some(f) = filter {
-                    if !entry.mode.is_tree() {
+                    if !is_tree {
                         let size = self.db.lookup(&id).map_or(0, |l| l.entry.size);
                         if !f.keeps_blob(size) {
                             continue;
@@ -178,7 +171,7 @@ impl<'a> Walker<'a> {
                     continue;
                 }
                 emit(id);
-                if entry.mode.is_tree() {
+                if is_tree {
                     stack.push((id, child_depth));
                 }
             }
@@ -263,26 +256,15 @@ impl Walker<'_> {
     }
 }
 
-/// The entries of tree `t` (read as `obj`) other than gitlinks: (name, oid,
-/// is a tree), the name borrowed from the tree's bytes.
+/// [`gitstow_odb::Object::tree_entries`] of tree `t`, a malformed entry a
+/// [`WalkError::Corrupt`] naming it.
 fn tree_iter<'d>(
     t: &ObjectId,
     obj: &'d gitstow_odb::Object,
 ) -> impl Iterator<Item = Result<(&'d [u8], ObjectId, bool), WalkError>> + 'd {
     let t = *t;
-    gix_object::TreeRefIter::from_bytes(&obj.data, gix_hash::Kind::Sha1).filter_map(move |entry| {
-        match entry {
-            Ok(e) if e.mode.is_commit() => None,
-            Ok(e) => {
-                let name: &[u8] = e.filename;
-                Some(Ok((name, e.oid.to_owned(), e.mode.is_tree())))
-            }
-            Err(e) => Some(Err(WalkError::Corrupt {
-                oid: t,
-                reason: e.to_string(),
-            })),
-        }
-    })
+    obj.tree_entries()
+        .map(move |entry| entry.map_err(|reason| WalkError::Corrupt { oid: t, reason }))
 }
 
 /// What the client has and asked for, besides its wants.
