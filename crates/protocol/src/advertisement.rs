@@ -120,6 +120,38 @@ fn write_service_header(batch: &mut PktBatch<'_, impl Write>, service: Service) 
     batch.special(b"0000")
 }
 
+/// One advertisement line at a time in one buffer, oids written as hex in
+/// place: 100,000 refs are 100,000 lines, and a `format!` per line was most
+/// of their cost.
+struct RefLine {
+    text: String,
+    hex: [u8; 40],
+}
+
+impl Default for RefLine {
+    fn default() -> Self {
+        RefLine {
+            text: String::new(),
+            hex: [0; 40],
+        }
+    }
+}
+
+impl RefLine {
+    /// Starts the line `<oid> <name>`; the caller may append to `text`.
+    fn start(&mut self, oid: &ObjectId, name: &str) {
+        self.text.clear();
+        self.push_oid(oid);
+        self.text.push(' ');
+        self.text.push_str(name);
+    }
+
+    /// Appends `oid` in hex.
+    fn push_oid(&mut self, oid: &ObjectId) {
+        self.text.push_str(oid.hex_to_buf(&mut self.hex));
+    }
+}
+
 fn write_v0_refs(
     batch: &mut PktBatch<'_, impl Write>,
     service: Service,
@@ -131,26 +163,18 @@ fn write_v0_refs(
         let line = format!("{} capabilities^{{}}\0{caps}", crate::null_oid());
         batch.text(&line)?;
     }
-    // One line buffer, hex written in place (see write_ls_refs).
-    let mut line = String::new();
-    let mut hex = [0u8; 40];
+    let mut line = RefLine::default();
     for (i, r) in refs.iter().enumerate() {
-        line.clear();
-        line.push_str(r.oid.hex_to_buf(&mut hex));
-        line.push(' ');
-        line.push_str(&r.name);
+        line.start(&r.oid, &r.name);
         if i == 0 {
-            line.push('\0');
-            line.push_str(&caps);
+            line.text.push('\0');
+            line.text.push_str(&caps);
         }
-        batch.text(&line)?;
+        batch.text(&line.text)?;
         if let (Service::UploadPack, Some(peeled)) = (service, r.peeled) {
-            line.clear();
-            line.push_str(peeled.hex_to_buf(&mut hex));
-            line.push(' ');
-            line.push_str(&r.name);
-            line.push_str("^{}");
-            batch.text(&line)?;
+            line.start(&peeled, &r.name);
+            line.text.push_str("^{}");
+            batch.text(&line.text)?;
         }
     }
     batch.special(b"0000")
@@ -318,24 +342,18 @@ pub fn write_ls_refs(
             batch.text(&format!("unborn HEAD symref-target:{target}"))?;
         }
     }
-    // One line buffer for every ref, hex written in place: 100,000 refs
-    // are 100,000 lines, and a format! per line was most of their cost.
-    let mut line = String::new();
-    let mut hex = [0u8; 40];
+    let mut line = RefLine::default();
     for r in refs.iter().filter(|r| args.matches(&r.name)) {
-        line.clear();
-        line.push_str(r.oid.hex_to_buf(&mut hex));
-        line.push(' ');
-        line.push_str(&r.name);
+        line.start(&r.oid, &r.name);
         if let (true, Some(target)) = (args.symrefs, &r.symref_target) {
-            line.push_str(" symref-target:");
-            line.push_str(target);
+            line.text.push_str(" symref-target:");
+            line.text.push_str(target);
         }
         if let (true, Some(peeled)) = (args.peel, r.peeled) {
-            line.push_str(" peeled:");
-            line.push_str(peeled.hex_to_buf(&mut hex));
+            line.text.push_str(" peeled:");
+            line.push_oid(&peeled);
         }
-        batch.text(&line)?;
+        batch.text(&line.text)?;
     }
     batch.special(b"0000")?;
     batch.finish()

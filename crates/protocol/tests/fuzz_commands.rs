@@ -202,11 +202,11 @@ fn run_all(bytes: &[u8], limit: usize) {
         match read_command_v2(&mut reader, limit) {
             Ok(Some(req)) => {
                 assert!(req.args.len() + req.capabilities.len() < limit.max(1));
-                match FetchArgsV2::parse(&req.args) {
+                match FetchArgsV2::parse(req.args.iter()) {
                     Ok(a) => assert!(a.deepen.is_none() || a.deepen_not.is_empty()),
                     Err(e) => drop(e.to_string()),
                 }
-                match LsRefsArgs::parse(&req.args) {
+                match LsRefsArgs::parse(req.args.iter()) {
                     Ok(a) => drop(a.matches("refs/heads/main")),
                     Err(e) => drop(e.to_string()),
                 }
@@ -534,7 +534,7 @@ proptest! {
         let got_args: Vec<Vec<u8>> = args.iter().map(|a| a.clone().into_bytes()).collect();
         let read_args: Vec<Vec<u8>> = req.args.iter().map(<[u8]>::to_vec).collect();
         prop_assert_eq!(&read_args, &got_args);
-        let parsed = FetchArgsV2::parse(&req.args).unwrap();
+        let parsed = FetchArgsV2::parse(req.args.iter()).unwrap();
         prop_assert_eq!(&parsed.wants, &wants);
         prop_assert_eq!(&parsed.want_refs, &want_refs);
         prop_assert_eq!(&parsed.haves, &haves);
@@ -571,7 +571,7 @@ proptest! {
         let bytes = encode(&pkts);
         let req = read_command_v2(&mut PktReader::new(&bytes[..]), 100).unwrap().unwrap();
         prop_assert_eq!(&req.command, "ls-refs");
-        let parsed = LsRefsArgs::parse(&req.args).unwrap();
+        let parsed = LsRefsArgs::parse(req.args.iter()).unwrap();
         prop_assert_eq!([parsed.peel, parsed.symrefs, parsed.unborn], flags);
         prop_assert_eq!(&parsed.ref_prefixes, &prefixes);
         for p in &prefixes {

@@ -52,7 +52,7 @@ fn git_v2_ls_refs() {
     assert!(req
         .capabilities
         .contains(&("object-format".to_owned(), Some("sha1".to_owned()))));
-    let args = LsRefsArgs::parse(&req.args).unwrap();
+    let args = LsRefsArgs::parse(req.args.iter()).unwrap();
     assert!(args.peel && args.symrefs && args.unborn);
     assert_eq!(args.ref_prefixes, vec!["HEAD", "refs/heads/", "refs/tags/"]);
     assert!(args.matches("HEAD") && args.matches("refs/tags/v1") && !args.matches("refs/notes/x"));
@@ -64,7 +64,7 @@ fn git_v2_fetch_clone() {
     let mut reader = PktReader::new(V2_FETCH_CLONE);
     let req = read_command_v2(&mut reader, 1000).unwrap().unwrap();
     assert_eq!(req.command, "fetch");
-    let args = FetchArgsV2::parse(&req.args).unwrap();
+    let args = FetchArgsV2::parse(req.args.iter()).unwrap();
     assert!(args.thin_pack && args.no_progress && args.ofs_delta && args.done);
     assert!(!args.wants.is_empty());
     assert!(args.haves.is_empty());
@@ -75,7 +75,7 @@ fn git_v2_fetch_negotiation_round() {
     let req = read_command_v2(&mut PktReader::new(V2_FETCH_HAVES), 1000)
         .unwrap()
         .unwrap();
-    let args = FetchArgsV2::parse(&req.args).unwrap();
+    let args = FetchArgsV2::parse(req.args.iter()).unwrap();
     assert_eq!(args.wants.len(), 1);
     assert_eq!(args.haves.len(), 1);
     assert!(args.include_tag);

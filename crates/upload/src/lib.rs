@@ -431,7 +431,8 @@ pub fn serve_v2(
     };
     match cmd.command.as_str() {
         "ls-refs" => {
-            let args = LsRefsArgs::parse(&cmd.args).map_err(|e| Error::Protocol(e.to_string()))?;
+            let args =
+                LsRefsArgs::parse(cmd.args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
             let refs = advertise::refs_with_prefixes(state, &args.ref_prefixes);
             let unborn = match (&state.head, state.head_oid()) {
                 (Some(target), None) if args.unborn => Some(target.as_str()),
@@ -458,7 +459,7 @@ fn fetch_v2(
     out: &mut dyn Write,
     opts: &Options,
 ) -> Result<Outcome, Error> {
-    let args = FetchArgsV2::parse(args).map_err(|e| Error::Protocol(e.to_string()))?;
+    let args = FetchArgsV2::parse(args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
     let db = repo.objects(state)?;
     let mut outcome = Outcome {
         wants: args.wants.len(),

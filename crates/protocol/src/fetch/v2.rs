@@ -52,24 +52,6 @@ impl Args {
     }
 }
 
-impl<'a> IntoIterator for &'a Args {
-    type Item = &'a [u8];
-    type IntoIter = Box<dyn Iterator<Item = &'a [u8]> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
-    }
-}
-
-impl<L: AsRef<[u8]>> FromIterator<L> for Args {
-    fn from_iter<I: IntoIterator<Item = L>>(lines: I) -> Self {
-        let mut args = Args::default();
-        for l in lines {
-            args.push(l.as_ref());
-        }
-        args
-    }
-}
-
 /// A v2 request: `command=<name>`, capability lines, delim, argument
 /// lines, flush (gitprotocol-v2(5) "Command Request"). Ok(None) at a clean
 /// EOF or a lone flush.
