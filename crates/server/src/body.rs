@@ -20,7 +20,7 @@ pub enum BodyError {
     #[error("the client sent nothing for {0:?}")]
     TimedOut(std::time::Duration),
     /// The client sent slower than the minimum rate, on average since the
-    /// body began, past the grace period (HTTP 408).
+    /// body began, once it had taken the idle timeout (HTTP 408).
     #[error("the client sent the request body slower than {0} bytes/s")]
     TooSlow(u64),
     /// The client stopped sending or the connection broke (HTTP 400).
@@ -77,17 +77,15 @@ fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
 }
 
 /// How fast a body must arrive: a chunk at least every `idle`, and, once
-/// `grace` has passed, at least `min_rate` bytes/s on average since the
-/// body began (a client that trickles must not hold a request forever).
+/// the body has taken `idle` too, at least `min_rate` bytes/s on average
+/// since it began (a client that trickles must not hold a request forever).
 /// Bytes are counted as received (before gzip decoding).
 #[derive(Debug, Clone, Copy)]
 pub struct Pace {
-    /// Longest silence between chunks.
+    /// Longest silence between chunks, and the time before the rate counts.
     pub idle: std::time::Duration,
-    /// Bytes per second on average, checked after `grace`; 0: no minimum.
+    /// Bytes per second on average; 0: no minimum.
     pub min_rate: u64,
-    /// Time before the rate is checked.
-    pub grace: std::time::Duration,
 }
 
 /// Where a body stands against its [`Pace`].
@@ -107,13 +105,13 @@ impl Paced {
     }
 
     /// The instant after which, with no more bytes, the average falls below
-    /// the minimum rate (never before the grace period ends).
+    /// the minimum rate (never before `idle` has passed).
     fn rate_deadline(&self) -> Option<tokio::time::Instant> {
         (self.pace.min_rate > 0).then(|| {
             let earned = std::time::Duration::from_secs_f64(
                 self.received as f64 / self.pace.min_rate as f64,
             );
-            self.started + earned.max(self.pace.grace)
+            self.started + earned.max(self.pace.idle)
         })
     }
 

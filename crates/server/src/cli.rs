@@ -337,19 +337,13 @@ fn serve(args: ServeArgs) -> i32 {
     };
     // Spools and staging files live in this process's own scratch directory;
     // those of dead processes are swept now and every hour.
-    let tmp_parent = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let store_root = gitstow_store::local_root(&args.store.url);
     let scratch = match crate::leftovers::own_scratch(
-        &tmp_parent,
+        args.tmp_dir.as_deref(),
         crate::leftovers::SERVE_PREFIX,
-        store_root.as_deref(),
     ) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!(
-                "gitstow: cannot create a scratch directory in {}: {e}",
-                tmp_parent.display()
-            );
+            eprintln!("gitstow: {e}");
             return 2;
         }
     };
@@ -362,16 +356,17 @@ fn serve(args: ServeArgs) -> i32 {
         receive.threads = t.max(1);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mem = crate::queue::mem_total();
     let max_concurrent_pushes = args
         .max_concurrent_pushes
-        .unwrap_or_else(|| crate::queue::default_limit(cores, crate::queue::mem_total()));
+        .unwrap_or_else(|| crate::queue::default_limit(cores, mem));
     if args.max_concurrent_pushes == Some(0) || args.push_queue_timeout == 0 {
         eprintln!("gitstow: --max-concurrent-pushes and --push-queue-timeout must be at least 1");
         return 2;
     }
     let max_concurrent_fetches = args
         .max_concurrent_fetches
-        .unwrap_or_else(|| crate::queue::default_fetch_limit(cores, crate::queue::mem_total()));
+        .unwrap_or_else(|| crate::queue::default_fetch_limit(cores, mem));
     if args.max_concurrent_fetches == Some(0) || args.fetch_queue_timeout == 0 {
         eprintln!("gitstow: --max-concurrent-fetches and --fetch-queue-timeout must be at least 1");
         return 2;
@@ -401,7 +396,6 @@ fn serve(args: ServeArgs) -> i32 {
         body_pace: crate::body::Pace {
             idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
             min_rate: args.min_body_rate,
-            grace: std::time::Duration::from_secs(args.idle_timeout.max(1)),
         },
         maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
         receive,
@@ -457,7 +451,10 @@ fn serve(args: ServeArgs) -> i32 {
             let _ = stdout.flush();
         }
         tracing::info!(%addr, store = %args.store.url, max_concurrent_pushes, max_concurrent_fetches, heap_profiling, "serving");
-        crate::leftovers::spawn_periodic(tmp_parent, store_root);
+        crate::leftovers::spawn_periodic(
+            args.tmp_dir.as_deref(),
+            gitstow_store::local_root(&args.store.url),
+        );
         let _scratch = scratch;
         let store_for_stats = store.clone();
         let app = app::App::new(store, config, metrics);

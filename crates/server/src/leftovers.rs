@@ -37,21 +37,23 @@ const SWEPT: [(&str, Duration); 3] = [
     ("gitstow-maintain", LEGACY_STALE_AFTER),
 ];
 
-/// Sweeps `tmp` (and the local store at `store_root`, if any) of dead
-/// processes' leftovers, then creates this process's scratch directory in
-/// `tmp` with `prefix`.
-pub fn own_scratch(
-    tmp: &Path,
-    prefix: &str,
-    store_root: Option<&Path>,
-) -> std::io::Result<ScratchDir> {
-    sweep(tmp, store_root);
-    ScratchDir::create(tmp, prefix)
+/// Sweeps the temp directory (`tmp_dir`, else the system's) of dead
+/// processes' leftovers, then creates this process's scratch directory
+/// there with `prefix`. (A local store swept its own `.gitstow-tmp/` when
+/// it was opened.) The error says what could not be created, and why.
+pub fn own_scratch(tmp_dir: Option<&Path>, prefix: &str) -> Result<ScratchDir, String> {
+    let tmp = tmp_dir.map_or_else(std::env::temp_dir, Path::to_owned);
+    sweep_tmp(&tmp);
+    ScratchDir::create(&tmp, prefix).map_err(|e| {
+        format!(
+            "cannot create a scratch directory in {}: {e}",
+            tmp.display()
+        )
+    })
 }
 
-/// One sweep of `tmp` and of the local store at `store_root`; failures are
-/// logged, never fatal.
-pub fn sweep(tmp: &Path, store_root: Option<&Path>) {
+/// One sweep of `tmp`; failures are logged, never fatal.
+fn sweep_tmp(tmp: &Path) {
     for (prefix, min_age) in SWEPT {
         match scratch::sweep(tmp, prefix, min_age) {
             Ok(s) if s.removed > 0 => tracing::info!(
@@ -68,6 +70,12 @@ pub fn sweep(tmp: &Path, store_root: Option<&Path>) {
             }
         }
     }
+}
+
+/// One sweep of `tmp` and of the local store at `store_root`; failures are
+/// logged, never fatal.
+fn sweep(tmp: &Path, store_root: Option<&Path>) {
+    sweep_tmp(tmp);
     if let Some(root) = store_root {
         if let Err(e) = gitstow_store::FsStore::sweep_leftovers(root) {
             tracing::warn!(error = %e, "sweeping the store's .gitstow-tmp failed");
@@ -75,9 +83,11 @@ pub fn sweep(tmp: &Path, store_root: Option<&Path>) {
     }
 }
 
-/// Sweeps every [`SWEEP_INTERVAL`] on the blocking pool, for as long as the
-/// runtime runs.
-pub fn spawn_periodic(tmp: PathBuf, store_root: Option<PathBuf>) {
+/// Sweeps the temp directory (`tmp_dir`, else the system's) and the local
+/// store at `store_root` every [`SWEEP_INTERVAL`] on the blocking pool, for
+/// as long as the runtime runs.
+pub fn spawn_periodic(tmp_dir: Option<&Path>, store_root: Option<PathBuf>) {
+    let tmp = tmp_dir.map_or_else(std::env::temp_dir, Path::to_owned);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SWEEP_INTERVAL);
         tick.tick().await; // the first tick is now: start swept already

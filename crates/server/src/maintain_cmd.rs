@@ -85,18 +85,13 @@ pub fn main(args: MaintainArgs) -> i32 {
     };
     // Staging files (and an S3 store's cache) live in this run's own
     // scratch directory; those of dead processes are swept first.
-    let tmp_parent = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
     let scratch = match crate::leftovers::own_scratch(
-        &tmp_parent,
+        args.tmp_dir.as_deref(),
         crate::leftovers::MAINTAIN_PREFIX,
-        gitstow_store::local_root(&args.store.url).as_deref(),
     ) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!(
-                "gitstow: cannot create a scratch directory in {}: {e}",
-                tmp_parent.display()
-            );
+            eprintln!("gitstow: {e}");
             return 2;
         }
     };
