@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gitstow_store::scratch::{self, ScratchDir};
+use gitstow_store::scratch::{self, ScratchDir, LEGACY_STALE_AFTER};
 
 pub use gitstow_store::FS_STALE_AFTER as STALE_AFTER;
 
@@ -25,9 +25,6 @@ pub const SERVE_PREFIX: &str = "gitstow-serve-";
 
 /// Prefix of `gitstow maintain`'s scratch directories.
 pub const MAINTAIN_PREFIX: &str = "gitstow-maintain-";
-
-/// Age after which what versions before scratch locks left is removed.
-pub const LEGACY_STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// What a sweep looks at, and after how long: the two prefixes above, and
 /// the unlocked `gitstow-maintain*` directories of earlier versions.

@@ -24,6 +24,10 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+/// Age after which what versions before scratch directories left (unlocked
+/// directories, temp files) is removed: no write of theirs lasts that long.
+pub const LEGACY_STALE_AFTER: Duration = Duration::from_secs(24 * 3600);
+
 /// Opens directory `path` itself (not through a symlink, never a FIFO).
 fn open_dir(path: &Path) -> io::Result<File> {
     OpenOptions::new()

@@ -150,19 +150,19 @@ impl FsStore {
     /// scratch directories wrote) go once a day old.
     pub fn sweep_leftovers(root: &Path) -> io::Result<crate::scratch::Swept> {
         let mut swept = crate::scratch::sweep(&root.join(TMP_DIR), SCRATCH_PREFIX, STALE_AFTER)?;
-        let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(24 * 3600);
-        if let Ok(entries) = fs::read_dir(root.join(TMP_DIR)) {
-            for e in entries.flatten() {
-                let old_put = e.file_name().to_string_lossy().starts_with("put-")
-                    && e.metadata()
-                        .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < day_ago));
-                if old_put {
-                    let len = e.metadata().map_or(0, |m| m.len());
-                    if fs::remove_file(e.path()).is_ok() {
-                        swept.removed += 1;
-                        swept.bytes += len;
-                    }
-                }
+        let stale = std::time::SystemTime::now() - crate::scratch::LEGACY_STALE_AFTER;
+        let entries = fs::read_dir(root.join(TMP_DIR))
+            .into_iter()
+            .flatten()
+            .flatten();
+        for e in entries.filter(|e| e.file_name().to_string_lossy().starts_with("put-")) {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_file()
+                && meta.modified().is_ok_and(|t| t < stale)
+                && fs::remove_file(e.path()).is_ok()
+            {
+                swept.removed += 1;
+                swept.bytes += meta.len();
             }
         }
         if swept.removed > 0 {
