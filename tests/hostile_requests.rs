@@ -276,16 +276,11 @@ fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
     init_repo(&work);
     // 8 MiB that do not compress: more than the response queue and the
     // socket buffers hold.
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let noise: Vec<u8> = (0..8 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    std::fs::write(work.join("noise.bin"), &noise).unwrap();
+    std::fs::write(
+        work.join("noise.bin"),
+        noise(8 << 20, 0x2545_f491_4f6c_dd1d),
+    )
+    .unwrap();
     git(&work, &["add", "noise.bin"]);
     git(&work, &["commit", "--quiet", "-m", "noise"]);
     let url = server.url("stalled");

@@ -282,15 +282,7 @@ fn large_blobs_round_trip() {
     let work = dir.path().join("w");
     init_repo(&work);
     // 3 MiB of incompressible bytes (a deterministic xorshift stream).
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let data: Vec<u8> = (0..3 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let data = noise(3 << 20, 0x9e37_79b9_7f4a_7c15);
     fs::write(work.join("big.bin"), &data).unwrap();
     git(&work, &["add", "big.bin"]);
     git(&work, &["commit", "-q", "-m", "big"]);

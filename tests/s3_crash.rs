@@ -15,15 +15,7 @@ const RUNS: u64 = 20;
 
 /// Appends a commit that adds `bytes` of incompressible data.
 fn big_commit(dir: &std::path::Path, name: &str, bytes: usize, seed: u64) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let data: Vec<u8> = (0..bytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let data = noise(bytes, seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     std::fs::File::create(dir.join(name))
         .unwrap()
         .write_all(&data)

@@ -68,6 +68,19 @@ pub fn commit_data(tree: &str, parents: &[&str], message: &str) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// `bytes` that do not compress: an xorshift64 stream from `state`
+/// (non-zero), the same bytes for the same state.
+pub fn noise(bytes: usize, mut state: u64) -> Vec<u8> {
+    (0..bytes)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
 /// zlib (deflate) of `data`, as packs store object bodies.
 pub fn zlib(data: &[u8]) -> Vec<u8> {
     let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
