@@ -63,10 +63,12 @@ struct Open {
     by_address: HashMap<IpAddr, usize>,
 }
 
-/// A slot of [`Open`] held for a connection's life.
+/// A slot of [`Open`] held for a connection's life (and counted in
+/// `gitstow_connections_open`).
 struct Held {
     open: Arc<Mutex<Open>>,
     address: IpAddr,
+    _gauge: crate::metrics::InFlight,
 }
 
 impl Drop for Held {
@@ -97,6 +99,7 @@ fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &ConnLimits) -> Result<H
     Ok(Held {
         open: open.clone(),
         address: peer,
+        _gauge: crate::metrics::InFlight::new(crate::metrics::CONNECTIONS_OPEN),
     })
 }
 
@@ -193,7 +196,6 @@ pub async fn serve(
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             let _held = held;
-            let _open = crate::metrics::InFlight::new(crate::metrics::CONNECTIONS_OPEN);
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection ended");
             }
