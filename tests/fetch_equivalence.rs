@@ -75,7 +75,13 @@ impl Twin {
             tmp.path(),
             &["init", "--quiet", "--bare", canon.to_str().unwrap()],
         );
-        for (k, v) in [("uploadpack.allowFilter", "true"), ("gc.auto", "0")] {
+        // A server that does not allow `sparse:oid` (it reads a
+        // sparse-checkout spec from a blob), as gitstow does not.
+        for (k, v) in [
+            ("uploadpack.allowFilter", "true"),
+            ("uploadpackfilter.sparse:oid.allow", "false"),
+            ("gc.auto", "0"),
+        ] {
             git(&canon, &["config", k, v]);
         }
         let twin = Twin {
@@ -317,7 +323,8 @@ fn fetches_after_a_force_push_a_deletion_and_an_octopus_merge_bring_what_git_bri
 }
 
 /// Shallow clones (`--depth`, `--shallow-since`), a deepening fetch,
-/// filtered clones (`blob:none`, `tree:0`, `blob:limit`) and a mirror clone
+/// filtered clones (`blob:none`, `tree:0`, `blob:limit`, `object:type=`,
+/// `combine:`; `sparse:oid=` refused in git's words) and a mirror clone
 /// of a repository whose refs moved since its GC.
 #[test]
 fn shallow_filtered_and_mirror_clones_bring_what_git_brings() {
@@ -331,9 +338,19 @@ fn shallow_filtered_and_mirror_clones_bring_what_git_brings() {
         &["--bare", "--shallow-since", &since, "--branch", "main"],
     );
     let mut partial = Vec::new();
-    for filter in ["blob:none", "tree:0", "blob:limit=2k"] {
+    for filter in [
+        "blob:none",
+        "tree:0",
+        "blob:limit=2k",
+        "object:type=blob",
+        "object:type=tree",
+        "object:type=commit",
+        "combine:blob:none+tree:2",
+        "combine:tree:3+blob:limit=1k",
+        "combine:object:type=tree+tree:1",
+    ] {
         partial.push(twin.clone_same(
-            &format!("filter-{}", filter.replace([':', '='], "-")),
+            &format!("filter-{}", filter.replace([':', '=', '+'], "-")),
             &["--bare", &format!("--filter={filter}")],
         ));
     }
@@ -348,6 +365,27 @@ fn shallow_filtered_and_mirror_clones_bring_what_git_brings() {
             "clone {i}: {} of {}",
             got.len(),
             all.len()
+        );
+    }
+
+    // `sparse:oid=` refused by both, in the same words.
+    for (side, url) in [
+        ("gitstow", twin.url.clone()),
+        ("canonical", twin.canon_url()),
+    ] {
+        let out = git_fail(
+            twin.tmp.path(),
+            &[
+                "clone",
+                "--bare",
+                "--filter=sparse:oid=main:README",
+                &url,
+                &format!("sparse-{side}.git"),
+            ],
+        );
+        assert!(
+            out.contains("remote error: filter 'sparse:oid' not supported"),
+            "{side}: {out}"
         );
     }
 

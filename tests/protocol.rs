@@ -461,3 +461,51 @@ fn a_deepen_beyond_an_int_is_refused() {
         );
     }
 }
+
+/// A filter spec the client did not check (a raw request) is refused with
+/// git's words in an `ERR` line before anything else, in v2 and v0; a
+/// `combine:` of percent-encoded sub-specs is served.
+#[test]
+fn filter_specs_refused_in_gits_words() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let tip = commit_files(&work, &[("a", "1")], "c1");
+    git(&work, &["push", "--quiet", &server.url("filters"), "main"]);
+    for (spec, answer) in [
+        ("bogus", "ERR invalid filter-spec 'bogus'"),
+        ("sparse:oid=main:a", "ERR filter 'sparse:oid' not supported"),
+        (
+            "object:type=frob",
+            "ERR 'frob' for 'object:type=<type>' is not a valid object type",
+        ),
+        ("combine:blob:none+tree%3A1", "packfile"),
+    ] {
+        let mut body = pkt(b"command=fetch\n");
+        body.extend_from_slice(b"0001");
+        body.extend(pkt(format!("want {tip}\n").as_bytes()));
+        body.extend(pkt(format!("filter {spec}\n").as_bytes()));
+        body.extend(pkt(b"done\n"));
+        body.extend_from_slice(FLUSH);
+        let resp = post_upload_pack_v2(&server, "filters", &body);
+        assert_eq!(resp.status, 200, "{spec}");
+        let text = resp.text();
+        assert_eq!(&text[4..4 + answer.len()], answer, "v2 {spec}: {text}");
+
+        let mut v0 = pkt(format!("want {tip} filter\n").as_bytes());
+        v0.extend(pkt(format!("filter {spec}\n").as_bytes()));
+        v0.extend_from_slice(FLUSH);
+        v0.extend(pkt(b"done\n"));
+        let resp = http(
+            server.port(),
+            "POST",
+            "/filters.git/git-upload-pack",
+            &[("Content-Type", "application/x-git-upload-pack-request")],
+            &v0,
+        );
+        let text = resp.text();
+        let expected = if answer == "packfile" { "NAK" } else { answer };
+        assert_eq!(&text[4..4 + expected.len()], expected, "v0 {spec}: {text}");
+    }
+}

@@ -120,10 +120,12 @@ pub fn serve_v0(
     if req.wants.is_empty() {
         return Ok(outcome);
     }
+    let Some(filter) = filter_or_refusal(req.filter.as_deref(), out)? else {
+        return Ok(outcome);
+    };
     if refused_unknown_want(&db, &req.wants, out)? {
         return Ok(outcome);
     }
-    let filter = parse_filter(req.filter.as_deref())?;
     let shallow_req = shallow::ShallowRequest {
         client_shallows: req.shallows.clone(),
         deepen: req.deepen,
@@ -174,11 +176,17 @@ pub fn serve_v0(
         None
     };
     let shortcuts = Shortcuts::of(state, &db);
-    let have = shortcuts.have_side(&db, &common, &shallow_req, filter, opts.cache_bytes);
+    let have = shortcuts.have_side(
+        &db,
+        &common,
+        &shallow_req,
+        filter.as_ref(),
+        opts.cache_bytes,
+    );
     let mut walk = objects_to_send(
         &db,
         &req.wants,
-        &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
+        &shortcuts.walk_options(&common, &shallow_plan, filter.as_ref(), opts.cache_bytes),
         have.as_ref(),
         &mut outcome,
     )?;
@@ -241,7 +249,7 @@ impl Shortcuts {
         db: &gitstow_odb::ObjectDb,
         haves: &[gix_hash::ObjectId],
         shallow: &shallow::ShallowRequest,
-        filter: Option<filter::Filter>,
+        filter: Option<&filter::Filter>,
         cache_bytes: usize,
     ) -> Option<bitmaps::HaveBitmap> {
         let (_, containers) = self.closure.as_ref()?;
@@ -259,7 +267,7 @@ impl Shortcuts {
         &'a self,
         haves: &'a [gix_hash::ObjectId],
         shallow: &'a shallow::ShallowPlan,
-        filter: Option<filter::Filter>,
+        filter: Option<&'a filter::Filter>,
         cache_bytes: usize,
     ) -> walk::WalkOptions<'a> {
         walk::WalkOptions {
@@ -335,10 +343,21 @@ fn resolve_deepen_not(
     shallow::resolve_deepen_not(state, names).map_err(Error::Protocol)
 }
 
-fn parse_filter(spec: Option<&str>) -> Result<Option<filter::Filter>, Error> {
-    spec.map(filter::Filter::parse)
-        .transpose()
-        .map_err(Error::Protocol)
+/// The request's filter (`Some(None)` without one), or `None` once git's
+/// `ERR` line for a spec it refuses is written (the client prints it as
+/// "remote error: …", as upload-pack's `check_one_filter` answers).
+fn filter_or_refusal(
+    spec: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<Option<Option<filter::Filter>>, Error> {
+    match spec.map(filter::Filter::parse).transpose() {
+        Ok(filter) => Ok(Some(filter)),
+        Err(e) => {
+            write_error(&mut &mut *out, &e.to_string())?;
+            out.flush()?;
+            Ok(None)
+        }
+    }
 }
 
 /// (tag oid, peeled oid) of every ref that points at an annotated tag.
@@ -466,6 +485,9 @@ fn fetch_v2(
         haves: args.haves.len(),
         ..Default::default()
     };
+    let Some(filter) = filter_or_refusal(args.filter.as_deref(), out)? else {
+        return Ok(outcome);
+    };
     if refused_unknown_want(&db, &args.wants, out)? {
         return Ok(outcome);
     }
@@ -480,7 +502,6 @@ fn fetch_v2(
             return Ok(outcome);
         }
     }
-    let filter = parse_filter(args.filter.as_deref())?;
     let shallow_req = shallow::ShallowRequest {
         client_shallows: args.shallows.clone(),
         deepen: args.deepen,
@@ -498,11 +519,17 @@ fn fetch_v2(
     }
     write_text(&mut &mut *out, "packfile")?;
     let shortcuts = Shortcuts::of(state, &db);
-    let have = shortcuts.have_side(&db, &common, &shallow_req, filter, opts.cache_bytes);
+    let have = shortcuts.have_side(
+        &db,
+        &common,
+        &shallow_req,
+        filter.as_ref(),
+        opts.cache_bytes,
+    );
     let mut walk = objects_to_send(
         &db,
         &args.wants,
-        &shortcuts.walk_options(&common, &shallow_plan, filter, opts.cache_bytes),
+        &shortcuts.walk_options(&common, &shallow_plan, filter.as_ref(), opts.cache_bytes),
         have.as_ref(),
         &mut outcome,
     )?;

@@ -133,52 +133,95 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// Adds `tree` and everything below it to `seen`, calling `emit` for each
-    /// new object that `filter` keeps.
+    /// Adds `tree` and everything below it that `exclude` lacks to `seen`,
+    /// calling `emit` for each new one.
     fn walk_tree(
         &mut self,
         tree: ObjectId,
         seen: &mut HashSet,
         exclude: &HashSet,
-        filter: Option<Filter>,
         emit: &mut dyn FnMut(ObjectId),
     ) -> Result<(), WalkError> {
-        if filter.is_some_and(|f| !f.keeps_depth(0)) {
-            return Ok(());
-        }
         if exclude.contains(&tree) || !seen.insert(tree) {
             return Ok(());
         }
         emit(tree);
-        let mut stack = vec![(tree, 0u64)];
-        while let Some((t, depth)) = stack.pop() {
+        let mut stack = vec![tree];
+        while let Some(t) = stack.pop() {
             let obj = self.read(&t, "tree")?;
-            let child_depth = depth + 1;
-            if filter.is_some_and(|f| !f.keeps_depth(child_depth)) {
-                continue;
-            }
             for entry in tree_iter(&t, &obj) {
                 let (_, id, is_tree) = entry?;
-                if let Some(f) = filter {
-                    if !is_tree {
-                        let size = self.db.lookup(&id).map_or(0, |l| l.entry.size);
-                        if !f.keeps_blob(size) {
-                            continue;
-                        }
-                    }
-                }
                 if exclude.contains(&id) || !seen.insert(id) {
                     continue;
                 }
                 emit(id);
                 if is_tree {
-                    stack.push((id, child_depth));
+                    stack.push(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks `tree` (at depth 0) and what is below it that `exclude` lacks,
+    /// as git's filtered `rev-list --objects` does: each object `filter`
+    /// keeps is added to `seen` and emitted once; a tree is entered when
+    /// something below it can be kept, and entered again when met nearer
+    /// the root than before under a `tree:<depth>` filter (`entered` holds
+    /// the least depth each tree was met at, across the whole walk).
+    fn walk_tree_filtered(
+        &mut self,
+        tree: ObjectId,
+        seen: &mut HashSet,
+        exclude: &HashSet,
+        filter: &Filter,
+        entered: &mut Entered,
+        emit: &mut dyn FnMut(ObjectId),
+    ) -> Result<(), WalkError> {
+        let by_depth = filter.limits_depth();
+        let mut stack = vec![(tree, 0u64)];
+        while let Some((t, depth)) = stack.pop() {
+            if exclude.contains(&t) {
+                continue;
+            }
+            let key = if by_depth { depth } else { 0 };
+            if entered.get(&t).is_some_and(|d| *d <= key) {
+                continue;
+            }
+            entered.insert(t, key);
+            if filter.keeps_tree(depth) && seen.insert(t) {
+                emit(t);
+            }
+            if !filter.enters_tree(depth) {
+                continue;
+            }
+            let obj = self.read(&t, "tree")?;
+            for entry in tree_iter(&t, &obj) {
+                let (_, id, is_tree) = entry?;
+                if is_tree {
+                    stack.push((id, depth + 1));
+                    continue;
+                }
+                if exclude.contains(&id) || seen.contains(&id) {
+                    continue;
+                }
+                let size = if filter.needs_sizes() {
+                    self.db.lookup(&id).map_or(0, |l| l.entry.size)
+                } else {
+                    0
+                };
+                if filter.keeps_blob(size, depth + 1) {
+                    seen.insert(id);
+                    emit(id);
                 }
             }
         }
         Ok(())
     }
 }
+
+/// Trees a filtered walk entered, with the least depth each was met at.
+type Entered = gix_hashtable::HashMap<ObjectId, u64>;
 
 impl Walker<'_> {
     /// The trees and blobs of `interesting` root trees that the client lacks,
@@ -275,7 +318,7 @@ pub struct WalkOptions<'a> {
     /// The shallow boundary.
     pub shallow: &'a ShallowPlan,
     /// The partial-clone filter, if any.
-    pub filter: Option<Filter>,
+    pub filter: Option<&'a Filter>,
     /// Bytes of the delta-base cache.
     pub cache_bytes: usize,
     /// The ref tips, when every object of the repository is reachable from
@@ -384,10 +427,20 @@ pub fn objects_to_send(
     )?;
     out.commits_read = limited.commits_read;
     let mut commits: Vec<(ObjectId, ObjectId)> = Vec::with_capacity(limited.commits.len());
+    // A commit the walk reached (not one a want names) is sent if the filter
+    // keeps commits; its tree is walked either way.
+    let keeps_commits = opts.filter.is_none_or(Filter::keeps_commit);
+    let given: HashSet = if keeps_commits {
+        HashSet::default()
+    } else {
+        want_commits.iter().copied().collect()
+    };
     for (c, tree) in limited.commits {
         if seen.insert(c) {
-            out.objects.push(c);
-            out.commits += 1;
+            if keeps_commits || given.contains(&c) {
+                out.objects.push(c);
+                out.commits += 1;
+            }
             commits.push((c, tree));
         }
     }
@@ -398,39 +451,53 @@ pub fn objects_to_send(
     //    and the filter applies to the rest.
     let mut excluded: HashSet = HashSet::default();
     let mut emit_list = Vec::new();
-    if opts.filter.is_none() {
-        let ins: Vec<ObjectId> = commits.iter().map(|(_, t)| *t).collect();
-        let outs: Vec<ObjectId> = limited.edges.iter().map(|(_, t)| *t).collect();
-        w.sparse_trees(ins, outs, &mut seen, &mut excluded, &mut |id| {
-            emit_list.push(id)
-        })?;
-    } else {
-        let none = HashSet::default();
-        for (_, tree) in &limited.edges {
-            let mut scratch = HashSet::default();
-            std::mem::swap(&mut scratch, &mut excluded);
-            w.walk_tree(*tree, &mut scratch, &none, None, &mut |_| {})?;
-            excluded = scratch;
-        }
-        for (_, tree) in &commits {
-            w.walk_tree(*tree, &mut seen, &excluded, opts.filter, &mut |id| {
+    let mut entered = Entered::default();
+    match opts.filter {
+        None => {
+            let ins: Vec<ObjectId> = commits.iter().map(|(_, t)| *t).collect();
+            let outs: Vec<ObjectId> = limited.edges.iter().map(|(_, t)| *t).collect();
+            w.sparse_trees(ins, outs, &mut seen, &mut excluded, &mut |id| {
                 emit_list.push(id)
             })?;
         }
+        Some(filter) => {
+            let none = HashSet::default();
+            for (_, tree) in &limited.edges {
+                let mut scratch = HashSet::default();
+                std::mem::swap(&mut scratch, &mut excluded);
+                w.walk_tree(*tree, &mut scratch, &none, &mut |_| {})?;
+                excluded = scratch;
+            }
+            for (_, tree) in &commits {
+                w.walk_tree_filtered(
+                    *tree,
+                    &mut seen,
+                    &excluded,
+                    filter,
+                    &mut entered,
+                    &mut |id| emit_list.push(id),
+                )?;
+            }
+        }
     }
     for (root, kind) in other_roots {
-        match kind {
-            Kind::Tree => {
+        match (kind, opts.filter) {
+            (Kind::Tree, None) => {
+                w.walk_tree(root, &mut seen, &excluded, &mut |id| emit_list.push(id))?
+            }
+            (Kind::Tree, Some(filter)) => {
                 // A wanted tree is sent whatever the filter; its contents are filtered.
                 if seen.insert(root) {
                     emit_list.push(root);
                 }
-                seen.remove(&root);
-                w.walk_tree(root, &mut seen, &excluded, opts.filter, &mut |id| {
-                    if id != root {
-                        emit_list.push(id)
-                    }
-                })?
+                w.walk_tree_filtered(
+                    root,
+                    &mut seen,
+                    &excluded,
+                    filter,
+                    &mut entered,
+                    &mut |id| emit_list.push(id),
+                )?
             }
             _ => {
                 if seen.insert(root) {
