@@ -146,7 +146,8 @@ fn a_failing_store_is_reported_without_internals() {
     let url = server.url("failing");
     let said = git_fail(&work, &["push", &url, "main"]);
     assert!(
-        said.contains("failed to store objects: internal server error, try again later"),
+        said.contains("remote unpack failed: internal server error, try again later")
+            && said.contains("main -> main (unpacker error)"),
         "{said}"
     );
     for internal in ["containers/", ".bin", "injected", "/tmp", "Backend", "I/O"] {
@@ -156,7 +157,7 @@ fn a_failing_store_is_reported_without_internals() {
         );
     }
     assert!(
-        server.logs().contains("container upload failed"),
+        server.logs().contains("storing a container"),
         "{}",
         server.logs()
     );

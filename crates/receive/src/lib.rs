@@ -161,9 +161,9 @@ impl UnpackFailure {
     }
 }
 
-/// What a client is told of a server-side failure: never a path or an
-/// error chain (those are in the log).
-fn server_reason(out_of_space: bool) -> &'static str {
+/// What a client is told of a server-side failure (an `unpack` line, an
+/// `ERR` line): never a path or an error chain (those are in the log).
+pub fn server_reason(out_of_space: bool) -> &'static str {
     if out_of_space {
         "server out of space, try again later"
     } else {
@@ -222,7 +222,9 @@ pub fn receive_pack(
         Ok(Unpacked::default())
     };
 
-    let (statuses, unpack_line) = match unpacked {
+    let decided =
+        unpacked.and_then(|unpacked| decide(repo, &push, &db, unpacked, opts, &mut outcome));
+    let (statuses, unpack_line) = match decided {
         Err(failure) => {
             let reason = match failure {
                 UnpackFailure::Client(reason) => {
@@ -241,10 +243,7 @@ pub fn receive_pack(
             let statuses = vec![RefStatus::Rejected("unpacker error".into()); push.commands.len()];
             (statuses, Err(reason))
         }
-        Ok(unpacked) => (
-            decide(repo, &push, &db, unpacked, opts, &mut outcome),
-            Ok(()),
-        ),
+        Ok(statuses) => (statuses, Ok(())),
     };
     outcome.updated = statuses
         .iter()
@@ -280,7 +279,7 @@ pub fn receive_pack(
 /// `unpack <reason>`, as git's receive-pack reports an index-pack failure.
 /// Only the command list at the start of `request` is read.
 pub fn refuse_pack(
-    request: &File,
+    request: impl std::io::Read,
     response: &mut dyn Write,
     reason: &str,
     opts: &Options,
@@ -471,7 +470,9 @@ fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> 
         .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
 }
 
-/// Per-command checks, container upload and the ref transaction.
+/// Per-command checks, container upload and the ref transaction. A
+/// container the store cannot take fails the push as an unpack failure,
+/// as git's index-pack failing to write the pack does.
 fn decide(
     repo: &Repository,
     push: &PushRequest,
@@ -479,7 +480,7 @@ fn decide(
     unpacked: Unpacked,
     opts: &Options,
     outcome: &mut Outcome,
-) -> Vec<RefStatus> {
+) -> Result<Vec<RefStatus>, UnpackFailure> {
     let mut rejected: Vec<Option<String>> = Vec::with_capacity(push.commands.len());
     for cmd in &push.commands {
         let name_ok = if cmd.new.is_null() {
@@ -522,14 +523,7 @@ fn decide(
                     outcome.container_bytes += c.bytes;
                     containers.push(c);
                 }
-                Err(e) => {
-                    tracing::error!(repo = repo.name(), error = %e, "container upload failed");
-                    let reason = server_reason(gitstow_store::is_out_of_space(&e));
-                    return vec![
-                        RefStatus::Rejected(format!("failed to store objects: {reason}"));
-                        push.commands.len()
-                    ];
-                }
+                Err(e) => return Err(UnpackFailure::server("storing a container", &e)),
             }
         }
     }
@@ -544,15 +538,21 @@ fn decide(
         atomic: push.capabilities.contains("atomic"),
         max_attempts: opts.max_state_attempts,
     };
-    match tx.run(repo) {
+    Ok(match tx.run(repo) {
         Ok(t) => {
             outcome.state_retries = t.retries;
             outcome.remote_errors = t.messages;
             t.statuses
         }
         Err(e) => {
+            // git's words ("failed to update ref"), and why only as far as
+            // the client can act on it: the details are in the log.
             tracing::error!(repo = repo.name(), error = %e, "ref transaction failed");
-            vec![RefStatus::Rejected(format!("failed to update ref: {e}")); push.commands.len()]
+            let reason = server_reason(gitstow_store::is_out_of_space(&e));
+            vec![
+                RefStatus::Rejected(format!("failed to update ref: {reason}"));
+                push.commands.len()
+            ]
         }
-    }
+    })
 }

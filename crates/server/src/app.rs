@@ -228,6 +228,7 @@ fn body_error(e: BodyError) -> Response {
             error(StatusCode::BAD_REQUEST, e.to_string())
         }
         BodyError::Io(_) => server_error("spooling the request body", &e),
+        BodyError::Spool { ref error, .. } => server_error("spooling the request body", error),
     }
 }
 
@@ -427,6 +428,14 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
     .await
     {
         Ok(r) => r,
+        Err(BodyError::Io(e)) => {
+            // Said in the protocol: git shows nothing of a POST's error body.
+            tracing::error!(repo = %name, error = %e, "spooling the fetch request failed");
+            return response::git_error(
+                "application/x-git-upload-pack-result",
+                gitstow_receive::server_reason(gitstow_store::is_out_of_space(&e)),
+            );
+        }
         Err(e) => return body_error(e),
     };
     let (mut request, received) = request;
@@ -537,6 +546,9 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
     .await
     {
         Ok(s) => s,
+        Err(BodyError::Spool { error, head }) => {
+            return spool_failed(app, &name, error, head).await
+        }
         Err(e) => return body_error(e),
     };
     let received = spooled.file.metadata().ok().map(|m| m.len());
@@ -616,6 +628,46 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
             gitstow_receive::Error::Protocol(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
             other => server_error("receive-pack", &other),
         },
+    )
+    .await
+}
+
+/// Answers a push whose body the spool could not hold in the protocol, from
+/// the command list at its start: `unpack server out of space, try again
+/// later` (or an internal error) and `ng <ref> unpacker error` for each
+/// command, as git's receive-pack reports a failed index-pack; the details
+/// go to the log. A command list longer than [`body::SPOOL_HEAD`] gets the
+/// same reason as an HTTP 503/500.
+async fn spool_failed(
+    app: Arc<App>,
+    name: &str,
+    spool_error: std::io::Error,
+    head: Vec<u8>,
+) -> Response {
+    tracing::error!(repo = name, error = %spool_error, "spooling the push failed");
+    let out_of_space = gitstow_store::is_out_of_space(&spool_error);
+    let reason = gitstow_receive::server_reason(out_of_space);
+    let opts = app.config.receive.clone();
+    let started = std::time::Instant::now();
+    let unreadable: fn(gitstow_receive::Error) -> Response = if out_of_space {
+        |_| busy_error("the server is out of space, try again later".into())
+    } else {
+        |_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal server error, try again later",
+            )
+        }
+    };
+    response::stream(
+        "receive-pack",
+        "application/x-git-receive-pack-result",
+        move |out| {
+            let result = gitstow_receive::refuse_pack(&head[..], out, reason, &opts);
+            record_push(&result, started);
+            result
+        },
+        unreadable,
     )
     .await
 }

@@ -29,6 +29,49 @@ pub enum BodyError {
     /// Local spool I/O (HTTP 500).
     #[error("spooling the request body: {0}")]
     Io(std::io::Error),
+    /// The spool could not hold a [`spool`]ed body (its disk is full, or
+    /// the temp file could not be made): the body was still read to its end
+    /// (so the client can read an answer) and `head` holds its first bytes,
+    /// up to [`SPOOL_HEAD`]: a push's command list, to answer it in the
+    /// protocol (`unpack …`).
+    #[error("spooling the request body: {error}")]
+    Spool {
+        /// What the spool's file system said.
+        error: std::io::Error,
+        /// The first bytes of the decoded body.
+        head: Vec<u8>,
+    },
+}
+
+/// Bytes at the start of a [`spool`]ed body also kept in memory while it is
+/// read ([`BodyError::Spool`]): a push's command list fits unless it names
+/// hundreds of refs.
+pub const SPOOL_HEAD: usize = 64 << 10;
+
+/// The spool's writer: the temp file, and a copy of the body's first
+/// [`SPOOL_HEAD`] bytes. After a write fails, the file is dropped and the
+/// rest of the body is read and dropped too.
+struct SpoolSink {
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    head: Vec<u8>,
+    failed: Option<std::io::Error>,
+}
+
+impl Write for SpoolSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let keep = SPOOL_HEAD.saturating_sub(self.head.len()).min(buf.len());
+        self.head.extend_from_slice(&buf[..keep]);
+        if let Some(file) = &mut self.file {
+            if let Err(e) = file.write_all(buf) {
+                self.file = None;
+                self.failed = Some(e);
+            }
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A `Write` that counts bytes and stops at `limit`. With `drain`, bytes past
@@ -184,9 +227,11 @@ pub struct Spooled {
     pub truncated: bool,
 }
 
-/// Spools the body to an anonymous temp file. A body longer than `limit` is
-/// read to its end (up to twice the limit) so the caller can still answer in
-/// the protocol; longer than that is [`BodyError::TooLarge`].
+/// Spools the body to an anonymous temp file in `dir` (the system's temp
+/// directory without one). A body longer than `limit` is read to its end
+/// (up to twice the limit) so the caller can still answer in the protocol;
+/// longer than that is [`BodyError::TooLarge`]. A spool that fails to write
+/// is [`BodyError::Spool`] once the body is read.
 pub async fn spool(
     body: Body,
     gzip: bool,
@@ -195,18 +240,33 @@ pub async fn spool(
     pace: Pace,
 ) -> Result<Spooled, BodyError> {
     use std::io::Seek;
-    let file = match dir {
+    let made = match dir {
         Some(d) => tempfile::tempfile_in(d),
         None => tempfile::tempfile(),
+    };
+    let (file, failed) = match made {
+        Ok(f) => (Some(std::io::BufWriter::with_capacity(256 * 1024, f)), None),
+        Err(e) => (None, Some(e)),
+    };
+    let sink = SpoolSink {
+        file,
+        head: Vec::new(),
+        failed,
+    };
+    let (sink, truncated) = copy_body(body, sink, gzip, limit, true, pace).await?;
+    let SpoolSink { file, head, failed } = sink;
+    let written = match (file, failed) {
+        (Some(w), None) => w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|mut f| f.rewind().map(|_| f)),
+        (_, Some(e)) => Err(e),
+        (None, None) => Err(std::io::Error::other("spool lost")),
+    };
+    match written {
+        Ok(file) => Ok(Spooled { file, truncated }),
+        Err(error) => Err(BodyError::Spool { error, head }),
     }
-    .map_err(BodyError::Io)?;
-    let writer = std::io::BufWriter::with_capacity(256 * 1024, file);
-    let (writer, truncated) = copy_body(body, writer, gzip, limit, true, pace).await?;
-    let mut file = writer
-        .into_inner()
-        .map_err(|e| BodyError::Io(e.into_error()))?;
-    file.rewind().map_err(BodyError::Io)?;
-    Ok(Spooled { file, truncated })
 }
 
 /// Bytes of a [`buffer`]ed body kept in memory; the rest goes to a temp file.
