@@ -326,3 +326,102 @@ fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
     );
     drop(stalled);
 }
+
+/// A process's `/proc` status field, in kB.
+fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The server's peak RSS (VmHWM) above its resident size when `run` began,
+/// in kB: the peak is reset first (`/proc/PID/clear_refs`, 5).
+fn peak_above(pid: u32, run: impl FnOnce()) -> u64 {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = proc_status_kb(pid, "VmRSS");
+    run();
+    proc_status_kb(pid, "VmHWM").saturating_sub(before)
+}
+
+/// A fetch flood: 8 requests of 200,000 `want` lines each (10 MB of
+/// request, the hostile case scaled down) sent at once to a server that
+/// runs 2 fetches at a time. All are served (the others wait their turn,
+/// holding their request in a temp file), and the server's peak memory
+/// follows the cap, not the flood: under 3 times what one such request
+/// costs alone (8 at once without the cap: about 7 times, measured).
+#[test]
+fn a_fetch_flood_is_held_to_the_fetch_cap() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_with(&[
+        "--no-maintenance",
+        "--max-concurrent-fetches",
+        "2",
+        "--fetch-queue-timeout",
+        "300",
+    ]);
+    let pid = server.pid().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let tip = commit_files(&work, &[("a", "1")], "one");
+    git(&work, &["push", "--quiet", &server.url("flood"), "main"]);
+
+    let mut body = pkt(b"command=fetch\n");
+    body.extend_from_slice(b"0001");
+    let want = pkt(format!("want {tip}\n").as_bytes());
+    for _ in 0..200_000 {
+        body.extend_from_slice(&want);
+    }
+    body.extend(pkt(b"done\n"));
+    body.extend_from_slice(FLUSH);
+    let body = std::sync::Arc::new(body);
+    let port = server.port();
+    let fetch = {
+        let body = body.clone();
+        move || {
+            let resp = http(
+                port,
+                "POST",
+                "/flood.git/git-upload-pack",
+                &[
+                    ("Content-Type", "application/x-git-upload-pack-request"),
+                    ("Git-Protocol", "version=2"),
+                ],
+                &body,
+            );
+            assert_eq!(resp.status, 200);
+            let text = resp.text();
+            assert!(
+                text.contains("packfile"),
+                "{}",
+                &text[..text.len().min(200)]
+            );
+        }
+    };
+    let one = peak_above(pid, fetch.clone());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let flood = peak_above(pid, || {
+        let threads: Vec<_> = (0..8).map(|_| std::thread::spawn(fetch.clone())).collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    });
+    eprintln!("one fetch: {one} kB above idle; 8 at once, 2 at a time: {flood} kB");
+    assert!(one > 5_000, "one fetch of 200,000 wants took only {one} kB");
+    assert!(
+        flood < 3 * one,
+        "8 fetches at once, 2 at a time, peaked at {flood} kB: over 3 × {one} kB"
+    );
+    let metrics = http(port, "GET", "/metrics", &[], b"").text();
+    let waited: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("gitstow_fetch_queue_wait_seconds_sum "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no fetch queue wait in:\n{metrics}"));
+    assert!(waited > 0.2, "the flood did not queue: {waited} s waited");
+}

@@ -68,6 +68,8 @@ pub struct App {
     states: Arc<StateCache>,
     pushes: WorkQueue,
     fetches: WorkQueue,
+    /// Where fetch work allocates (see [`crate::alloc::WorkArena`]).
+    fetch_arena: crate::alloc::WorkArena,
     maintenance: Option<Arc<crate::maintenance::Maintenance>>,
     metrics: Option<Metrics>,
     config: Config,
@@ -98,6 +100,7 @@ impl App {
                 config.max_concurrent_fetches,
                 config.fetch_queue_timeout,
             ),
+            fetch_arena: crate::alloc::WorkArena::create(),
             metrics,
             config,
         })
@@ -463,11 +466,13 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();
+    let arena = app.fetch_arena;
     response::stream(
         "upload-pack",
         "application/x-git-upload-pack-result",
         move |out| {
             let _slot = slot;
+            let _arena = arena.enter();
             let started = std::time::Instant::now();
             let cpu_started = m::thread_cpu();
             let mut request = std::io::BufReader::with_capacity(64 << 10, request);
