@@ -200,6 +200,9 @@ pub(crate) fn retire(repo: &Repository, opts: &Options, ids: &[String]) -> Resul
     if ids.is_empty() {
         return Ok(());
     }
+    // No new reader will open them: their cached indexes and side files
+    // only take room (readers in flight hold their own references).
+    repo.forget_cached(ids);
     update_retired(repo, opts, |list| {
         let since = now_secs();
         let mut next: Vec<RetiredContainer> = list

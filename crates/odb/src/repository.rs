@@ -35,6 +35,14 @@ pub struct IndexCache {
     max_objects: usize,
 }
 
+/// What a cached value costs beyond its objects, in objects of ~80 bytes:
+/// an index's 1 KiB fanout table, its key kept twice, the map slot (about
+/// 1.3 KiB). Without it, a repository's many small containers (one per
+/// push) would fill memory long before the object count reached the cap:
+/// measured in the soak (`benches/soak.py`), 10 MB of indexes after 2,400
+/// pushes were counted as 10,000 objects.
+const ENTRY_OVERHEAD: usize = 16;
+
 /// Values by key, dropped oldest first past a total weight.
 #[derive(Debug)]
 struct Lru<T> {
@@ -64,9 +72,22 @@ impl<T: Clone> Lru<T> {
         inner.map.get(key).map(|(v, _)| v.clone())
     }
 
+    /// Drops `key`'s value, if kept.
+    fn remove(&self, key: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, w)) = inner.map.remove(key) {
+            inner.objects -= w;
+            if let Some(at) = inner.order.iter().position(|k| k == key) {
+                inner.order.remove(at);
+            }
+        }
+    }
+
     /// Keeps `value` of `weight` (unless `key` is kept already), dropping the
     /// oldest values past `max` in all (the newest is kept even alone larger).
+    /// Each value weighs [`ENTRY_OVERHEAD`] more than its objects.
     fn insert(&self, key: String, value: T, weight: usize, max: usize) {
+        let weight = weight + ENTRY_OVERHEAD;
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if inner.map.contains_key(&key) {
             return;
@@ -222,6 +243,18 @@ impl Repository {
 
     fn state_key(&self) -> String {
         format!("{}state", self.prefix)
+    }
+
+    /// Drops what the shared cache keeps of containers `ids` (their
+    /// indexes, commit graphs and bitmaps): for containers the state no
+    /// longer names, so that the cache holds what readers use rather than
+    /// every container a repository ever had.
+    pub fn forget_cached(&self, ids: &[String]) {
+        for id in ids {
+            self.indexes.indexes.remove(&self.idx_key(id));
+            self.indexes.graphs.remove(&self.graph_key(id));
+            self.indexes.bitmaps.remove(&self.bitmap_key(id));
+        }
     }
 
     /// Key of a container's `.bin`.

@@ -102,6 +102,10 @@ const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
+/// How often histogram samples are drained into their buckets
+/// (`PrometheusHandle::run_upkeep`) when nothing scrapes.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The installed recorder and what is read at scrape time.
 #[derive(Clone)]
 pub struct Metrics {
@@ -123,6 +127,17 @@ impl Metrics {
             .map_err(|e| e.to_string())?
             .install_recorder()
             .map_err(|e| e.to_string())?;
+        // Histogram samples wait in the recorder until a scrape or an
+        // upkeep drains them into the buckets: without a scraper they would
+        // pile up with every request.
+        let upkeep = handle.clone();
+        std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || loop {
+                std::thread::sleep(UPKEEP_EVERY);
+                upkeep.run_upkeep();
+            })
+            .map_err(|e| format!("starting the metrics upkeep thread: {e}"))?;
         describe();
         // Present from the first scrape, before any request.
         for gauge in [
