@@ -126,6 +126,44 @@ impl TestStore {
             .0
     }
 
+    /// Runs the admin command `gitstow <command…> --store URL [S3 flags]`
+    /// (e.g. `["token", "create", "--name", "ci", "--grant", "*:read"]`) on
+    /// this store; returns its output whatever its exit status.
+    pub fn admin(&self, command: &[&str]) -> Output {
+        let Some(bin) = option_env!("CARGO_BIN_EXE_gitstow") else {
+            panic!("no `gitstow` binary: these tests belong to the root package")
+        };
+        Command::new(bin)
+            .args(command)
+            .args(self.args())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {bin} {command:?}: {e}"))
+    }
+
+    /// `gitstow token create --name NAME --grant G…` on this store; returns
+    /// the secret (the last word of its output).
+    pub fn create_token(&self, name: &str, grants: &[&str], extra: &[&str]) -> String {
+        let mut args = vec!["token", "create", "--name", name];
+        for g in grants {
+            args.extend(["--grant", g]);
+        }
+        args.extend(extra);
+        let out = self.admin(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "token create failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .split_whitespace()
+            .last()
+            .expect("a secret")
+            .to_owned()
+    }
+
     /// Runs `gitstow maintain` on this store with `args` (and environment
     /// `env`); returns its output whatever its exit status.
     pub fn maintain(&self, args: &[&str], env: &[(&str, &str)]) -> Output {

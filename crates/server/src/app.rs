@@ -22,6 +22,9 @@ use gitstow_odb::{IndexCache, Repository, StateCache};
 use gitstow_protocol::{write_v0_advertisement, write_v2_capabilities, Service};
 use gitstow_store::ObjectStore;
 
+use gitstow_access::Level;
+
+use crate::auth::Principal;
 use crate::body::{self, BodyError};
 use crate::metrics::{self as m, Metrics};
 use crate::queue::{Work, WorkQueue};
@@ -56,6 +59,8 @@ pub struct Config {
     pub maintenance: Option<crate::maintenance::MaintenanceConfig>,
     /// Objects the cache of decoded container indexes holds.
     pub index_cache_objects: usize,
+    /// Access control.
+    pub auth: crate::auth::AuthConfig,
     /// Bytes of decoded states the state cache holds.
     pub state_cache_bytes: usize,
 }
@@ -68,6 +73,8 @@ pub struct App {
     states: Arc<StateCache>,
     pushes: WorkQueue,
     fetches: WorkQueue,
+    /// Who may do what.
+    auth: crate::auth::Auth,
     /// Where fetch work allocates (see [`crate::alloc::WorkArena`]).
     fetch_arena: crate::alloc::WorkArena,
     maintenance: Option<Arc<crate::maintenance::Maintenance>>,
@@ -85,7 +92,9 @@ impl App {
                 .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
                 .ok()
         });
+        let auth = crate::auth::Auth::new(store.clone(), config.auth.clone());
         Arc::new(App {
+            auth,
             store,
             indexes,
             states: StateCache::with_limit(config.state_cache_bytes),
@@ -127,10 +136,16 @@ async fn operator(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Resp
         .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
 }
 
-/// `/metrics` and `/debug/pprof/heap`, or `None` for any other path.
+/// Whether `path` is one of the operator's endpoints.
+fn is_operator_endpoint(path: &str) -> bool {
+    matches!(path, "/metrics" | "/debug/pprof/heap")
+}
+
+/// `/metrics` and `/debug/pprof/heap`, or `None` for any other path. On the
+/// main listener, with access control on, they need a `*:admin` token; on
+/// `--metrics-listen` (the operator's own network) nothing.
 async fn operator_endpoint(app: &App, method: &Method, path: &str) -> Option<Response> {
-    let wanted = matches!(path, "/metrics" | "/debug/pprof/heap");
-    if !wanted {
+    if !is_operator_endpoint(path) {
         return None;
     }
     if method != Method::GET {
@@ -235,13 +250,18 @@ fn body_error(e: BodyError) -> Response {
     }
 }
 
-async fn handle(
-    State(app): State<Arc<App>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let peer = parts
+        .extensions
+        .get::<crate::auth::ClientAddr>()
+        .map(|c| c.0);
+    if is_operator_endpoint(uri.path()) {
+        if let Err(resp) = app.auth.check(&headers, peer, None, Level::Admin).await {
+            return resp;
+        }
+    }
     if let Some(resp) = operator_endpoint(&app, &method, uri.path()).await {
         return resp;
     }
@@ -255,6 +275,19 @@ async fn handle(
         return error(StatusCode::BAD_REQUEST, e.to_string());
     }
     let name = name.to_owned();
+    let needed = match &route {
+        Route::ReceivePack(_) => Level::Write,
+        Route::InfoRefs(_)
+            if service_from_query(uri.query().unwrap_or("")) == Some(Service::ReceivePack) =>
+        {
+            Level::Write
+        }
+        _ => Level::Read,
+    };
+    let principal = match app.auth.check(&headers, peer, Some(&name), needed).await {
+        Ok(p) => p,
+        Err(resp) => return resp,
+    };
     match (route, method) {
         (Route::InfoRefs(_), Method::GET) => {
             info_refs(app, name, uri.query().unwrap_or(""), &headers).await
@@ -262,13 +295,13 @@ async fn handle(
         (Route::UploadPack(_), Method::POST) => {
             match expect_content_type(&headers, "application/x-git-upload-pack-request") {
                 Some(resp) => resp,
-                None => upload_pack(app, name, headers, body).await,
+                None => upload_pack(app, name, principal, headers, body).await,
             }
         }
         (Route::ReceivePack(_), Method::POST) => {
             match expect_content_type(&headers, "application/x-git-receive-pack-request") {
                 Some(resp) => resp,
-                None => receive_pack(app, name, headers, body).await,
+                None => receive_pack(app, name, principal, headers, body).await,
             }
         }
         (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
@@ -417,7 +450,13 @@ fn is_ls_refs(request: &mut tempfile::SpooledTempFile) -> bool {
     n >= 19 && head[4..19] == *b"command=ls-refs"
 }
 
-async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
+async fn upload_pack(
+    app: Arc<App>,
+    name: String,
+    principal: Principal,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     // The body is read before the request queues for a fetch slot (a
     // client that trickles holds no slot), in memory up to 64 KiB and in a
     // temp file beyond (a waiting request holds little memory).
@@ -467,6 +506,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();
     let arena = app.fetch_arena;
+    let token = principal.token;
     response::stream(
         "upload-pack",
         "application/x-git-upload-pack-result",
@@ -490,6 +530,7 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
             match &result {
                 Ok(o) => tracing::info!(
                     repo = repo.name(),
+                    token = token.as_deref(),
                     v2,
                     wants = o.wants,
                     haves = o.haves,
@@ -523,7 +564,13 @@ async fn upload_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body
     .await
 }
 
-async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Body) -> Response {
+async fn receive_pack(
+    app: Arc<App>,
+    name: String,
+    principal: Principal,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     if !app.config.auto_create {
         match load_state(&app, &name).await {
             Ok(Some(_)) => {}
@@ -571,6 +618,7 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
     let repo = app.repo(&name);
     let opts = app.config.receive.clone();
     let maintenance = app.maintenance.clone();
+    let token = principal.token;
     response::stream(
         "receive-pack",
         "application/x-git-receive-pack-result",
@@ -612,6 +660,7 @@ async fn receive_pack(app: Arc<App>, name: String, headers: HeaderMap, body: Bod
             match &result {
                 Ok(o) => tracing::info!(
                     repo = repo.name(),
+                    token = token.as_deref(),
                     commands = o.commands,
                     updated = o.updated,
                     pack_bytes = o.pack_bytes,

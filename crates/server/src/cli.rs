@@ -33,6 +33,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Maintain repositories: merge containers, delete what is past its grace period.
     Maintain(crate::maintain_cmd::MaintainArgs),
+    /// Create, list and revoke access tokens.
+    Token(crate::token_cmd::TokenArgs),
+    /// Show access control; allow or deny anonymous read.
+    Access(crate::token_cmd::AccessArgs),
 }
 
 /// Where repositories live, as `serve` and the admin commands take it.
@@ -146,6 +150,17 @@ pub struct ServeArgs {
     /// there, and removes those of processes that died.
     #[arg(long)]
     pub tmp_dir: Option<std::path::PathBuf>,
+    /// Serve on an address beyond loopback while no access token exists
+    /// (everyone may then read, push, force-push and delete everywhere).
+    /// Without it, such a start is refused; once a token exists (`gitstow
+    /// token create`), access control is on and this flag changes nothing.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Seconds a read of the access document (tokens, grants) is used
+    /// before it is read again from the store: the longest a created,
+    /// revoked or expired token takes to count on this instance.
+    #[arg(long, default_value_t = 5)]
+    pub access_refresh: u64,
     /// Pushes resolved at once; later pushes wait in a queue (default: one per
     /// core, and no more than one per 512 MiB of memory).
     #[arg(long)]
@@ -213,6 +228,8 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Maintain(args) => crate::maintain_cmd::main(args),
+        Command::Token(args) => crate::token_cmd::token_main(args),
+        Command::Access(args) => crate::token_cmd::access_main(args),
     }
 }
 
@@ -402,7 +419,14 @@ fn serve(args: ServeArgs) -> i32 {
         upload: gitstow_upload::Options::default(),
         index_cache_objects: args.index_cache_size,
         state_cache_bytes: args.state_cache_size,
+        auth: crate::auth::AuthConfig {
+            refresh: std::time::Duration::from_secs(args.access_refresh),
+        },
     };
+    if let Err(why) = check_exposure(&args, &store) {
+        eprintln!("gitstow: {why}");
+        return 2;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -502,6 +526,38 @@ fn serve(args: ServeArgs) -> i32 {
             }
         }
     })
+}
+
+/// Refuses to serve beyond loopback while no token exists, unless
+/// `--insecure-no-auth`; logs whether access control is on.
+fn check_exposure(
+    args: &ServeArgs,
+    store: &Arc<dyn gitstow_store::ObjectStore>,
+) -> Result<(), String> {
+    let (doc, _) = gitstow_access::load(store.as_ref())
+        .map_err(|e| format!("cannot read the access document: {e}"))?;
+    if doc.enforced() {
+        tracing::info!(
+            tokens = doc.tokens.len(),
+            anonymous_read = doc.anonymous_read.len(),
+            "access control is on"
+        );
+        return Ok(());
+    }
+    if args.listen.ip().is_loopback() {
+        tracing::warn!("access control is off: no token exists (gitstow token create); anyone who can reach this loopback address may do anything");
+        return Ok(());
+    }
+    if args.insecure_no_auth {
+        tracing::warn!(listen = %args.listen, "access control is off (--insecure-no-auth): anyone who can reach this address may read, push and delete");
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to serve on {} without access control: no token exists. Create one \
+         (gitstow token create --name NAME --grant 'org/*:write' --store {}), or pass \
+         --insecure-no-auth to let anyone who can reach it do anything",
+        args.listen, args.store.url
+    ))
 }
 
 async fn shutdown_signal() {

@@ -4,6 +4,7 @@
 //! - [`cli`]: `gitstow serve` flags and start-up.
 //! - [`listen`]: the accept loop: connection caps and header timeouts.
 //! - [`app`]: the smart-HTTP routes (gitprotocol-http(5)).
+//! - [`auth`]: tokens in requests, checked against the access document.
 //! - [`body`]: request bodies (plain, chunked, gzip) with size bounds.
 //! - [`response`]: streaming a blocking producer as the response body.
 //! - [`repo_name`]: repository names in URLs.
@@ -11,6 +12,7 @@
 //! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
 //! - [`maintain_cmd`]: `gitstow maintain`.
+//! - [`token_cmd`]: `gitstow token` and `gitstow access`.
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
 //! - [`limits`]: process limits set at start (open files).
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
@@ -18,6 +20,7 @@
 
 pub mod alloc;
 pub mod app;
+pub mod auth;
 pub mod body;
 pub mod cli;
 pub mod leftovers;
@@ -29,3 +32,4 @@ pub mod metrics;
 pub mod queue;
 pub mod repo_name;
 pub mod response;
+pub mod token_cmd;

@@ -26,6 +26,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tower::ServiceExt;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -192,7 +193,14 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The handlers learn the client's address from the request.
+        let client = crate::auth::ClientAddr(peer.ip());
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(client);
+                req
+            },
+        ));
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             let _held = held;

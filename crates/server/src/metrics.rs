@@ -52,6 +52,8 @@ pub const PUSH_QUEUE_WAIT: &str = "gitstow_push_queue_wait_seconds";
 pub const PUSH_QUEUE_TIMEOUTS: &str = "gitstow_push_queue_timeouts_total";
 /// Histogram: seconds a fetch waited for a slot (`--max-concurrent-fetches`).
 pub const FETCH_QUEUE_WAIT: &str = "gitstow_fetch_queue_wait_seconds";
+/// Counter: requests refused for bad, unknown, revoked or expired credentials.
+pub const AUTH_FAILURES: &str = "gitstow_auth_failures_total";
 /// Counter: fetches refused because they waited longer than the queue timeout.
 pub const FETCH_QUEUE_TIMEOUTS: &str = "gitstow_fetch_queue_timeouts_total";
 /// Counter: request body bytes received (after gzip decoding), label `service`.
@@ -161,6 +163,7 @@ impl Metrics {
             PUSH_QUEUE_TIMEOUTS,
             FETCH_QUEUE_TIMEOUTS,
             CONNECTIONS_REFUSED,
+            AUTH_FAILURES,
             MAINTENANCE_BYTES_REWRITTEN,
             MAINTENANCE_CONTAINERS_MERGED,
             MAINTENANCE_CONTAINERS_DELETED,
@@ -248,6 +251,10 @@ fn describe() {
     describe_counter!(
         CONNECTIONS_REFUSED,
         "Connections answered 503 at once for being over a connection cap."
+    );
+    describe_counter!(
+        AUTH_FAILURES,
+        "Requests answered 401 for malformed, unknown, revoked or expired credentials."
     );
     describe_gauge!(
         FETCHES_QUEUED,

@@ -10,17 +10,24 @@ use crate::{Error, Result};
 /// The longest key accepted, in bytes (S3's own limit).
 pub const MAX_KEY_LEN: usize = 1024;
 
-/// Keys beginning with this string are refused: the store keeps its own
-/// bookkeeping (`.gitstow-tmp/`, `.gitstow-locks/`) under names that start
-/// with it, so no object can collide with, or be listed among, those files.
+/// Keys beginning with this string are refused, except under
+/// [`SERVER_PREFIX`]: the store keeps its own bookkeeping (`.gitstow-tmp/`,
+/// `.gitstow-locks/`) under names that start with it, so no object can
+/// collide with, or be listed among, those files.
 pub const RESERVED_PREFIX: &str = ".gitstow";
+
+/// The prefix of the server's store-wide keys (the access document, later a
+/// webhook outbox): a repository's keys never begin with `.` (its name's
+/// segments cannot), so nothing under it is a repository's, and a listing
+/// of repositories never meets it.
+pub const SERVER_PREFIX: &str = ".gitstow/";
 
 /// Check that `key` may name an object.
 ///
 /// A valid key is non-empty, at most [`MAX_KEY_LEN`] bytes, neither starts
 /// nor ends with `/`, has no empty, `.` or `..` segment, contains no
 /// backslash and no control character (NUL included), and does not begin
-/// with [`RESERVED_PREFIX`].
+/// with [`RESERVED_PREFIX`] (unless it begins with [`SERVER_PREFIX`]).
 ///
 /// # Errors
 /// [`Error::InvalidKey`] naming the first rule that `key` breaks.
@@ -63,7 +70,7 @@ pub fn validate_key(key: &str) -> Result<()> {
             _ => {}
         }
     }
-    if key.starts_with(RESERVED_PREFIX) {
+    if key.starts_with(RESERVED_PREFIX) && !key.starts_with(SERVER_PREFIX) {
         return reject("keys beginning with \".gitstow\" are reserved for the store");
     }
     Ok(())
@@ -148,6 +155,12 @@ mod tests {
     fn rejects_backslash() {
         assert_eq!(reason("a\\b"), "key contains a backslash");
         assert_eq!(reason("..\\x"), "key contains a backslash");
+    }
+
+    #[test]
+    fn the_servers_prefix_is_a_key() {
+        assert!(validate_key(".gitstow/access").is_ok());
+        assert!(validate_key(".gitstow/outbox/1").is_ok());
     }
 
     #[test]

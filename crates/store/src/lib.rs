@@ -80,7 +80,7 @@ mod stats;
 pub use cache::{default_cache_dir, CachedStore};
 pub use error::{is_out_of_space, Error, Result};
 pub use fs::{FsStore, STALE_AFTER as FS_STALE_AFTER};
-pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX};
+pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX, SERVER_PREFIX};
 pub use open::{local_root, open, open_with};
 pub use s3::{is_s3_url, S3Config, S3Options, S3Stats, S3Store};
 pub use stats::{CacheStats, RequestStats, StoreMetrics};

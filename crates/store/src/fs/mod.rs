@@ -448,7 +448,9 @@ impl ObjectStore for FsStore {
                 } else {
                     format!("{dir_key}/{name}")
                 };
-                if key.starts_with(crate::RESERVED_PREFIX) {
+                let servers = key == crate::SERVER_PREFIX.trim_end_matches('/')
+                    || key.starts_with(crate::SERVER_PREFIX);
+                if key.starts_with(crate::RESERVED_PREFIX) && !servers {
                     continue; // .gitstow-tmp, .gitstow-locks
                 }
                 let file_type = match entry.file_type() {

@@ -1,0 +1,342 @@
+//! The access document: one JSON object in the store, read by every
+//! instance, changed by conditional PUTs.
+
+use std::sync::Arc;
+
+use gitstow_store::{ETag, ObjectStore, PutCondition};
+
+use crate::token::same_hash;
+use crate::{hash_secret, Error, Level, RepoPattern, Result};
+
+/// Key of the access document (under the server's store-wide prefix,
+/// [`gitstow_store::SERVER_PREFIX`], which no repository's keys share).
+pub const ACCESS_KEY: &str = ".gitstow/access";
+
+/// How many times [`update`] retries a lost conditional PUT.
+const UPDATE_ATTEMPTS: u32 = 10;
+
+/// Everything access control keeps (JSON). Unknown fields are refused, so an
+/// older server never rewrites a newer document without what it lacks.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessDoc {
+    /// Format version (1).
+    #[serde(default)]
+    pub version: u32,
+    /// The tokens, in the order they were created.
+    #[serde(default)]
+    pub tokens: Vec<StoredToken>,
+    /// Repositories anyone may read without credentials.
+    #[serde(default)]
+    pub anonymous_read: Vec<RepoPattern>,
+}
+
+/// A token as stored: never its secret.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredToken {
+    /// Its unique name (`[A-Za-z0-9._-]`, 1 to 64 bytes): what logs and
+    /// webhooks name the pusher by.
+    pub name: String,
+    /// [`hash_secret`] of its secret.
+    pub hash: String,
+    /// When it was made, seconds since the Unix epoch.
+    pub created: u64,
+    /// When it stops working, seconds since the Unix epoch; `None`: never.
+    pub expires: Option<u64>,
+    /// What it may do.
+    pub grants: Vec<Grant>,
+}
+
+/// One grant: a level on the repositories a pattern matches.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// The repositories.
+    pub repos: RepoPattern,
+    /// What the token may do there.
+    pub level: Level,
+}
+
+impl Grant {
+    /// Parses `PATTERN:LEVEL` (`org/*:write`).
+    pub fn parse(text: &str) -> Result<Grant> {
+        let (repos, level) = text.rsplit_once(':').ok_or_else(|| {
+            Error::Invalid(format!(
+                "invalid grant {text:?}: want PATTERN:LEVEL, e.g. 'org/*:write'"
+            ))
+        })?;
+        Ok(Grant {
+            repos: RepoPattern::parse(repos)?,
+            level: level.parse()?,
+        })
+    }
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.repos, self.level)
+    }
+}
+
+/// Whether a token name is acceptable.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid token name {name:?}: 1 to 64 letters, digits, '.', '_' or '-'"
+        )))
+    }
+}
+
+/// What a request may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Go ahead.
+    Allow,
+    /// Credentials are needed (HTTP 401, and git asks its credential helper).
+    Unauthenticated,
+    /// The token is valid but lacks the right (HTTP 403): a one-line reason
+    /// that names the token, the repository and the levels, never a secret.
+    Forbidden(String),
+}
+
+/// Why a presented secret was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejected {
+    /// No stored token has its hash (also: revoked).
+    Unknown,
+    /// The token has expired.
+    Expired,
+}
+
+impl AccessDoc {
+    /// Whether access control is on: some token exists. Without one, every
+    /// request is allowed (a server on loopback, or started with
+    /// `--insecure-no-auth`).
+    pub fn enforced(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The token whose secret is `secret`, if it exists and has not expired
+    /// at `now` (seconds since the epoch). The secret's hash is compared
+    /// with every stored hash, in constant time, whichever matches.
+    pub fn authenticate(&self, secret: &str, now: u64) -> Result<&StoredToken, Rejected> {
+        let hash = hash_secret(secret);
+        let mut found = None;
+        for t in &self.tokens {
+            if same_hash(&t.hash, &hash) && found.is_none() {
+                found = Some(t);
+            }
+        }
+        let token = found.ok_or(Rejected::Unknown)?;
+        if token.expires.is_some_and(|e| e <= now) {
+            return Err(Rejected::Expired);
+        }
+        Ok(token)
+    }
+
+    /// The highest level `token` (or, with `None`, an anonymous client) has
+    /// on repository `repo`.
+    pub fn level(&self, token: Option<&StoredToken>, repo: &str) -> Option<Level> {
+        match token {
+            Some(t) => t
+                .grants
+                .iter()
+                .filter(|g| g.repos.matches(repo))
+                .map(|g| g.level)
+                .max(),
+            None => self
+                .anonymous_read
+                .iter()
+                .any(|p| p.matches(repo))
+                .then_some(Level::Read),
+        }
+    }
+
+    /// Whether `token` (`None`: no credentials) may do what `needed` allows
+    /// on `repo`.
+    pub fn decide(&self, token: Option<&StoredToken>, repo: &str, needed: Level) -> Decision {
+        if !self.enforced() {
+            return Decision::Allow;
+        }
+        let has = self.level(token, repo);
+        if has.is_some_and(|l| l >= needed) {
+            return Decision::Allow;
+        }
+        match token {
+            None => Decision::Unauthenticated,
+            Some(t) => Decision::Forbidden(match has {
+                Some(l) => format!(
+                    "token '{}' has {l} access to {repo}, {needed} is needed",
+                    t.name
+                ),
+                None => format!("token '{}' has no access to {repo}", t.name),
+            }),
+        }
+    }
+
+    /// Adds a token named `name` with `grants`, expiring at `expires`;
+    /// returns its secret (shown once, never stored).
+    pub fn add_token(
+        &mut self,
+        name: &str,
+        grants: Vec<Grant>,
+        created: u64,
+        expires: Option<u64>,
+    ) -> Result<String> {
+        check_name(name)?;
+        if grants.is_empty() {
+            return Err(Error::Invalid("a token needs at least one --grant".into()));
+        }
+        if self.tokens.iter().any(|t| t.name == name) {
+            return Err(Error::Invalid(format!(
+                "a token named {name:?} exists already (revoke it first)"
+            )));
+        }
+        let secret = crate::new_secret()?;
+        self.tokens.push(StoredToken {
+            name: name.to_owned(),
+            hash: hash_secret(&secret),
+            created,
+            expires,
+            grants,
+        });
+        self.version = 1;
+        Ok(secret)
+    }
+
+    /// Removes the token named `name`; false if there was none.
+    pub fn revoke(&mut self, name: &str) -> bool {
+        let before = self.tokens.len();
+        self.tokens.retain(|t| t.name != name);
+        before != self.tokens.len()
+    }
+}
+
+/// Reads the access document (an empty one when there is none) and its ETag.
+pub fn load(store: &dyn ObjectStore) -> Result<(AccessDoc, Option<ETag>)> {
+    match store.get(ACCESS_KEY)? {
+        None => Ok((AccessDoc::default(), None)),
+        Some((bytes, etag)) => Ok((parse(&bytes)?, Some(etag))),
+    }
+}
+
+/// Decodes a stored document.
+pub fn parse(bytes: &[u8]) -> Result<AccessDoc> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+/// Changes the document with `change` and writes it back conditionally on
+/// the version read (created if absent); a lost race reads again and
+/// retries, up to 10 times. `change`'s error leaves the document as it was.
+pub fn update<T>(
+    store: &Arc<dyn ObjectStore>,
+    mut change: impl FnMut(&mut AccessDoc) -> Result<T>,
+) -> Result<T> {
+    for _ in 0..UPDATE_ATTEMPTS {
+        let (mut doc, etag) = load(store.as_ref())?;
+        let out = change(&mut doc)?;
+        doc.version = 1;
+        let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let condition = match etag {
+            Some(e) => PutCondition::IfMatch(e),
+            None => PutCondition::IfAbsent,
+        };
+        match store.put(ACCESS_KEY, &bytes, condition) {
+            Ok(_) => return Ok(out),
+            Err(gitstow_store::Error::PreconditionFailed { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Contended(UPDATE_ATTEMPTS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc_with(grants: &[&str]) -> (AccessDoc, String) {
+        let mut doc = AccessDoc::default();
+        let grants = grants.iter().map(|g| Grant::parse(g).unwrap()).collect();
+        let secret = doc.add_token("ci", grants, 0, Some(100)).unwrap();
+        (doc, secret)
+    }
+
+    #[test]
+    fn decisions() {
+        let (doc, secret) = doc_with(&["org/*:write", "org/ops:admin"]);
+        let t = doc.authenticate(&secret, 50).unwrap();
+        assert_eq!(doc.decide(Some(t), "org/x", Level::Write), Decision::Allow);
+        assert_eq!(
+            doc.decide(Some(t), "org/ops", Level::Admin),
+            Decision::Allow
+        );
+        assert!(
+            matches!(doc.decide(Some(t), "org/x", Level::Admin), Decision::Forbidden(r) if r.contains("write access to org/x, admin is needed"))
+        );
+        assert!(
+            matches!(doc.decide(Some(t), "org2/x", Level::Read), Decision::Forbidden(r) if r.contains("no access to org2/x"))
+        );
+        assert_eq!(
+            doc.decide(None, "org/x", Level::Read),
+            Decision::Unauthenticated
+        );
+        assert_eq!(
+            doc.authenticate(&secret, 100).unwrap_err(),
+            Rejected::Expired
+        );
+        assert_eq!(
+            doc.authenticate("gitstow_nope", 50).unwrap_err(),
+            Rejected::Unknown
+        );
+    }
+
+    #[test]
+    fn anonymous_read_and_no_tokens() {
+        assert_eq!(
+            AccessDoc::default().decide(None, "x", Level::Admin),
+            Decision::Allow
+        );
+        let (mut doc, _) = doc_with(&["*:read"]);
+        doc.anonymous_read
+            .push(RepoPattern::parse("public/*").unwrap());
+        assert_eq!(doc.decide(None, "public/x", Level::Read), Decision::Allow);
+        assert_eq!(
+            doc.decide(None, "public/x", Level::Write),
+            Decision::Unauthenticated
+        );
+        assert_eq!(
+            doc.decide(None, "private", Level::Read),
+            Decision::Unauthenticated
+        );
+    }
+
+    #[test]
+    fn tokens_names_and_revocation() {
+        let (mut doc, secret) = doc_with(&["*:read"]);
+        let json = serde_json::to_string(&doc).unwrap();
+        assert!(
+            !json.contains(&secret[crate::SECRET_PREFIX.len()..]),
+            "the secret is not stored"
+        );
+        assert!(doc
+            .add_token("ci", vec![Grant::parse("*:read").unwrap()], 0, None)
+            .is_err());
+        assert!(doc
+            .add_token("bad name", vec![Grant::parse("*:read").unwrap()], 0, None)
+            .is_err());
+        assert!(doc.add_token("none", vec![], 0, None).is_err());
+        assert!(Grant::parse("org/*").is_err() && Grant::parse("org/*:owner").is_err());
+        assert!(doc.revoke("ci") && !doc.revoke("ci"));
+        assert_eq!(doc.authenticate(&secret, 0).unwrap_err(), Rejected::Unknown);
+        assert_eq!(parse(json.as_bytes()).unwrap().tokens.len(), 1);
+        assert!(parse(br#"{"tokens": [], "surprise": 1}"#).is_err());
+    }
+}

@@ -1,0 +1,371 @@
+//! Authentication and authorization of requests: the token a request
+//! presents (HTTP Basic, `Authorization: Basic base64(user:token)`, the user
+//! name being free, so git's credential helpers, `GIT_ASKPASS` and
+//! `https://user:token@host` URLs work unchanged; or `Authorization: Bearer
+//! <token>`) is checked against the access document
+//! ([`gitstow_access::AccessDoc`]), read from the store and kept for at most
+//! [`AuthConfig::refresh`]: a token created, revoked or expired takes
+//! effect on every instance within that delay.
+//!
+//! Answers, as a web server's Basic auth in front of `git http-backend`
+//! gives them: no credentials where they are needed, `401` with
+//! `WWW-Authenticate: Basic realm="gitstow"` (git then asks its credential
+//! helper); a wrong, revoked or expired token (or a malformed header) `401`;
+//! a valid token without the right `403` with a one-line reason git shows
+//! as `remote: …`. An address with [`MAX_FAILURES`] failed attempts within
+//! [`FAILURE_WINDOW`] gets `429` until the window has passed. No secret is
+//! ever logged or answered.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use gitstow_access::{AccessDoc, Decision, Level, Rejected};
+use gitstow_store::{ETag, IfNoneMatch, ObjectStore};
+
+use crate::response::error;
+
+/// Failed attempts from one address within [`FAILURE_WINDOW`] after which
+/// it gets `429` until the window has passed.
+pub const MAX_FAILURES: u32 = 10;
+
+/// The window failed attempts are counted in.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Addresses whose failures are remembered at once (the oldest go first).
+const MAX_TRACKED: usize = 10_000;
+
+/// Longest `Authorization` header read, in bytes: a token is 72.
+const MAX_HEADER: usize = 4096;
+
+/// The client's address, put in each request's extensions by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub IpAddr);
+
+/// How authentication is set up.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// How long a read of the access document is used before it is read
+    /// again (the bound on how late a revocation takes effect).
+    pub refresh: Duration,
+}
+
+/// Who made a request, once it is allowed.
+#[derive(Debug, Clone, Default)]
+pub struct Principal {
+    /// The token's name (`None`: anonymous, or access control is off).
+    pub token: Option<String>,
+    /// The level the request has on its repository (`None`: access control
+    /// is off, everything is allowed).
+    pub level: Option<Level>,
+}
+
+#[derive(Debug)]
+struct Cached {
+    doc: Arc<AccessDoc>,
+    etag: Option<ETag>,
+    read_at: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Failures {
+    by_address: HashMap<IpAddr, (u32, Instant)>,
+}
+
+/// Checks requests against the access document.
+#[derive(Debug)]
+pub struct Auth {
+    store: Arc<dyn ObjectStore>,
+    config: AuthConfig,
+    cached: tokio::sync::Mutex<Cached>,
+    failures: Mutex<Failures>,
+}
+
+impl Auth {
+    /// Checks against the access document of `store`.
+    pub fn new(store: Arc<dyn ObjectStore>, config: AuthConfig) -> Auth {
+        Auth {
+            store,
+            config,
+            cached: tokio::sync::Mutex::new(Cached {
+                doc: Arc::new(AccessDoc::default()),
+                etag: None,
+                read_at: None,
+            }),
+            failures: Mutex::new(Failures::default()),
+        }
+    }
+
+    /// The access document, read again when the copy kept is older than the
+    /// refresh interval (one request reads; the others wait for it).
+    pub async fn document(&self) -> Result<Arc<AccessDoc>, gitstow_access::Error> {
+        let mut cached = self.cached.lock().await;
+        if cached
+            .read_at
+            .is_some_and(|t| t.elapsed() < self.config.refresh)
+        {
+            return Ok(cached.doc.clone());
+        }
+        let store = self.store.clone();
+        let etag = cached.etag.clone();
+        let read = tokio::task::spawn_blocking(move || match etag {
+            Some(etag) => store.get_if_none_match(gitstow_access::ACCESS_KEY, &etag),
+            None => store.get(gitstow_access::ACCESS_KEY).map(|got| match got {
+                Some((bytes, etag)) => IfNoneMatch::Changed(bytes, etag),
+                None => IfNoneMatch::Absent,
+            }),
+        })
+        .await
+        .map_err(|e| {
+            gitstow_access::Error::Invalid(format!("reading the access document: {e}"))
+        })??;
+        match read {
+            IfNoneMatch::Unchanged => {}
+            IfNoneMatch::Changed(bytes, etag) => {
+                cached.doc = Arc::new(gitstow_access::parse(&bytes)?);
+                cached.etag = Some(etag);
+            }
+            IfNoneMatch::Absent => {
+                cached.doc = Arc::new(AccessDoc::default());
+                cached.etag = None;
+            }
+        }
+        cached.read_at = Some(Instant::now());
+        Ok(cached.doc.clone())
+    }
+
+    /// Whether `peer` has failed too often lately.
+    fn blocked(&self, peer: IpAddr) -> bool {
+        let f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        f.by_address
+            .get(&peer)
+            .is_some_and(|(n, since)| *n >= MAX_FAILURES && since.elapsed() < FAILURE_WINDOW)
+    }
+
+    /// Counts a failed attempt from `peer`.
+    fn failed(&self, peer: IpAddr) {
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if f.by_address.len() >= MAX_TRACKED && !f.by_address.contains_key(&peer) {
+            f.by_address
+                .retain(|_, (_, since)| since.elapsed() < FAILURE_WINDOW);
+            if f.by_address.len() >= MAX_TRACKED {
+                let oldest = f
+                    .by_address
+                    .iter()
+                    .min_by_key(|(_, (_, since))| *since)
+                    .map(|(a, _)| *a);
+                if let Some(a) = oldest {
+                    f.by_address.remove(&a);
+                }
+            }
+        }
+        let entry = f.by_address.entry(peer).or_insert((0, Instant::now()));
+        if entry.1.elapsed() >= FAILURE_WINDOW {
+            *entry = (0, Instant::now());
+        }
+        entry.0 += 1;
+        metrics::counter!(crate::metrics::AUTH_FAILURES).increment(1);
+    }
+
+    /// Whether the request may do what `needed` allows on `repo` (`None`:
+    /// a server endpoint, which needs `admin` on every repository, `*`).
+    /// `Err` is the response to send.
+    pub async fn check(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+        repo: Option<&str>,
+        needed: Level,
+    ) -> Result<Principal, Response> {
+        if peer.is_some_and(|p| self.blocked(p)) {
+            return Err(too_many_failures());
+        }
+        let doc = match self.document().await {
+            Ok(doc) => doc,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the access document failed");
+                return Err(error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "access control is unavailable, try again later",
+                ));
+            }
+        };
+        if !doc.enforced() {
+            return Ok(Principal::default());
+        }
+        let fail = |why: &str| {
+            if let Some(p) = peer {
+                self.failed(p);
+            }
+            tracing::info!(peer = ?peer, repo, reason = why, "authentication failed");
+            unauthorized("invalid credentials")
+        };
+        let token = match credentials(headers) {
+            Ok(None) => None,
+            Err(why) => return Err(fail(why)),
+            Ok(Some(secret)) => match doc.authenticate(&secret, now_secs()) {
+                Ok(t) => Some(t),
+                Err(Rejected::Unknown) => return Err(fail("unknown or revoked token")),
+                Err(Rejected::Expired) => return Err(fail("expired token")),
+            },
+        };
+        let decision = match repo {
+            Some(r) => doc.decide(token, r, needed),
+            None => server_endpoint_decision(&doc, token),
+        };
+        let name = token.map(|t| t.name.clone());
+        match decision {
+            Decision::Allow => Ok(Principal {
+                level: repo.and_then(|r| doc.level(token, r)),
+                token: name,
+            }),
+            Decision::Unauthenticated => Err(unauthorized("authentication required")),
+            Decision::Forbidden(reason) => {
+                tracing::info!(token = name.as_deref(), repo, %reason, "request refused");
+                Err(error(StatusCode::FORBIDDEN, reason))
+            }
+        }
+    }
+}
+
+/// The server endpoints (`/metrics`, `/debug/pprof/heap`) need `admin` on
+/// `*` (every repository).
+fn server_endpoint_decision(
+    doc: &AccessDoc,
+    token: Option<&gitstow_access::StoredToken>,
+) -> Decision {
+    let Some(t) = token else {
+        return Decision::Unauthenticated;
+    };
+    let admin_everywhere = t
+        .grants
+        .iter()
+        .any(|g| g.repos.as_str() == "*" && g.level == Level::Admin);
+    let _ = doc;
+    if admin_everywhere {
+        Decision::Allow
+    } else {
+        Decision::Forbidden(format!(
+            "token '{}' is not an admin of every repository ('*:admin')",
+            t.name
+        ))
+    }
+}
+
+/// The secret a request presents: the password of HTTP Basic (or its user
+/// name when the password is empty, as some clients send a token), or a
+/// Bearer token. `Err` names what is malformed (for the log only).
+pub fn credentials(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
+    use base64::Engine;
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    if value.len() > MAX_HEADER {
+        return Err("Authorization header too long");
+    }
+    let value = value
+        .to_str()
+        .map_err(|_| "Authorization header not ASCII")?;
+    let (scheme, rest) = value
+        .split_once(' ')
+        .ok_or("Authorization header without a scheme")?;
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("bearer") {
+        if rest.is_empty() {
+            return Err("empty Bearer token");
+        }
+        return Ok(Some(rest.to_owned()));
+    }
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err("Authorization scheme is neither Basic nor Bearer");
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(rest)
+        .map_err(|_| "Basic credentials are not base64")?;
+    let decoded = String::from_utf8(decoded).map_err(|_| "Basic credentials are not UTF-8")?;
+    let (user, password) = decoded
+        .split_once(':')
+        .ok_or("Basic credentials without ':'")?;
+    let secret = if password.is_empty() { user } else { password };
+    if secret.is_empty() {
+        return Err("empty Basic credentials");
+    }
+    Ok(Some(secret.to_owned()))
+}
+
+/// `401` asking for Basic credentials.
+fn unauthorized(message: &str) -> Response {
+    let mut resp = error(StatusCode::UNAUTHORIZED, message);
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"gitstow\""),
+    );
+    resp
+}
+
+/// `429` for an address that failed too often.
+fn too_many_failures() -> Response {
+    let mut resp = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many failed authentication attempts from your address, try again later",
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+    resp
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(value: &[u8]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_bytes(value).unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn credentials_from_headers() {
+        assert_eq!(credentials(&HeaderMap::new()), Ok(None));
+        // "user:tok"
+        assert_eq!(
+            credentials(&with(b"Basic dXNlcjp0b2s=")),
+            Ok(Some("tok".into()))
+        );
+        // "tok:" (the token as the user name)
+        assert_eq!(
+            credentials(&with(b"basic dG9rOg==")),
+            Ok(Some("tok".into()))
+        );
+        assert_eq!(credentials(&with(b"Bearer abc")), Ok(Some("abc".into())));
+        for bad in [
+            &b"Basic !!!"[..],
+            b"Basic dXNlcg==", // "user": no colon
+            b"Basic Og==",     // ":"
+            b"Digest x",
+            b"Basic",
+            b"Bearer ",
+            b"Basic \xff\xfe",
+        ] {
+            assert!(
+                credentials(&with(bad)).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let huge = format!("Basic {}", "A".repeat(MAX_HEADER));
+        assert!(credentials(&with(huge.as_bytes())).is_err());
+    }
+}

@@ -1,0 +1,273 @@
+//! `gitstow token` and `gitstow access`: the access document
+//! ([`gitstow_access::AccessDoc`]) from the command line. Each command reads
+//! the document from the store and writes it back by compare-and-swap, so
+//! it is safe while servers run (they see the change within their refresh
+//! interval, `serve --access-refresh`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Subcommand;
+use gitstow_access::{AccessDoc, Grant, RepoPattern, StoredToken};
+
+use crate::cli::StoreArgs;
+
+/// `gitstow token …`.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+/// Token commands.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; its secret is printed once, as the last word of the
+    /// output, and stored only as a hash. Use it as the password of HTTP
+    /// Basic (any user name) or as a Bearer token.
+    Create {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// A unique name (letters, digits, '.', '_', '-'): logs and webhooks
+        /// name the token's requests by it.
+        #[arg(long)]
+        name: String,
+        /// PATTERN:LEVEL, repeatable: `org/project:read`, `org/*:write`
+        /// (every repository under org/), `*:admin` (every repository, and
+        /// the server endpoints). Levels: read (clone, fetch), write (also
+        /// push and create), admin (also force-push and delete protected
+        /// refs).
+        #[arg(long = "grant", required = true)]
+        grants: Vec<String>,
+        /// How long it works: `90d`, `12h`, `30min` (default: until revoked).
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    /// List the tokens (names, grants, dates; never secrets).
+    List {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a token by name (every server stops accepting it within its
+    /// refresh interval).
+    Revoke {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The token's name.
+        name: String,
+    },
+}
+
+/// `gitstow access …`.
+#[derive(Debug, clap::Args)]
+pub struct AccessArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AccessCommand,
+}
+
+/// Access commands.
+#[derive(Debug, Subcommand)]
+pub enum AccessCommand {
+    /// Show who may do what: whether access control is on, the tokens and
+    /// the repositories anyone may read.
+    Show {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Let anyone read (clone, fetch) the repositories PATTERN matches,
+    /// without credentials.
+    AllowAnonymousRead {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `org/project`, `org/*` or `*`.
+        pattern: String,
+    },
+    /// Take back an `allow-anonymous-read`.
+    DenyAnonymousRead {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The pattern as it was allowed.
+        pattern: String,
+    },
+}
+
+/// Runs a token command; returns the exit code.
+pub fn token_main(args: TokenArgs) -> i32 {
+    match args.command {
+        TokenCommand::Create {
+            store,
+            name,
+            grants,
+            expires,
+        } => run(&store, |s| create(s, &name, &grants, expires.as_deref())),
+        TokenCommand::List { store } => run(&store, |s| {
+            let (doc, _) = gitstow_access::load(s.as_ref())?;
+            print_tokens(&doc);
+            Ok(())
+        }),
+        TokenCommand::Revoke { store, name } => run(&store, |s| {
+            let removed = gitstow_access::update(s, |doc| Ok(doc.revoke(&name)))?;
+            if !removed {
+                return Err(format!("no token named {name:?}").into());
+            }
+            println!("revoked token '{name}'");
+            Ok(())
+        }),
+    }
+}
+
+/// Runs an access command; returns the exit code.
+pub fn access_main(args: AccessArgs) -> i32 {
+    match args.command {
+        AccessCommand::Show { store } => run(&store, |s| {
+            let (doc, _) = gitstow_access::load(s.as_ref())?;
+            if doc.enforced() {
+                println!("access control: on ({} tokens)", doc.tokens.len());
+            } else {
+                println!(
+                    "access control: off (no token exists: `gitstow serve` allows everything, \
+                     and refuses to listen beyond loopback without --insecure-no-auth)"
+                );
+            }
+            print_tokens(&doc);
+            if doc.anonymous_read.is_empty() {
+                println!("anonymous read: none");
+            } else {
+                let list: Vec<&str> = doc.anonymous_read.iter().map(RepoPattern::as_str).collect();
+                println!("anonymous read: {}", list.join(", "));
+            }
+            Ok(())
+        }),
+        AccessCommand::AllowAnonymousRead { store, pattern } => run(&store, |s| {
+            let p = RepoPattern::parse(&pattern)?;
+            gitstow_access::update(s, |doc| {
+                if !doc.anonymous_read.contains(&p) {
+                    doc.anonymous_read.push(p.clone());
+                }
+                Ok(())
+            })?;
+            println!("anyone may now read {p}");
+            Ok(())
+        }),
+        AccessCommand::DenyAnonymousRead { store, pattern } => run(&store, |s| {
+            let removed = gitstow_access::update(s, |doc| {
+                let before = doc.anonymous_read.len();
+                doc.anonymous_read.retain(|p| p.as_str() != pattern);
+                Ok(before != doc.anonymous_read.len())
+            })?;
+            if !removed {
+                return Err(format!("{pattern:?} was not allowed anonymous read").into());
+            }
+            println!("anonymous read of {pattern} taken back");
+            Ok(())
+        }),
+    }
+}
+
+/// Opens the store and runs `f`; errors go to stderr with exit code 1 (2
+/// when the store cannot be opened).
+fn run(
+    store: &StoreArgs,
+    f: impl FnOnce(&std::sync::Arc<dyn gitstow_store::ObjectStore>) -> Result<(), Failure>,
+) -> i32 {
+    let opened = match store.open() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("gitstow: cannot open store {}: {e}", store.url);
+            return 2;
+        }
+    };
+    match f(&opened) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("gitstow: {e}");
+            1
+        }
+    }
+}
+
+fn create(
+    store: &std::sync::Arc<dyn gitstow_store::ObjectStore>,
+    name: &str,
+    grants: &[String],
+    expires: Option<&str>,
+) -> Result<(), Failure> {
+    let grants: Vec<Grant> = grants
+        .iter()
+        .map(|g| Grant::parse(g))
+        .collect::<Result<_, _>>()?;
+    let now = now_secs();
+    let expires = match expires {
+        None => None,
+        Some(text) => {
+            let d = humantime::parse_duration(text)
+                .map_err(|e| format!("--expires {text:?}: {e} (e.g. 90d, 12h, 30min)"))?;
+            Some(now.saturating_add(d.as_secs().max(1)))
+        }
+    };
+    let secret = gitstow_access::update(store, |doc| {
+        doc.add_token(name, grants.clone(), now, expires)
+    })?;
+    let what: Vec<String> = grants.iter().map(Grant::to_string).collect();
+    println!(
+        "created token '{name}' ({}; {}); its secret, shown only now:",
+        what.join(", "),
+        match expires {
+            Some(e) => format!("expires {}", date(e)),
+            None => "does not expire".into(),
+        }
+    );
+    println!("{secret}");
+    Ok(())
+}
+
+fn print_tokens(doc: &AccessDoc) {
+    if doc.tokens.is_empty() {
+        println!("no tokens");
+        return;
+    }
+    let now = now_secs();
+    println!("{:<24} {:<21} {:<28} GRANTS", "NAME", "CREATED", "EXPIRES");
+    for t in &doc.tokens {
+        println!(
+            "{:<24} {:<21} {:<28} {}",
+            t.name,
+            date(t.created),
+            expiry(t, now),
+            t.grants
+                .iter()
+                .map(Grant::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+}
+
+fn expiry(t: &StoredToken, now: u64) -> String {
+    match t.expires {
+        None => "never".into(),
+        Some(e) if e <= now => format!("{} (expired)", date(e)),
+        Some(e) => date(e),
+    }
+}
+
+/// `2026-12-02T03:16:42Z`.
+fn date(secs: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A command's failure, said on stderr.
+type Failure = Box<dyn std::error::Error>;

@@ -1,0 +1,407 @@
+//! Access control with the real `git` client, credentials given through a
+//! credential helper (`credential.helper store`): clone, fetch and push
+//! allowed and refused by level and pattern (patterns that must not match,
+//! names that try to escape), anonymous read on and off, expired and
+//! revoked tokens refused by a second instance on the same store, and raw
+//! requests with malformed `Authorization` headers, a brute-force loop that
+//! is answered 429, and no secret in the logs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// A client configured to take its credentials for `server` from a
+/// credential-store file holding `secret` (user name `any`).
+struct Client {
+    dir: PathBuf,
+    creds: PathBuf,
+}
+
+impl Client {
+    fn new(tmp: &Path, label: &str) -> Client {
+        let dir = tmp.join(label);
+        std::fs::create_dir_all(&dir).unwrap();
+        let creds = tmp.join(format!("{label}.credentials"));
+        Client { dir, creds }
+    }
+
+    /// Uses `secret` for `server` from now on (`None`: no credentials).
+    fn login(&self, server: &Server, secret: Option<&str>) {
+        let line = secret
+            .map(|s| format!("http://any:{s}@127.0.0.1:{}\n", server.port()))
+            .unwrap_or_default();
+        std::fs::write(&self.creds, line).unwrap();
+    }
+
+    fn args<'a>(&'a self, rest: &[&'a str]) -> Vec<String> {
+        let mut all = vec![
+            "-c".to_owned(),
+            format!("credential.helper=store --file={}", self.creds.display()),
+        ];
+        all.extend(rest.iter().map(|s| s.to_string()));
+        all
+    }
+
+    fn ok(&self, rest: &[&str]) -> String {
+        let args = self.args(rest);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = git(&self.dir, &args);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn fails(&self, rest: &[&str]) -> String {
+        let args = self.args(rest);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git_fail(&self.dir, &args)
+    }
+}
+
+/// A server whose store has an admin token (so access control is on) and a
+/// repository `org/app` with one commit pushed by it; returns the server,
+/// the admin secret and a work tree.
+fn setup(tmp: &Path) -> (Server, String, PathBuf) {
+    let server = Server::start_with(&["--no-maintenance", "--access-refresh", "1"]);
+    let admin = server.store().create_token("root", &["*:admin"], &[]);
+    let work = tmp.join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "c1");
+    let url = server.url("org/app");
+    let authed = url.replace("http://", &format!("http://root:{admin}@"));
+    git(&work, &["push", "--quiet", &authed, "main"]);
+    (server, admin, work)
+}
+
+#[test]
+fn levels_and_patterns_decide_through_the_credential_helper() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, _admin, work) = setup(tmp.path());
+    let store = server.store();
+    let reader = store.create_token("reader", &["org/*:read"], &[]);
+    let writer = store.create_token("writer", &["org/*:write"], &[]);
+    let other = store.create_token("other", &["org2/*:write", "orgx:write"], &[]);
+    // The server reads the access document again after --access-refresh (1 s).
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let url = server.url("org/app");
+    let c = Client::new(tmp.path(), "client");
+
+    // No credentials: git is asked for them (401), has none, and fails.
+    c.login(&server, None);
+    let err = c.fails(&["clone", "--quiet", &url, "anon"]);
+    assert!(
+        err.contains("Authentication failed") || err.contains("could not read Username"),
+        "{err}"
+    );
+
+    // read: clone and fetch, not push.
+    c.login(&server, Some(&reader));
+    c.ok(&["clone", "--quiet", &url, "r"]);
+    let r = c.dir.join("r");
+    fsck(&r);
+    commit_files(&r, &[("b", "2")], "c2");
+    let err = c.fails(&["-C", "r", "push", "origin", "main"]);
+    assert!(
+        err.contains("token 'reader' has read access to org/app, write is needed"),
+        "{err}"
+    );
+    assert!(err.contains("403"), "{err}");
+
+    // write: push, and create a repository under the pattern.
+    c.login(&server, Some(&writer));
+    c.ok(&["-C", "r", "push", "--quiet", "origin", "main"]);
+    c.ok(&["-C", "r", "push", "--quiet", &server.url("org/new"), "main"]);
+    c.ok(&["-C", "r", "fetch", "--quiet", "origin"]);
+
+    // Patterns that must not match: org2/* and orgx do not grant org/app,
+    // org/* does not grant org2/x nor orgx.
+    c.login(&server, Some(&other));
+    let err = c.fails(&["clone", "--quiet", &url, "o"]);
+    assert!(
+        err.contains("token 'other' has no access to org/app"),
+        "{err}"
+    );
+    c.login(&server, Some(&writer));
+    for name in ["org2/x", "orgx", "Org/app"] {
+        let err = c.fails(&["-C", "r", "push", &server.url(name), "main"]);
+        assert!(
+            err.contains(&format!("token 'writer' has no access to {name}")),
+            "{name}: {err}"
+        );
+    }
+    // Names that try to escape the pattern are refused before anything.
+    for name in ["org/../x", "org/%2e%2e/x", "org//app", "org/.git/x"] {
+        let resp = http(
+            server.port(),
+            "GET",
+            &format!("/{name}.git/info/refs?service=git-upload-pack"),
+            &[("Authorization", &basic(&writer))],
+            b"",
+        );
+        assert!(
+            resp.status == 400 || resp.status == 404,
+            "{name}: {}",
+            resp.status
+        );
+    }
+    // The work tree's first push is all origin has besides r's commit.
+    let _ = work;
+}
+
+#[test]
+fn anonymous_read_can_be_allowed_and_taken_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, _admin, _work) = setup(tmp.path());
+    let url = server.url("org/app");
+    let c = Client::new(tmp.path(), "anon");
+    c.login(&server, None);
+    c.fails(&["clone", "--quiet", &url, "before"]);
+    let out = server
+        .store()
+        .admin(&["access", "allow-anonymous-read", "org/*"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.ok(&["clone", "--quiet", &url, "during"]);
+    let err = c.fails(&["-C", "during", "push", "origin", "main:refs/heads/x"]);
+    assert!(
+        err.contains("Authentication failed") || err.contains("could not read Username"),
+        "{err}"
+    );
+    let shown =
+        String::from_utf8_lossy(&server.store().admin(&["access", "show"]).stdout).into_owned();
+    assert!(
+        shown.contains("anonymous read: org/*") && shown.contains("root"),
+        "{shown}"
+    );
+    assert!(server
+        .store()
+        .admin(&["access", "deny-anonymous-read", "org/*"])
+        .status
+        .success());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.fails(&["clone", "--quiet", &url, "after"]);
+}
+
+#[test]
+fn expired_and_revoked_tokens_are_refused_by_another_instance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (first, _admin, _work) = setup(tmp.path());
+    let second = Server::start_on(
+        Some(first.store()),
+        &["--no-maintenance", "--access-refresh", "1"],
+        &[],
+    );
+    let store = first.store();
+    let brief = store.create_token("brief", &["org/*:read"], &["--expires", "2s"]);
+    let kept = store.create_token("kept", &["org/*:read"], &[]);
+    let url = second.url("org/app");
+    let c = Client::new(tmp.path(), "c");
+    c.login(&second, Some(&kept));
+    c.ok(&["clone", "--quiet", &url, "kept1"]);
+    let out = store.admin(&["token", "revoke", "kept"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    c.login(&second, Some(&kept));
+    let err = c.fails(&["clone", "--quiet", &url, "kept2"]);
+    assert!(err.contains("Authentication failed"), "revoked: {err}");
+    c.login(&second, Some(&brief));
+    let err = c.fails(&["clone", "--quiet", &url, "brief"]);
+    assert!(err.contains("Authentication failed"), "expired: {err}");
+    let listed = String::from_utf8_lossy(&store.admin(&["token", "list"]).stdout).into_owned();
+    assert!(
+        listed.contains("brief") && listed.contains("(expired)") && !listed.contains("kept "),
+        "{listed}"
+    );
+    for s in [&first, &second] {
+        let logs = s.logs();
+        for secret in [&brief, &kept] {
+            assert!(!logs.contains(&secret[8..]), "a secret is in the log");
+        }
+    }
+}
+
+/// `Authorization: Basic base64(user:secret)`.
+fn basic(secret: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let input = format!("u:{secret}").into_bytes();
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    format!("Basic {out}")
+}
+
+#[test]
+fn raw_requests_without_or_with_bad_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, admin, _work) = setup(tmp.path());
+    let port = server.port();
+    let routes: [(&str, &str); 5] = [
+        ("GET", "/org/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/org/app.git/info/refs?service=git-receive-pack"),
+        ("POST", "/org/app.git/git-upload-pack"),
+        ("POST", "/org/app.git/git-receive-pack"),
+        ("GET", "/metrics"),
+    ];
+    for (method, path) in routes {
+        let resp = http(port, method, path, &[], b"");
+        assert_eq!(resp.status, 401, "{method} {path}");
+        assert_eq!(
+            resp.header("www-authenticate"),
+            Some("Basic realm=\"gitstow\""),
+            "{method} {path}"
+        );
+    }
+    // The admin token reads the operator endpoint; a reader may not.
+    let resp = http(
+        port,
+        "GET",
+        "/metrics",
+        &[("Authorization", &basic(&admin))],
+        b"",
+    );
+    assert_eq!(resp.status, 200);
+    let reader = server.store().create_token("reader", &["*:read"], &[]);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let resp = http(
+        port,
+        "GET",
+        "/metrics",
+        &[("Authorization", &format!("Bearer {reader}"))],
+        b"",
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    let resp = http(
+        port,
+        "GET",
+        "/org/app.git/info/refs?service=git-upload-pack",
+        &[("Authorization", &format!("Bearer {reader}"))],
+        b"",
+    );
+    assert_eq!(resp.status, 200, "Bearer works");
+
+    // Malformed headers: 401, never a 500; each counts as a failure.
+    let huge = format!("Basic {}", "QUFB".repeat(2000));
+    let malformed: Vec<String> = vec![
+        "Basic !!!notbase64".into(),
+        "Basic dXNlcg==".into(), // "user", no colon
+        "Digest abc".into(),
+        "Bearer".into(),
+        huge,
+    ];
+    for (i, value) in malformed.iter().enumerate() {
+        let resp = http(
+            port,
+            "GET",
+            "/org/app.git/info/refs?service=git-upload-pack",
+            &[("Authorization", value)],
+            b"",
+        );
+        assert_eq!(resp.status, 401, "malformed header {i}");
+    }
+    let resp = raw_get_with_bytes(port, b"Authorization: Basic \xff\xfe\xfd\r\n");
+    assert!(
+        resp.starts_with("HTTP/1.1 401") || resp.starts_with("HTTP/1.1 400"),
+        "{resp}"
+    );
+
+    // Brute force: wrong tokens from one address are answered 429 after a
+    // few, and then even the right one waits for the window to pass.
+    let mut statuses = Vec::new();
+    for i in 0..15 {
+        let resp = http(
+            port,
+            "GET",
+            "/org/app.git/info/refs?service=git-upload-pack",
+            &[("Authorization", &basic(&format!("gitstow_guess{i}")))],
+            b"",
+        );
+        statuses.push(resp.status);
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let resp = http(
+        port,
+        "GET",
+        "/org/app.git/info/refs?service=git-upload-pack",
+        &[("Authorization", &basic(&admin))],
+        b"",
+    );
+    assert_eq!(resp.status, 429);
+    assert!(resp.header("retry-after").is_some());
+    let logs = server.logs();
+    assert!(
+        !logs.contains(&admin[8..]) && !logs.contains(&reader[8..]),
+        "a secret is in the log"
+    );
+    assert!(
+        logs.contains("authentication failed"),
+        "failures are logged"
+    );
+}
+
+/// A GET whose header block includes `extra` as raw bytes (not UTF-8).
+fn raw_get_with_bytes(port: u16, extra: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = b"GET /org/app.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_vec();
+    req.extend_from_slice(extra);
+    req.extend_from_slice(b"\r\n");
+    s.write_all(&req).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `gitstow serve` beyond loopback: refused while no token exists, unless
+/// `--insecure-no-auth`; started once a token exists.
+#[test]
+fn serving_beyond_loopback_needs_a_token_or_the_insecure_flag() {
+    use std::io::BufRead;
+    let bin = env!("CARGO_BIN_EXE_gitstow");
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::Fs(tmp.path().join("store"));
+    std::fs::create_dir_all(tmp.path().join("store")).unwrap();
+    let serve = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(bin);
+        cmd.args(["serve", "--listen", "0.0.0.0:0", "--no-maintenance"])
+            .args(store.args())
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let out = serve(&[]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("refusing to serve on 0.0.0.0:0 without access control: no token exists")
+            && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+    let started = |extra: &[&str]| {
+        let mut child = serve(extra).spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        line
+    };
+    assert!(started(&["--insecure-no-auth"]).contains("listening on"));
+    store.create_token("root", &["*:admin"], &[]);
+    assert!(started(&[]).contains("listening on"));
+}
