@@ -318,7 +318,8 @@ fn raw_requests_without_or_with_bad_credentials() {
     );
 
     // Brute force: wrong tokens from one address are answered 429 after a
-    // few, and then even the right one waits for the window to pass.
+    // few; a valid token from the same address is still served (behind a
+    // proxy every client has the proxy's address).
     let mut statuses = Vec::new();
     for i in 0..15 {
         let resp = http(
@@ -336,6 +337,14 @@ fn raw_requests_without_or_with_bad_credentials() {
         "GET",
         "/org/app.git/info/refs?service=git-upload-pack",
         &[("Authorization", &basic(&admin))],
+        b"",
+    );
+    assert_eq!(resp.status, 200, "a valid token is served");
+    let resp = http(
+        port,
+        "GET",
+        "/org/app.git/info/refs?service=git-upload-pack",
+        &[("Authorization", &basic("gitstow_one-more-guess"))],
         b"",
     );
     assert_eq!(resp.status, 429);
@@ -404,4 +413,31 @@ fn serving_beyond_loopback_needs_a_token_or_the_insecure_flag() {
     assert!(started(&["--insecure-no-auth"]).contains("listening on"));
     store.create_token("root", &["*:admin"], &[]);
     assert!(started(&[]).contains("listening on"));
+}
+
+/// Revoking the last token needs `--force`, and does not open a server that
+/// enforced access control: it then refuses everything but anonymous read.
+#[test]
+fn revoking_the_last_token_closes_rather_than_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, _admin, _work) = setup(tmp.path());
+    let out = server.store().admin(&["token", "revoke", "root"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is the last token"),
+        "{out:?}"
+    );
+    let out = server
+        .store()
+        .admin(&["token", "revoke", "root", "--force"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    for (method, path) in [
+        ("GET", "/org/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/org/app.git/info/refs?service=git-receive-pack"),
+        ("GET", "/metrics"),
+    ] {
+        let resp = http(server.port(), method, path, &[], b"");
+        assert_eq!(resp.status, 401, "{method} {path}");
+    }
 }

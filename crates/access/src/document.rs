@@ -161,11 +161,23 @@ impl AccessDoc {
     }
 
     /// Whether `token` (`None`: no credentials) may do what `needed` allows
-    /// on `repo`.
+    /// on `repo`; everything is allowed while no token exists.
     pub fn decide(&self, token: Option<&StoredToken>, repo: &str, needed: Level) -> Decision {
         if !self.enforced() {
             return Decision::Allow;
         }
+        self.decide_enforced(token, repo, needed)
+    }
+
+    /// [`AccessDoc::decide`] as if access control were on even without a
+    /// token (then nothing but anonymous read is allowed): for a server
+    /// that started with access control on, whose last token was revoked.
+    pub fn decide_enforced(
+        &self,
+        token: Option<&StoredToken>,
+        repo: &str,
+        needed: Level,
+    ) -> Decision {
         let has = self.level(token, repo);
         if has.is_some_and(|l| l >= needed) {
             return Decision::Allow;

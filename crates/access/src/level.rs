@@ -14,8 +14,9 @@ pub enum Level {
     /// Also push (fast-forwards, and anything outside protected refs) and
     /// create repositories by pushing to them.
     Write,
-    /// Also force-push and delete protected refs, run maintenance, read the
-    /// operator endpoints.
+    /// Also the operator endpoints (granted on `*`); later (plan 0007 step
+    /// 2) force-pushing and deleting protected refs, which `write` may do
+    /// until protected refs exist.
     Admin,
 }
 

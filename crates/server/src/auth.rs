@@ -13,8 +13,9 @@
 //! helper); a wrong, revoked or expired token (or a malformed header) `401`;
 //! a valid token without the right `403` with a one-line reason git shows
 //! as `remote: …`. An address with [`MAX_FAILURES`] failed attempts within
-//! [`FAILURE_WINDOW`] gets `429` until the window has passed. No secret is
-//! ever logged or answered.
+//! [`FAILURE_WINDOW`] gets `429` for further failed attempts until the window
+//! has passed (a valid token is still served). No secret is ever logged or
+//! answered.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -51,7 +52,17 @@ pub struct AuthConfig {
     /// How long a read of the access document is used before it is read
     /// again (the bound on how late a revocation takes effect).
     pub refresh: Duration,
+    /// Enforce access control even while the document has no token (then
+    /// only anonymous read is allowed): set for a server that started with
+    /// tokens, or beyond loopback without `--insecure-no-auth`. Once a
+    /// token has been seen, it is enforced for the rest of the process's
+    /// life anyway: revoking the last token never opens a server.
+    pub enforce: bool,
 }
+
+/// After a failed read of the access document, requests are refused (503)
+/// without reading again for this long.
+const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
 /// Who made a request, once it is allowed.
 #[derive(Debug, Clone, Default)]
@@ -68,6 +79,7 @@ struct Cached {
     doc: Arc<AccessDoc>,
     etag: Option<ETag>,
     read_at: Option<Instant>,
+    failed_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -82,18 +94,21 @@ pub struct Auth {
     config: AuthConfig,
     cached: tokio::sync::Mutex<Cached>,
     failures: Mutex<Failures>,
+    enforcing: std::sync::atomic::AtomicBool,
 }
 
 impl Auth {
     /// Checks against the access document of `store`.
     pub fn new(store: Arc<dyn ObjectStore>, config: AuthConfig) -> Auth {
         Auth {
+            enforcing: std::sync::atomic::AtomicBool::new(config.enforce),
             store,
             config,
             cached: tokio::sync::Mutex::new(Cached {
                 doc: Arc::new(AccessDoc::default()),
                 etag: None,
                 read_at: None,
+                failed_at: None,
             }),
             failures: Mutex::new(Failures::default()),
         }
@@ -109,6 +124,14 @@ impl Auth {
         {
             return Ok(cached.doc.clone());
         }
+        if cached
+            .failed_at
+            .is_some_and(|t| t.elapsed() < RETRY_AFTER_ERROR)
+        {
+            return Err(gitstow_access::Error::Invalid(
+                "the access document could not be read a moment ago".into(),
+            ));
+        }
         let store = self.store.clone();
         let etag = cached.etag.clone();
         let read = tokio::task::spawn_blocking(move || match etag {
@@ -119,13 +142,27 @@ impl Auth {
             }),
         })
         .await
-        .map_err(|e| {
-            gitstow_access::Error::Invalid(format!("reading the access document: {e}"))
-        })??;
+        .map_err(|e| gitstow_access::Error::Invalid(format!("reading the access document: {e}")))
+        .and_then(|r| r.map_err(gitstow_access::Error::from));
+        let read = match read {
+            Ok(r) => r,
+            Err(e) => {
+                cached.failed_at = Some(Instant::now());
+                return Err(e);
+            }
+        };
+        cached.failed_at = None;
         match read {
             IfNoneMatch::Unchanged => {}
             IfNoneMatch::Changed(bytes, etag) => {
-                cached.doc = Arc::new(gitstow_access::parse(&bytes)?);
+                let doc = match gitstow_access::parse(&bytes) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        cached.failed_at = Some(Instant::now());
+                        return Err(e);
+                    }
+                };
+                cached.doc = Arc::new(doc);
                 cached.etag = Some(etag);
             }
             IfNoneMatch::Absent => {
@@ -180,9 +217,6 @@ impl Auth {
         repo: Option<&str>,
         needed: Level,
     ) -> Result<Principal, Response> {
-        if peer.is_some_and(|p| self.blocked(p)) {
-            return Err(too_many_failures());
-        }
         let doc = match self.document().await {
             Ok(doc) => doc,
             Err(e) => {
@@ -193,15 +227,24 @@ impl Auth {
                 ));
             }
         };
-        if !doc.enforced() {
+        use std::sync::atomic::Ordering;
+        if doc.enforced() {
+            self.enforcing.store(true, Ordering::Relaxed);
+        } else if !self.enforcing.load(Ordering::Relaxed) {
             return Ok(Principal::default());
         }
+        // Only failures are held back: a valid token is served even from an
+        // address that failed often (behind a proxy, everyone's).
         let fail = |why: &str| {
-            if let Some(p) = peer {
-                self.failed(p);
-            }
             tracing::info!(peer = ?peer, repo, reason = why, "authentication failed");
-            unauthorized("invalid credentials")
+            match peer {
+                Some(p) if self.blocked(p) => too_many_failures(),
+                Some(p) => {
+                    self.failed(p);
+                    unauthorized("invalid credentials")
+                }
+                None => unauthorized("invalid credentials"),
+            }
         };
         let token = match credentials(headers) {
             Ok(None) => None,
@@ -213,7 +256,7 @@ impl Auth {
             },
         };
         let decision = match repo {
-            Some(r) => doc.decide(token, r, needed),
+            Some(r) => doc.decide_enforced(token, r, needed),
             None => server_endpoint_decision(&doc, token),
         };
         let name = token.map(|t| t.name.clone());

@@ -402,7 +402,7 @@ fn serve(args: ServeArgs) -> i32 {
             None
         }
     };
-    let config = Config {
+    let mut config = Config {
         max_concurrent_pushes,
         push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
         max_concurrent_fetches,
@@ -420,12 +420,16 @@ fn serve(args: ServeArgs) -> i32 {
         index_cache_objects: args.index_cache_size,
         state_cache_bytes: args.state_cache_size,
         auth: crate::auth::AuthConfig {
-            refresh: std::time::Duration::from_secs(args.access_refresh),
+            refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
+            enforce: false,
         },
     };
-    if let Err(why) = check_exposure(&args, &store) {
-        eprintln!("gitstow: {why}");
-        return 2;
+    match check_exposure(&args, &store) {
+        Ok(enforce) => config.auth.enforce = enforce,
+        Err(why) => {
+            eprintln!("gitstow: {why}");
+            return 2;
+        }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -529,28 +533,33 @@ fn serve(args: ServeArgs) -> i32 {
 }
 
 /// Refuses to serve beyond loopback while no token exists, unless
-/// `--insecure-no-auth`; logs whether access control is on.
+/// `--insecure-no-auth`; logs whether access control is on. `Ok(true)`:
+/// enforce access control for the process's life, even if every token is
+/// revoked later.
 fn check_exposure(
     args: &ServeArgs,
     store: &Arc<dyn gitstow_store::ObjectStore>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let (doc, _) = gitstow_access::load(store.as_ref())
         .map_err(|e| format!("cannot read the access document: {e}"))?;
+    if let Some(m) = args.metrics_listen.filter(|m| !m.ip().is_loopback()) {
+        tracing::warn!(metrics_listen = %m, "the operator endpoints (/metrics, /debug/pprof/heap) on --metrics-listen have no access control: keep that address private");
+    }
     if doc.enforced() {
         tracing::info!(
             tokens = doc.tokens.len(),
             anonymous_read = doc.anonymous_read.len(),
             "access control is on"
         );
-        return Ok(());
+        return Ok(true);
     }
     if args.listen.ip().is_loopback() {
-        tracing::warn!("access control is off: no token exists (gitstow token create); anyone who can reach this loopback address may do anything");
-        return Ok(());
+        tracing::warn!("access control is off: no token exists (gitstow token create); anyone who can reach this loopback address (a proxy on this host included) may do anything");
+        return Ok(false);
     }
     if args.insecure_no_auth {
         tracing::warn!(listen = %args.listen, "access control is off (--insecure-no-auth): anyone who can reach this address may read, push and delete");
-        return Ok(());
+        return Ok(false);
     }
     Err(format!(
         "refusing to serve on {} without access control: no token exists. Create one \

@@ -36,8 +36,8 @@ pub enum TokenCommand {
         /// PATTERN:LEVEL, repeatable: `org/project:read`, `org/*:write`
         /// (every repository under org/), `*:admin` (every repository, and
         /// the server endpoints). Levels: read (clone, fetch), write (also
-        /// push and create), admin (also force-push and delete protected
-        /// refs).
+        /// push, including force-pushes and deletions, and create), admin
+        /// (also /metrics and /debug/pprof/heap when granted on `*`).
         #[arg(long = "grant", required = true)]
         grants: Vec<String>,
         /// How long it works: `90d`, `12h`, `30min` (default: until revoked).
@@ -58,6 +58,10 @@ pub enum TokenCommand {
         store: StoreArgs,
         /// The token's name.
         name: String,
+        /// Revoke even the last token: every server that enforces access
+        /// control then refuses everything but anonymous read.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -112,8 +116,18 @@ pub fn token_main(args: TokenArgs) -> i32 {
             print_tokens(&doc);
             Ok(())
         }),
-        TokenCommand::Revoke { store, name } => run(&store, |s| {
-            let removed = gitstow_access::update(s, |doc| Ok(doc.revoke(&name)))?;
+        TokenCommand::Revoke { store, name, force } => run(&store, |s| {
+            let removed = gitstow_access::update(s, |doc| {
+                let last = doc.tokens.len() == 1 && doc.tokens[0].name == name;
+                if last && !force {
+                    return Err(gitstow_access::Error::Invalid(format!(
+                        "{name:?} is the last token: without it every server that enforces \
+                         access control refuses everything but anonymous read; pass --force \
+                         to revoke it anyway"
+                    )));
+                }
+                Ok(doc.revoke(&name))
+            })?;
             if !removed {
                 return Err(format!("no token named {name:?}").into());
             }
