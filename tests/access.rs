@@ -441,3 +441,87 @@ fn revoking_the_last_token_closes_rather_than_opens() {
         assert_eq!(resp.status, 401, "{method} {path}");
     }
 }
+
+/// `http://u:<secret>@host/<name>.git`.
+fn authed(server: &Server, name: &str, secret: &str) -> String {
+    server
+        .url(name)
+        .replace("http://", &format!("http://u:{secret}@"))
+}
+
+/// Protected refs (by default HEAD's branch and every tag): a write token
+/// may fast-forward them and create tags, but its force-pushes and
+/// deletions are refused in git's words; an admin token may; other
+/// branches are free; `access protect` changes what is protected.
+#[test]
+fn protected_refs_refuse_rewrites_without_admin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, admin, work) = setup(tmp.path());
+    let writer = server.store().create_token("writer", &["org/*:write"], &[]);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let w = authed(&server, "org/app", &writer);
+    let a = authed(&server, "org/app", &admin);
+
+    // Fast-forward and a new tag: allowed.
+    commit_files(&work, &[("a", "2")], "c2");
+    git(&work, &["push", "--quiet", &w, "main"]);
+    git(&work, &["tag", "v1"]);
+    git(&work, &["push", "--quiet", &w, "v1"]);
+
+    // Force-push of main: refused as receive.denyNonFastForwards refuses it.
+    git(&work, &["reset", "--quiet", "--hard", "HEAD~1"]);
+    commit_files(&work, &[("a", "3")], "c3");
+    let err = git_fail(&work, &["push", "--force", &w, "main"]);
+    assert!(err.contains("main -> main (non-fast-forward)"), "{err}");
+    assert!(
+        err.contains("error: denying non-fast-forward refs/heads/main (you should pull first)"),
+        "{err}"
+    );
+    // Deletion of main: refused as receive.denyDeletes refuses it.
+    let err = git_fail(&work, &["push", &w, ":main"]);
+    assert!(err.contains("main (deletion prohibited)"), "{err}");
+    assert!(
+        err.contains("error: denying ref deletion for refs/heads/main"),
+        "{err}"
+    );
+    // A tag moved or deleted: refused.
+    git(&work, &["tag", "-f", "v1"]);
+    let err = git_fail(&work, &["push", "--force", &w, "v1"]);
+    assert!(err.contains("v1 -> v1 (non-fast-forward)"), "{err}");
+    let err = git_fail(&work, &["push", &w, ":refs/tags/v1"]);
+    assert!(err.contains("v1 (deletion prohibited)"), "{err}");
+    // Another branch: force-push and delete freely.
+    git(&work, &["push", "--quiet", &w, "HEAD~1:refs/heads/feature"]);
+    git(
+        &work,
+        &["push", "--quiet", "--force", &w, "HEAD:refs/heads/feature"],
+    );
+    git(&work, &["push", "--quiet", &w, ":refs/heads/feature"]);
+
+    // An admin may rewrite and delete protected refs.
+    git(&work, &["push", "--quiet", "--force", &a, "main"]);
+    git(&work, &["push", "--quiet", &a, ":refs/tags/v1"]);
+    let refs = ls_remote(&a);
+    assert!(
+        !refs.contains("refs/tags/v1") && !refs.contains("feature"),
+        "{refs}"
+    );
+
+    // Protect release branches instead of HEAD's: main is free for writers.
+    let out = server
+        .store()
+        .admin(&["access", "protect", "org/*", "refs/heads/release/*"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    git(&work, &["reset", "--quiet", "--hard", "HEAD~1"]);
+    git(&work, &["push", "--quiet", "--force", &w, "main"]);
+    git(&work, &["push", "--quiet", &w, "main:refs/heads/release/1"]);
+    let err = git_fail(&work, &["push", &w, ":refs/heads/release/1"]);
+    assert!(err.contains("deletion prohibited"), "{err}");
+    let shown =
+        String::from_utf8_lossy(&server.store().admin(&["access", "show"]).stdout).into_owned();
+    assert!(
+        shown.contains("protected in org/*: refs/heads/release/*"),
+        "{shown}"
+    );
+}

@@ -29,6 +29,45 @@ pub struct AccessDoc {
     /// Repositories anyone may read without credentials.
     #[serde(default)]
     pub anonymous_read: Vec<RepoPattern>,
+    /// Protected refs by repository: the first entry whose pattern matches
+    /// decides; a repository none matches protects [`DEFAULT_PROTECTED`].
+    #[serde(default)]
+    pub protected: Vec<Protection>,
+}
+
+/// What a repository protects unless an entry of
+/// [`AccessDoc::protected`] says otherwise: the branch HEAD names, and
+/// every tag.
+pub const DEFAULT_PROTECTED: &[&str] = &["HEAD", "refs/tags/*"];
+
+/// Refs of the repositories a pattern matches that only `admin` may
+/// rewrite (force-push) or delete.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Protection {
+    /// The repositories.
+    pub repos: RepoPattern,
+    /// Ref patterns ([`check_ref_pattern`]); empty: nothing protected.
+    pub refs: Vec<String>,
+}
+
+/// Checks a protected-ref pattern: `HEAD` (the branch HEAD names), a ref
+/// name under `refs/`, or a prefix ending in `/*` (`refs/tags/*`, any depth).
+pub fn check_ref_pattern(p: &str) -> Result<()> {
+    let ok = p == "HEAD"
+        || (p.starts_with("refs/")
+            && !p.contains("..")
+            && !p.contains("//")
+            && p.bytes()
+                .all(|b| b > b' ' && b != 0x7f && !b"~^:?[\\".contains(&b))
+            && (!p.contains('*') || (p.ends_with("/*") && p.matches('*').count() == 1)));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid ref pattern {p:?}: want HEAD, a ref name under refs/, or a prefix ending in /* (refs/tags/*)"
+        )))
+    }
 }
 
 /// A token as stored: never its secret.
@@ -194,6 +233,25 @@ impl AccessDoc {
         }
     }
 
+    /// The ref patterns `repo` protects (see [`AccessDoc::protected`]).
+    pub fn protected_refs(&self, repo: &str) -> Vec<String> {
+        match self.protected.iter().find(|p| p.repos.matches(repo)) {
+            Some(p) => p.refs.clone(),
+            None => DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Sets the protected refs of the repositories `repos` matches (ahead
+    /// of every other entry, replacing one for the same pattern).
+    pub fn protect(&mut self, repos: RepoPattern, refs: Vec<String>) -> Result<()> {
+        for r in &refs {
+            check_ref_pattern(r)?;
+        }
+        self.protected.retain(|p| p.repos != repos);
+        self.protected.insert(0, Protection { repos, refs });
+        Ok(())
+    }
+
     /// Adds a token named `name` with `grants`, expiring at `expires`;
     /// returns its secret (shown once, never stored).
     pub fn add_token(
@@ -328,6 +386,40 @@ mod tests {
             doc.decide(None, "private", Level::Read),
             Decision::Unauthenticated
         );
+    }
+
+    #[test]
+    fn protections() {
+        let mut doc = AccessDoc::default();
+        assert_eq!(doc.protected_refs("x"), ["HEAD", "refs/tags/*"]);
+        doc.protect(
+            RepoPattern::parse("org/*").unwrap(),
+            vec!["refs/heads/release/*".into()],
+        )
+        .unwrap();
+        doc.protect(RepoPattern::parse("org/scratch").unwrap(), vec![])
+            .unwrap();
+        assert_eq!(doc.protected_refs("org/app"), ["refs/heads/release/*"]);
+        assert!(doc.protected_refs("org/scratch").is_empty());
+        assert_eq!(doc.protected_refs("other"), ["HEAD", "refs/tags/*"]);
+        for bad in [
+            "main",
+            "refs/heads/*x",
+            "refs/*/x",
+            "refs/heads/a..b",
+            "refs/heads/a b",
+            "",
+        ] {
+            assert!(check_ref_pattern(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "HEAD",
+            "refs/heads/main",
+            "refs/tags/*",
+            "refs/heads/release/*",
+        ] {
+            assert!(check_ref_pattern(good).is_ok(), "{good}");
+        }
     }
 
     #[test]

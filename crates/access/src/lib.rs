@@ -18,7 +18,8 @@ mod pattern;
 mod token;
 
 pub use document::{
-    load, parse, update, AccessDoc, Decision, Grant, Rejected, StoredToken, ACCESS_KEY,
+    check_ref_pattern, load, parse, update, AccessDoc, Decision, Grant, Protection, Rejected,
+    StoredToken, ACCESS_KEY, DEFAULT_PROTECTED,
 };
 pub use level::Level;
 pub use pattern::RepoPattern;

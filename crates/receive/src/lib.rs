@@ -20,6 +20,7 @@
 
 pub mod check;
 pub mod progress;
+pub mod protect;
 pub mod resolve;
 pub mod scan;
 pub mod transaction;
@@ -77,6 +78,9 @@ pub struct Options {
     pub max_state_attempts: u32,
     /// Where staging files go (the system temp dir when `None`).
     pub staging_dir: Option<PathBuf>,
+    /// Refs this push may not rewrite (non-fast-forward or delete); `None`:
+    /// any (no access control, or an admin's push).
+    pub protect: Option<protect::Protect>,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             max_commands: 100_000,
             max_state_attempts: 20,
             staging_dir: None,
+            protect: None,
         }
     }
 }
@@ -222,8 +227,8 @@ pub fn receive_pack(
         Ok(Unpacked::default())
     };
 
-    let decided =
-        unpacked.and_then(|unpacked| decide(repo, &push, &db, unpacked, opts, &mut outcome));
+    let decided = unpacked
+        .and_then(|unpacked| decide(repo, &push, &state, &db, unpacked, opts, &mut outcome));
     let (statuses, unpack_line) = match decided {
         Err(failure) => {
             let reason = match failure {
@@ -470,12 +475,65 @@ fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> 
         .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
 }
 
+/// Refuses, for each command not refused yet, a deletion or a
+/// non-fast-forward update of a ref `protect` covers, in git's words
+/// (`receive.denyDeletes`, `receive.denyNonFastForwards`): `ng <ref>
+/// deletion prohibited` with `error: denying ref deletion for <ref>`, and
+/// `ng <ref> non-fast-forward` with `error: denying non-fast-forward <ref>
+/// (you should pull first)`. Any change of an existing tag counts as a
+/// non-fast-forward. The push's own commits are read from its containers.
+fn refuse_rewrites(
+    repo: &Repository,
+    state: &gitstow_odb::RepoState,
+    containers: &[gitstow_odb::state::ContainerRef],
+    push: &PushRequest,
+    rejected: &mut [Option<String>],
+    protect: &protect::Protect,
+    outcome: &mut Outcome,
+) -> Result<(), UnpackFailure> {
+    let head = state.head.as_deref();
+    let mut with_push: Option<ObjectDb> = None;
+    for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
+        if refused.is_some() || cmd.old.is_null() || !protect.covers(&cmd.name, head) {
+            continue;
+        }
+        if cmd.new.is_null() {
+            outcome
+                .remote_errors
+                .push(format!("denying ref deletion for {}", cmd.name));
+            *refused = Some("deletion prohibited".into());
+            continue;
+        }
+        let fast_forward = !cmd.name.starts_with("refs/tags/") && {
+            if with_push.is_none() {
+                let mut next = state.clone();
+                next.containers.extend(containers.iter().cloned());
+                let db = repo
+                    .objects(&next)
+                    .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))?;
+                with_push = Some(db);
+            }
+            let db = with_push.as_ref().expect("just made");
+            protect::is_ancestor(db, &cmd.old, &cmd.new)
+        };
+        if !fast_forward {
+            outcome.remote_errors.push(format!(
+                "denying non-fast-forward {} (you should pull first)",
+                cmd.name
+            ));
+            *refused = Some("non-fast-forward".into());
+        }
+    }
+    Ok(())
+}
+
 /// Per-command checks, container upload and the ref transaction. A
 /// container the store cannot take fails the push as an unpack failure,
 /// as git's index-pack failing to write the pack does.
 fn decide(
     repo: &Repository,
     push: &PushRequest,
+    state: &gitstow_odb::RepoState,
     db: &ObjectDb,
     unpacked: Unpacked,
     opts: &Options,
@@ -528,6 +586,17 @@ fn decide(
         }
     }
     outcome.containers = containers.len();
+    if let Some(protect) = &opts.protect {
+        refuse_rewrites(
+            repo,
+            state,
+            &containers,
+            push,
+            &mut rejected,
+            protect,
+            outcome,
+        )?;
+    }
     let tx = Transaction {
         commands: &push.commands,
         rejected,
@@ -541,7 +610,7 @@ fn decide(
     Ok(match tx.run(repo) {
         Ok(t) => {
             outcome.state_retries = t.retries;
-            outcome.remote_errors = t.messages;
+            outcome.remote_errors.extend(t.messages);
             t.statuses
         }
         Err(e) => {

@@ -616,7 +616,10 @@ async fn receive_pack(
         Some(app.pushes.admit().await)
     };
     let repo = app.repo(&name);
-    let opts = app.config.receive.clone();
+    let mut opts = app.config.receive.clone();
+    opts.protect = principal
+        .protect
+        .map(|refs| gitstow_receive::protect::Protect { refs });
     let maintenance = app.maintenance.clone();
     let token = principal.token;
     response::stream(

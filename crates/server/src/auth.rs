@@ -72,6 +72,9 @@ pub struct Principal {
     /// The level the request has on its repository (`None`: access control
     /// is off, everything is allowed).
     pub level: Option<Level>,
+    /// The ref patterns this request may not rewrite or delete (the
+    /// repository's protected refs, for anyone below `admin`); `None`: any.
+    pub protect: Option<Vec<String>>,
 }
 
 #[derive(Debug)]
@@ -261,10 +264,18 @@ impl Auth {
         };
         let name = token.map(|t| t.name.clone());
         match decision {
-            Decision::Allow => Ok(Principal {
-                level: repo.and_then(|r| doc.level(token, r)),
-                token: name,
-            }),
+            Decision::Allow => {
+                let level = repo.and_then(|r| doc.level(token, r));
+                let protect = match repo {
+                    Some(r) if level < Some(Level::Admin) => Some(doc.protected_refs(r)),
+                    _ => None,
+                };
+                Ok(Principal {
+                    level,
+                    token: name,
+                    protect,
+                })
+            }
             Decision::Unauthenticated => Err(unauthorized("authentication required")),
             Decision::Forbidden(reason) => {
                 tracing::info!(token = name.as_deref(), repo, %reason, "request refused");

@@ -92,6 +92,30 @@ pub enum AccessCommand {
         /// `org/project`, `org/*` or `*`.
         pattern: String,
     },
+    /// Set the refs of the repositories PATTERN matches that only an
+    /// `admin` token may force-push or delete (non-fast-forward updates and
+    /// deletions by others are refused as git's receive.denyNonFastForwards
+    /// and receive.denyDeletes refuse them). Without this, a repository
+    /// protects HEAD's branch and refs/tags/*. The newest `protect` whose
+    /// pattern matches decides; none listed: nothing protected there.
+    Protect {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `org/project`, `org/*` or `*`.
+        pattern: String,
+        /// `HEAD` (the branch HEAD names), `refs/heads/main`, `refs/heads/release/*`, `refs/tags/*`.
+        refs: Vec<String>,
+    },
+    /// Remove a `protect` (its repositories go back to the default: HEAD's
+    /// branch and refs/tags/*).
+    Unprotect {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The pattern as it was protected.
+        pattern: String,
+    },
     /// Take back an `allow-anonymous-read`.
     DenyAnonymousRead {
         /// The store and its S3 settings.
@@ -151,6 +175,21 @@ pub fn access_main(args: AccessArgs) -> i32 {
                 );
             }
             print_tokens(&doc);
+            for p in &doc.protected {
+                println!(
+                    "protected in {}: {}",
+                    p.repos,
+                    if p.refs.is_empty() {
+                        "nothing".into()
+                    } else {
+                        p.refs.join(" ")
+                    }
+                );
+            }
+            println!(
+                "protected elsewhere: {}",
+                gitstow_access::DEFAULT_PROTECTED.join(" ")
+            );
             if doc.anonymous_read.is_empty() {
                 println!("anonymous read: none");
             } else {
@@ -168,6 +207,35 @@ pub fn access_main(args: AccessArgs) -> i32 {
                 Ok(())
             })?;
             println!("anyone may now read {p}");
+            Ok(())
+        }),
+        AccessCommand::Protect {
+            store,
+            pattern,
+            refs,
+        } => run(&store, |s| {
+            let p = RepoPattern::parse(&pattern)?;
+            gitstow_access::update(s, |doc| doc.protect(p.clone(), refs.clone()))?;
+            if refs.is_empty() {
+                println!("{p}: no ref protected");
+            } else {
+                println!("{p}: only admin may rewrite or delete {}", refs.join(" "));
+            }
+            Ok(())
+        }),
+        AccessCommand::Unprotect { store, pattern } => run(&store, |s| {
+            let removed = gitstow_access::update(s, |doc| {
+                let before = doc.protected.len();
+                doc.protected.retain(|p| p.repos.as_str() != pattern);
+                Ok(before != doc.protected.len())
+            })?;
+            if !removed {
+                return Err(format!("{pattern:?} has no protect entry").into());
+            }
+            println!(
+                "{pattern}: back to the default ({})",
+                gitstow_access::DEFAULT_PROTECTED.join(" ")
+            );
             Ok(())
         }),
         AccessCommand::DenyAnonymousRead { store, pattern } => run(&store, |s| {

@@ -1,0 +1,90 @@
+//! Protected refs: non-fast-forward updates and deletions refused, as git's
+//! `receive.denyNonFastForwards` and `receive.denyDeletes` refuse them, and
+//! in their words, for a pusher who may not rewrite them (access control
+//! decides who; see `gitstow_access`).
+
+use gix_hash::ObjectId;
+use gix_hashtable::HashSet;
+
+use gitstow_odb::graph::GENERATION_UNKNOWN;
+use gitstow_odb::{ObjectCache, ObjectDb};
+
+/// Which refs a push may not rewrite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protect {
+    /// Ref patterns: a full ref name (`refs/heads/main`), a prefix ending in
+    /// `/*` (`refs/tags/*`, any depth), or `HEAD` (the branch the
+    /// repository's HEAD names).
+    pub refs: Vec<String>,
+}
+
+impl Protect {
+    /// Whether `name` is protected, `head` being the ref HEAD names.
+    pub fn covers(&self, name: &str, head: Option<&str>) -> bool {
+        self.refs.iter().any(|p| {
+            if p == "HEAD" {
+                head == Some(name)
+            } else if let Some(prefix) = p.strip_suffix('*') {
+                prefix.ends_with('/') && name.starts_with(prefix)
+            } else {
+                p == name
+            }
+        })
+    }
+}
+
+/// Whether `old` is `new` or one of its ancestors: a walk of `new`'s
+/// parents that does not go below `old`'s generation (when both are known)
+/// and stops at `old`. `false` when `new` is not a commit or a commit on
+/// the way cannot be read (not a fast-forward as far as can be told).
+pub fn is_ancestor(db: &ObjectDb, old: &ObjectId, new: &ObjectId) -> bool {
+    if old == new {
+        return true;
+    }
+    let mut cache = ObjectCache::new(16 << 20);
+    let floor = match db.commit_row(old, &mut cache) {
+        Ok(Some(row)) if row.generation != GENERATION_UNKNOWN => row.generation,
+        Ok(Some(_)) => 0,
+        _ => return false,
+    };
+    let mut seen: HashSet = HashSet::default();
+    let mut stack = vec![*new];
+    while let Some(c) = stack.pop() {
+        if !seen.insert(c) {
+            continue;
+        }
+        let Ok(Some(row)) = db.commit_row(&c, &mut cache) else {
+            return false;
+        };
+        if row.generation != GENERATION_UNKNOWN && floor > 0 && row.generation < floor {
+            continue;
+        }
+        for p in row.parents {
+            if p == *old {
+                return true;
+            }
+            stack.push(p);
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_covered() {
+        let p = Protect {
+            refs: vec!["HEAD".into(), "refs/tags/*".into()],
+        };
+        assert!(p.covers("refs/heads/main", Some("refs/heads/main")));
+        assert!(!p.covers("refs/heads/dev", Some("refs/heads/main")));
+        assert!(p.covers("refs/tags/v1", None) && p.covers("refs/tags/a/b", None));
+        let q = Protect {
+            refs: vec!["refs/heads/release/*".into(), "refs/heads/dev".into()],
+        };
+        assert!(q.covers("refs/heads/release/1.0", None) && q.covers("refs/heads/dev", None));
+        assert!(!q.covers("refs/heads/release", None) && !q.covers("refs/heads/devel", None));
+    }
+}
