@@ -144,7 +144,14 @@ fn levels_and_patterns_decide_through_the_credential_helper() {
             resp.status
         );
     }
-    // The work tree's first push is all origin has besides r's commit.
+    // A URL with a user name: git first sends `any:` (no password) before
+    // asking its helper; that is no credentials, not a failed attempt, so
+    // a dozen such commands in a row are never answered 429.
+    c.login(&server, Some(&writer));
+    let with_user = url.replace("http://", "http://any@");
+    for _ in 0..12 {
+        c.ok(&["ls-remote", &with_user]);
+    }
     let _ = work;
 }
 

@@ -241,7 +241,11 @@ impl Auth {
         let fail = |why: &str| {
             tracing::info!(peer = ?peer, repo, reason = why, "authentication failed");
             match peer {
-                Some(p) if self.blocked(p) => too_many_failures(),
+                Some(p) if self.blocked(p) => {
+                    metrics::counter!(crate::metrics::AUTH_FAILURES).increment(1);
+                    tracing::info!(%p, "refused with 429: too many failed attempts from this address");
+                    too_many_failures()
+                }
                 Some(p) => {
                     self.failed(p);
                     unauthorized("invalid credentials")
@@ -310,8 +314,9 @@ fn server_endpoint_decision(
 }
 
 /// The secret a request presents: the password of HTTP Basic (or its user
-/// name when the password is empty, as some clients send a token), or a
-/// Bearer token. `Err` names what is malformed (for the log only).
+/// name when the password is empty and the name is a token; any other
+/// `user:` is no credentials, as git's first try for `https://user@host`),
+/// or a Bearer token. `Err` names what is malformed (for the log only).
 pub fn credentials(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
     use base64::Engine;
     let Some(value) = headers.get(header::AUTHORIZATION) else {
@@ -343,11 +348,16 @@ pub fn credentials(headers: &HeaderMap) -> Result<Option<String>, &'static str> 
     let (user, password) = decoded
         .split_once(':')
         .ok_or("Basic credentials without ':'")?;
-    let secret = if password.is_empty() { user } else { password };
-    if secret.is_empty() {
-        return Err("empty Basic credentials");
+    if !password.is_empty() {
+        return Ok(Some(password.to_owned()));
     }
-    Ok(Some(secret.to_owned()))
+    // `user:` is what git sends first for a URL with a user name and no
+    // password (before it asks its credential helper): no credentials yet,
+    // unless the user name is itself a token.
+    if user.starts_with(gitstow_access::SECRET_PREFIX) {
+        return Ok(Some(user.to_owned()));
+    }
+    Ok(None)
 }
 
 /// `401` asking for Basic credentials.
@@ -398,16 +408,17 @@ mod tests {
             credentials(&with(b"Basic dXNlcjp0b2s=")),
             Ok(Some("tok".into()))
         );
-        // "tok:" (the token as the user name)
+        // "tok:": git's first try for a URL with a user name: no credentials
+        assert_eq!(credentials(&with(b"basic dG9rOg==")), Ok(None));
+        // "gitstow_x:" (a token as the user name)
         assert_eq!(
-            credentials(&with(b"basic dG9rOg==")),
-            Ok(Some("tok".into()))
+            credentials(&with(b"Basic Z2l0c3Rvd194Og==")),
+            Ok(Some("gitstow_x".into()))
         );
         assert_eq!(credentials(&with(b"Bearer abc")), Ok(Some("abc".into())));
         for bad in [
             &b"Basic !!!"[..],
             b"Basic dXNlcg==", // "user": no colon
-            b"Basic Og==",     // ":"
             b"Digest x",
             b"Basic",
             b"Bearer ",
