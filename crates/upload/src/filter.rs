@@ -69,7 +69,10 @@ impl Filter {
 
     /// Whether a commit the walk reached (not one a want names) is sent.
     pub fn keeps_commit(&self) -> bool {
-        self.keeps_kind(Kind::Commit)
+        self.parts.iter().all(|p| match *p {
+            Part::ObjectType(k) => k == Kind::Commit,
+            _ => true,
+        })
     }
 
     /// Whether a tree at `depth` below the root tree (root = 0) is sent.
@@ -112,13 +115,6 @@ impl Filter {
     /// `tree:<depth>` filter does.
     pub fn limits_depth(&self) -> bool {
         self.parts.iter().any(|p| matches!(p, Part::TreeDepth(_)))
-    }
-
-    fn keeps_kind(&self, kind: Kind) -> bool {
-        self.parts.iter().all(|p| match *p {
-            Part::ObjectType(k) => k == kind,
-            _ => true,
-        })
     }
 }
 

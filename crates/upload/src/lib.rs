@@ -175,45 +175,87 @@ pub fn serve_v0(
     } else {
         None
     };
-    let shortcuts = Shortcuts::of(state, &db);
+    let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
+    let ask = PackAsk {
+        wants: &req.wants,
+        common: &common,
+        shallow_req: &shallow_req,
+        shallow_plan: &shallow_plan,
+        filter: filter.as_ref(),
+        include_tag: req.capabilities.contains("include-tag"),
+        ofs_delta: req.capabilities.contains("ofs-delta"),
+        thin_pack: req.capabilities.contains("thin-pack"),
+        sideband,
+        progress,
+    };
+    send_fetch(state, &db, &ask, out, opts, &mut outcome)?;
+    Ok(outcome)
+}
+
+/// What a fetch asks of its pack, in either protocol version.
+struct PackAsk<'a> {
+    wants: &'a [gix_hash::ObjectId],
+    common: &'a [gix_hash::ObjectId],
+    shallow_req: &'a shallow::ShallowRequest,
+    shallow_plan: &'a shallow::ShallowPlan,
+    filter: Option<&'a filter::Filter>,
+    include_tag: bool,
+    ofs_delta: bool,
+    thin_pack: bool,
+    /// Side-band payload size, if the pack goes in side-band.
+    sideband: Option<usize>,
+    progress: bool,
+}
+
+/// Finds the objects `ask` needs (from the bitmaps or by the walk, with the
+/// tags it includes) and streams the pack, recording the figures in
+/// `outcome`.
+fn send_fetch(
+    state: &RepoState,
+    db: &gitstow_odb::ObjectDb,
+    ask: &PackAsk<'_>,
+    out: &mut dyn Write,
+    opts: &Options,
+    outcome: &mut Outcome,
+) -> Result<(), Error> {
+    let shortcuts = Shortcuts::of(state, db);
     let have = shortcuts.have_side(
-        &db,
-        &common,
-        &shallow_req,
-        filter.as_ref(),
+        db,
+        ask.common,
+        ask.shallow_req,
+        ask.filter,
         opts.cache_bytes,
     );
     let mut walk = objects_to_send(
-        &db,
-        &req.wants,
-        &shortcuts.walk_options(&common, &shallow_plan, filter.as_ref(), opts.cache_bytes),
+        db,
+        ask.wants,
+        &shortcuts.walk_options(ask.common, ask.shallow_plan, ask.filter, opts.cache_bytes),
         have.as_ref(),
-        &mut outcome,
+        outcome,
     )?;
-    if req.capabilities.contains("include-tag") {
-        walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
+    if ask.include_tag {
+        walk::include_tags(db, &mut walk, &peeled_tags(state))?;
     }
     outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
-        ofs_delta: req.capabilities.contains("ofs-delta"),
+        ofs_delta: ask.ofs_delta,
         cache_bytes: opts.cache_bytes,
         // A partial clone may lack blobs its trees name: no thin bases then.
-        thin: req.capabilities.contains("thin-pack") && filter.is_none(),
+        thin: ask.thin_pack && ask.filter.is_none(),
     };
-    let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
     outcome.pack = Some(send_pack(
-        &db,
+        db,
         &walk,
         have.as_ref(),
         out,
-        sideband,
-        progress,
+        ask.sideband,
+        ask.progress,
         popts,
     )?);
     outcome.lookups = db.lookup_stats();
     outcome.graph_commits = db.graph_hits();
     outcome.graph_misses = db.graph_misses();
-    Ok(outcome)
+    Ok(())
 }
 
 /// What a state offers a full clone besides the walk: its ref tips when it is
@@ -518,42 +560,18 @@ fn fetch_v2(
         )?;
     }
     write_text(&mut &mut *out, "packfile")?;
-    let shortcuts = Shortcuts::of(state, &db);
-    let have = shortcuts.have_side(
-        &db,
-        &common,
-        &shallow_req,
-        filter.as_ref(),
-        opts.cache_bytes,
-    );
-    let mut walk = objects_to_send(
-        &db,
-        &args.wants,
-        &shortcuts.walk_options(&common, &shallow_plan, filter.as_ref(), opts.cache_bytes),
-        have.as_ref(),
-        &mut outcome,
-    )?;
-    if args.include_tag {
-        walk::include_tags(&db, &mut walk, &peeled_tags(state))?;
-    }
-    outcome.commits_read = walk.commits_read;
-    let popts = pack::PackOptions {
+    let ask = PackAsk {
+        wants: &args.wants,
+        common: &common,
+        shallow_req: &shallow_req,
+        shallow_plan: &shallow_plan,
+        filter: filter.as_ref(),
+        include_tag: args.include_tag,
         ofs_delta: args.ofs_delta,
-        cache_bytes: opts.cache_bytes,
-        // A partial clone may lack blobs its trees name: no thin bases then.
-        thin: args.thin_pack && filter.is_none(),
+        thin_pack: args.thin_pack,
+        sideband: Some(65515),
+        progress: !args.no_progress,
     };
-    outcome.pack = Some(send_pack(
-        &db,
-        &walk,
-        have.as_ref(),
-        out,
-        Some(65515),
-        !args.no_progress,
-        popts,
-    )?);
-    outcome.lookups = db.lookup_stats();
-    outcome.graph_commits = db.graph_hits();
-    outcome.graph_misses = db.graph_misses();
+    send_fetch(state, &db, &ask, out, opts, &mut outcome)?;
     Ok(outcome)
 }

@@ -463,10 +463,7 @@ pub fn objects_to_send(
         Some(filter) => {
             let none = HashSet::default();
             for (_, tree) in &limited.edges {
-                let mut scratch = HashSet::default();
-                std::mem::swap(&mut scratch, &mut excluded);
-                w.walk_tree(*tree, &mut scratch, &none, &mut |_| {})?;
-                excluded = scratch;
+                w.walk_tree(*tree, &mut excluded, &none, &mut |_| {})?;
             }
             for (_, tree) in &commits {
                 w.walk_tree_filtered(
