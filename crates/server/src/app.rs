@@ -357,7 +357,13 @@ async fn load_state(
 /// body names no path and no internal error.
 fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
     tracing::error!(error = %e, "{context} failed");
-    if gitstow_store::is_out_of_space(e) {
+    server_failure(gitstow_store::is_out_of_space(e))
+}
+
+/// What [`server_error`] answers: 503 with `Retry-After` when the server is
+/// out of space, else 500.
+fn server_failure(out_of_space: bool) -> Response {
+    if out_of_space {
         return busy_error("the server is out of space, try again later".into());
     }
     error(
@@ -706,16 +712,6 @@ async fn spool_failed(
     let reason = gitstow_receive::server_reason(out_of_space);
     let opts = app.config.receive.clone();
     let started = std::time::Instant::now();
-    let unreadable: fn(gitstow_receive::Error) -> Response = if out_of_space {
-        |_| busy_error("the server is out of space, try again later".into())
-    } else {
-        |_| {
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal server error, try again later",
-            )
-        }
-    };
     response::stream(
         "receive-pack",
         "application/x-git-receive-pack-result",
@@ -724,7 +720,7 @@ async fn spool_failed(
             record_push(&result, started);
             result
         },
-        unreadable,
+        move |_: gitstow_receive::Error| server_failure(out_of_space),
     )
     .await
 }

@@ -52,19 +52,18 @@ pub const SPOOL_HEAD: usize = 64 << 10;
 /// [`SPOOL_HEAD`] bytes. After a write fails, the file is dropped and the
 /// rest of the body is read and dropped too.
 struct SpoolSink {
-    file: Option<std::io::BufWriter<std::fs::File>>,
+    /// The file, or why it failed.
+    file: std::io::Result<std::io::BufWriter<std::fs::File>>,
     head: Vec<u8>,
-    failed: Option<std::io::Error>,
 }
 
 impl Write for SpoolSink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let keep = SPOOL_HEAD.saturating_sub(self.head.len()).min(buf.len());
         self.head.extend_from_slice(&buf[..keep]);
-        if let Some(file) = &mut self.file {
+        if let Ok(file) = &mut self.file {
             if let Err(e) = file.write_all(buf) {
-                self.file = None;
-                self.failed = Some(e);
+                self.file = Err(e);
             }
         }
         Ok(buf.len())
@@ -244,25 +243,17 @@ pub async fn spool(
         Some(d) => tempfile::tempfile_in(d),
         None => tempfile::tempfile(),
     };
-    let (file, failed) = match made {
-        Ok(f) => (Some(std::io::BufWriter::with_capacity(256 * 1024, f)), None),
-        Err(e) => (None, Some(e)),
-    };
     let sink = SpoolSink {
-        file,
+        file: made.map(|f| std::io::BufWriter::with_capacity(256 * 1024, f)),
         head: Vec::new(),
-        failed,
     };
-    let (sink, truncated) = copy_body(body, sink, gzip, limit, true, pace).await?;
-    let SpoolSink { file, head, failed } = sink;
-    let written = match (file, failed) {
-        (Some(w), None) => w
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|mut f| f.rewind().map(|_| f)),
-        (_, Some(e)) => Err(e),
-        (None, None) => Err(std::io::Error::other("spool lost")),
-    };
+    let (SpoolSink { file, head }, truncated) =
+        copy_body(body, sink, gzip, limit, true, pace).await?;
+    let written = file.and_then(|w| {
+        let mut f = w.into_inner().map_err(|e| e.into_error())?;
+        f.rewind()?;
+        Ok(f)
+    });
     match written {
         Ok(file) => Ok(Spooled { file, truncated }),
         Err(error) => Err(BodyError::Spool { error, head }),

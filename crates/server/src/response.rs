@@ -150,7 +150,7 @@ pub async fn stream<T, E, F>(
     service: &'static str,
     content_type: &'static str,
     produce: F,
-    on_error: fn(E) -> Response,
+    on_error: impl FnOnce(E) -> Response + Send,
 ) -> Response
 where
     T: Send + 'static,
