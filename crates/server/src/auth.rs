@@ -69,9 +69,6 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 pub struct Principal {
     /// The token's name (`None`: anonymous, or access control is off).
     pub token: Option<String>,
-    /// The level the request has on its repository (`None`: access control
-    /// is off, everything is allowed).
-    pub level: Option<Level>,
     /// The ref patterns this request may not rewrite or delete (the
     /// repository's protected refs, for anyone below `admin`); `None`: any.
     pub protect: Option<Vec<String>>,
@@ -146,33 +143,26 @@ impl Auth {
         })
         .await
         .map_err(|e| gitstow_access::Error::Invalid(format!("reading the access document: {e}")))
-        .and_then(|r| r.map_err(gitstow_access::Error::from));
-        let read = match read {
-            Ok(r) => r,
+        .and_then(|r| r.map_err(gitstow_access::Error::from))
+        .and_then(|read| match read {
+            IfNoneMatch::Unchanged => Ok(None),
+            IfNoneMatch::Changed(bytes, etag) => {
+                Ok(Some((gitstow_access::parse(&bytes)?, Some(etag))))
+            }
+            IfNoneMatch::Absent => Ok(Some((AccessDoc::default(), None))),
+        });
+        match read {
             Err(e) => {
                 cached.failed_at = Some(Instant::now());
                 return Err(e);
             }
-        };
-        cached.failed_at = None;
-        match read {
-            IfNoneMatch::Unchanged => {}
-            IfNoneMatch::Changed(bytes, etag) => {
-                let doc = match gitstow_access::parse(&bytes) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        cached.failed_at = Some(Instant::now());
-                        return Err(e);
-                    }
-                };
+            Ok(Some((doc, etag))) => {
                 cached.doc = Arc::new(doc);
-                cached.etag = Some(etag);
+                cached.etag = etag;
             }
-            IfNoneMatch::Absent => {
-                cached.doc = Arc::new(AccessDoc::default());
-                cached.etag = None;
-            }
+            Ok(None) => {}
         }
+        cached.failed_at = None;
         cached.read_at = Some(Instant::now());
         Ok(cached.doc.clone())
     }
@@ -264,22 +254,16 @@ impl Auth {
         };
         let decision = match repo {
             Some(r) => doc.decide_enforced(token, r, needed),
-            None => server_endpoint_decision(&doc, token),
+            None => server_endpoint_decision(token),
         };
         let name = token.map(|t| t.name.clone());
         match decision {
-            Decision::Allow => {
-                let level = repo.and_then(|r| doc.level(token, r));
-                let protect = match repo {
-                    Some(r) if level < Some(Level::Admin) => Some(doc.protected_refs(r)),
-                    _ => None,
-                };
-                Ok(Principal {
-                    level,
-                    token: name,
-                    protect,
-                })
-            }
+            Decision::Allow => Ok(Principal {
+                protect: repo
+                    .filter(|r| doc.level(token, r) < Some(Level::Admin))
+                    .map(|r| doc.protected_refs(r)),
+                token: name,
+            }),
             Decision::Unauthenticated => Err(unauthorized("authentication required")),
             Decision::Forbidden(reason) => {
                 tracing::info!(token = name.as_deref(), repo, %reason, "request refused");
@@ -291,10 +275,7 @@ impl Auth {
 
 /// The server endpoints (`/metrics`, `/debug/pprof/heap`) need `admin` on
 /// `*` (every repository).
-fn server_endpoint_decision(
-    doc: &AccessDoc,
-    token: Option<&gitstow_access::StoredToken>,
-) -> Decision {
+fn server_endpoint_decision(token: Option<&gitstow_access::StoredToken>) -> Decision {
     let Some(t) = token else {
         return Decision::Unauthenticated;
     };
@@ -302,7 +283,6 @@ fn server_endpoint_decision(
         .grants
         .iter()
         .any(|g| g.repos.as_str() == "*" && g.level == Level::Admin);
-    let _ = doc;
     if admin_everywhere {
         Decision::Allow
     } else {
