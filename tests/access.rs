@@ -272,30 +272,16 @@ fn raw_requests_without_or_with_bad_credentials() {
         );
     }
     // The admin token reads the operator endpoint; a reader may not.
-    let resp = http(
-        port,
-        "GET",
-        "/metrics",
-        &[("Authorization", &basic(&admin))],
-        b"",
-    );
+    let resp = get_as(port, "/metrics", &basic(&admin));
     assert_eq!(resp.status, 200);
     let reader = server.store().create_token("reader", &["*:read"], &[]);
     std::thread::sleep(std::time::Duration::from_millis(1200));
-    let resp = http(
-        port,
-        "GET",
-        "/metrics",
-        &[("Authorization", &format!("Bearer {reader}"))],
-        b"",
-    );
+    let resp = get_as(port, "/metrics", &format!("Bearer {reader}"));
     assert_eq!(resp.status, 403, "{}", resp.text());
-    let resp = http(
+    let resp = get_as(
         port,
-        "GET",
         "/org/app.git/info/refs?service=git-upload-pack",
-        &[("Authorization", &format!("Bearer {reader}"))],
-        b"",
+        &format!("Bearer {reader}"),
     );
     assert_eq!(resp.status, 200, "Bearer works");
 
@@ -309,12 +295,10 @@ fn raw_requests_without_or_with_bad_credentials() {
         huge,
     ];
     for (i, value) in malformed.iter().enumerate() {
-        let resp = http(
+        let resp = get_as(
             port,
-            "GET",
             "/org/app.git/info/refs?service=git-upload-pack",
-            &[("Authorization", value)],
-            b"",
+            value,
         );
         assert_eq!(resp.status, 401, "malformed header {i}");
     }
@@ -329,30 +313,24 @@ fn raw_requests_without_or_with_bad_credentials() {
     // proxy every client has the proxy's address).
     let mut statuses = Vec::new();
     for i in 0..15 {
-        let resp = http(
+        let resp = get_as(
             port,
-            "GET",
             "/org/app.git/info/refs?service=git-upload-pack",
-            &[("Authorization", &basic(&format!("gitstow_guess{i}")))],
-            b"",
+            &basic(&format!("gitstow_guess{i}")),
         );
         statuses.push(resp.status);
     }
     assert!(statuses.contains(&429), "{statuses:?}");
-    let resp = http(
+    let resp = get_as(
         port,
-        "GET",
         "/org/app.git/info/refs?service=git-upload-pack",
-        &[("Authorization", &basic(&admin))],
-        b"",
+        &basic(&admin),
     );
     assert_eq!(resp.status, 200, "a valid token is served");
-    let resp = http(
+    let resp = get_as(
         port,
-        "GET",
         "/org/app.git/info/refs?service=git-upload-pack",
-        &[("Authorization", &basic("gitstow_one-more-guess"))],
-        b"",
+        &basic("gitstow_one-more-guess"),
     );
     assert_eq!(resp.status, 429);
     assert!(resp.header("retry-after").is_some());
@@ -365,6 +343,11 @@ fn raw_requests_without_or_with_bad_credentials() {
         logs.contains("authentication failed"),
         "failures are logged"
     );
+}
+
+/// `GET path` on `port` with `Authorization: <authorization>`.
+fn get_as(port: u16, path: &str, authorization: &str) -> Response {
+    http(port, "GET", path, &[("Authorization", authorization)], b"")
 }
 
 /// A GET whose header block includes `extra` as raw bytes (not UTF-8).

@@ -179,13 +179,8 @@ fn a_full_temp_directory_refuses_pushes_and_fetches_in_gits_words() {
     // A fetch request longer than what is kept in memory (64 KiB) needs
     // the temp directory: with it full, git is told why.
     let filler = disk.fill(4 << 10);
-    let mut body = pkt(b"command=fetch\n");
-    body.extend_from_slice(b"0001");
-    for _ in 0..2_000 {
-        body.extend(pkt(format!("want {tip}\n").as_bytes()));
-    }
-    body.extend(pkt(b"done\n"));
-    body.extend_from_slice(FLUSH);
+    let want = format!("want {tip}");
+    let body = v2_fetch(std::iter::repeat_n(want.as_str(), 2_000).chain(["done"]));
     let resp = post_upload_pack_v2(&server, "spool", &body);
     assert_eq!(resp.status, 200);
     let text = resp.text();

@@ -371,15 +371,9 @@ fn a_fetch_flood_is_held_to_the_fetch_cap() {
     let tip = commit_files(&work, &[("a", "1")], "one");
     git(&work, &["push", "--quiet", &server.url("flood"), "main"]);
 
-    let mut body = pkt(b"command=fetch\n");
-    body.extend_from_slice(b"0001");
-    let want = pkt(format!("want {tip}\n").as_bytes());
-    for _ in 0..200_000 {
-        body.extend_from_slice(&want);
-    }
-    body.extend(pkt(b"done\n"));
-    body.extend_from_slice(FLUSH);
-    let body = std::sync::Arc::new(body);
+    let want = format!("want {tip}");
+    let args = std::iter::repeat_n(want.as_str(), 200_000).chain(["done"]);
+    let body = std::sync::Arc::new(v2_fetch(args));
     let port = server.port();
     let fetch = {
         let body = body.clone();

@@ -361,13 +361,9 @@ fn shallow_clone_and_deepen() {
 /// One stateless v2 `fetch` round without `done`: the acknowledgments
 /// section's lines (a packfile follows only after `ready`).
 fn v2_round(server: &Server, repo: &str, want: &str, haves: &[&str]) -> Vec<String> {
-    let mut body = pkt(b"command=fetch\n");
-    body.extend_from_slice(b"0001");
-    body.extend(pkt(format!("want {want}\n").as_bytes()));
-    for h in haves {
-        body.extend(pkt(format!("have {h}\n").as_bytes()));
-    }
-    body.extend_from_slice(FLUSH);
+    let body = v2_fetch(
+        std::iter::once(format!("want {want}")).chain(haves.iter().map(|h| format!("have {h}"))),
+    );
     let resp = post_upload_pack_v2(server, repo, &body);
     assert_eq!(resp.status, 200, "{}", resp.text());
     let mut lines = Vec::new();
@@ -445,12 +441,11 @@ fn a_deepen_beyond_an_int_is_refused() {
     let tip = commit_files(&work, &[("a", "1")], "c1");
     git(&work, &["push", "--quiet", &server.url("deep"), "main"]);
     for (depth, accepted) in [("2147483647", true), ("2147483648", false)] {
-        let mut body = pkt(b"command=fetch\n");
-        body.extend_from_slice(b"0001");
-        body.extend(pkt(format!("want {tip}\n").as_bytes()));
-        body.extend(pkt(format!("deepen {depth}\n").as_bytes()));
-        body.extend(pkt(b"done\n"));
-        body.extend_from_slice(FLUSH);
+        let body = v2_fetch([
+            format!("want {tip}"),
+            format!("deepen {depth}"),
+            "done".into(),
+        ]);
         let resp = post_upload_pack_v2(&server, "deep", &body);
         let text = resp.text();
         assert_eq!(
@@ -482,12 +477,11 @@ fn filter_specs_refused_in_gits_words() {
         ),
         ("combine:blob:none+tree%3A1", "packfile"),
     ] {
-        let mut body = pkt(b"command=fetch\n");
-        body.extend_from_slice(b"0001");
-        body.extend(pkt(format!("want {tip}\n").as_bytes()));
-        body.extend(pkt(format!("filter {spec}\n").as_bytes()));
-        body.extend(pkt(b"done\n"));
-        body.extend_from_slice(FLUSH);
+        let body = v2_fetch([
+            format!("want {tip}"),
+            format!("filter {spec}"),
+            "done".into(),
+        ]);
         let resp = post_upload_pack_v2(&server, "filters", &body);
         assert_eq!(resp.status, 200, "{spec}");
         let text = resp.text();

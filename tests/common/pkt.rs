@@ -7,6 +7,18 @@ pub const ZERO_OID: &str = "0000000000000000000000000000000000000000";
 /// The flush packet.
 pub const FLUSH: &[u8] = b"0000";
 
+/// A v2 `command=fetch` request body (gitprotocol-v2(5)): the command, a
+/// delim-pkt, each of `args` as a pkt-line (a newline added), a flush-pkt.
+pub fn v2_fetch<S: AsRef<str>>(args: impl IntoIterator<Item = S>) -> Vec<u8> {
+    let mut body = pkt(b"command=fetch\n");
+    body.extend_from_slice(b"0001");
+    for a in args {
+        body.extend(pkt(format!("{}\n", a.as_ref()).as_bytes()));
+    }
+    body.extend_from_slice(FLUSH);
+    body
+}
+
 /// One pkt-line carrying `data`.
 pub fn pkt(data: &[u8]) -> Vec<u8> {
     let mut out = format!("{:04x}", data.len() + 4).into_bytes();
