@@ -21,6 +21,7 @@ mod pack;
 mod pkt;
 pub mod raw_pack;
 pub mod raw_target;
+mod receiver;
 mod server;
 
 pub use git::*;
@@ -28,6 +29,7 @@ pub use http::*;
 pub use maintain::*;
 pub use pack::*;
 pub use pkt::*;
+pub use receiver::*;
 pub use server::*;
 
 use std::fs;

@@ -33,6 +33,36 @@ pub struct AccessDoc {
     /// decides; a repository none matches protects [`DEFAULT_PROTECTED`].
     #[serde(default)]
     pub protected: Vec<Protection>,
+    /// Where pushes are announced (in the order they were added).
+    #[serde(default)]
+    pub webhooks: Vec<Webhook>,
+}
+
+/// A receiver of push events for the repositories a pattern matches.
+#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// Its unique name (as a token's: `[A-Za-z0-9._-]`, 1 to 64 bytes).
+    pub name: String,
+    /// The repositories whose pushes it receives.
+    pub repos: RepoPattern,
+    /// Where events are POSTed (`http://` or `https://`).
+    pub url: String,
+    /// The HMAC-SHA256 key events are signed with. It must be usable to
+    /// sign, so it is kept as given (unlike a token's secret): the
+    /// bucket must be as private as the repositories in it. Never printed
+    /// (see the `Debug` implementation) nor logged.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("name", &self.name)
+            .field("repos", &self.repos)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a repository protects unless an entry of
@@ -280,6 +310,49 @@ impl AccessDoc {
         });
         self.version = 1;
         Ok(secret)
+    }
+
+    /// Adds a webhook (its name must be new; its URL `http://` or
+    /// `https://` with a host).
+    pub fn add_webhook(&mut self, hook: Webhook) -> Result<()> {
+        check_name(&hook.name)?;
+        let rest = hook
+            .url
+            .strip_prefix("https://")
+            .or_else(|| hook.url.strip_prefix("http://"));
+        if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
+            || hook.url.contains(char::is_whitespace)
+        {
+            return Err(Error::Invalid(format!(
+                "invalid webhook URL {:?}: want http://HOST/… or https://HOST/…",
+                hook.url
+            )));
+        }
+        if hook.secret.len() < 16 {
+            return Err(Error::Invalid(
+                "a webhook secret needs at least 16 bytes".into(),
+            ));
+        }
+        if self.webhooks.iter().any(|w| w.name == hook.name) {
+            return Err(Error::Invalid(format!(
+                "a webhook named {:?} exists already (remove it first)",
+                hook.name
+            )));
+        }
+        self.webhooks.push(hook);
+        Ok(())
+    }
+
+    /// Removes the webhook named `name`; false if there was none.
+    pub fn remove_webhook(&mut self, name: &str) -> bool {
+        let before = self.webhooks.len();
+        self.webhooks.retain(|w| w.name != name);
+        before != self.webhooks.len()
+    }
+
+    /// The webhooks that receive `repo`'s pushes.
+    pub fn webhooks_for<'a>(&'a self, repo: &'a str) -> impl Iterator<Item = &'a Webhook> + 'a {
+        self.webhooks.iter().filter(move |w| w.repos.matches(repo))
     }
 
     /// Removes the token named `name`; false if there was none.

@@ -19,7 +19,7 @@ mod token;
 
 pub use document::{
     check_ref_pattern, load, parse, update, AccessDoc, Decision, Grant, Protection, Rejected,
-    StoredToken, ACCESS_KEY, DEFAULT_PROTECTED,
+    StoredToken, Webhook, ACCESS_KEY, DEFAULT_PROTECTED,
 };
 pub use level::Level;
 pub use pattern::RepoPattern;

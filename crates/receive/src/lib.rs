@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod check;
+pub mod hooks;
 pub mod progress;
 pub mod protect;
 pub mod resolve;
@@ -30,6 +31,7 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use gitstow_odb::staging::ContainerStaging;
 use gitstow_odb::{ObjectDb, Repository};
@@ -81,6 +83,13 @@ pub struct Options {
     /// Refs this push may not rewrite (non-fast-forward or delete); `None`:
     /// any (no access control, or an admin's push).
     pub protect: Option<protect::Protect>,
+    /// The name of the token that pushes, for the hooks (`None`: access
+    /// control off).
+    pub pusher: Option<String>,
+    /// The pre-receive check (see [`hooks`]); `None`: none.
+    pub pre_receive: Option<Arc<dyn hooks::PreReceive>>,
+    /// Where what lands is announced (see [`hooks`]); `None`: nowhere.
+    pub notify: Option<Arc<dyn hooks::Notify>>,
 }
 
 impl Default for Options {
@@ -96,6 +105,9 @@ impl Default for Options {
             max_state_attempts: 20,
             staging_dir: None,
             protect: None,
+            pusher: None,
+            pre_receive: None,
+            notify: None,
         }
     }
 }
@@ -129,6 +141,10 @@ pub struct Outcome {
     pub push_options: Vec<String>,
     /// `error: …` lines for side-band 2, in git's words, for failed commands.
     pub remote_errors: Vec<String>,
+    /// What the pre-receive check printed (side-band 2, as it is).
+    pub hook_output: Vec<u8>,
+    /// True when the pre-receive check refused the push.
+    pub hook_declined: bool,
 }
 
 /// A push that could not even be read; nothing was written to the response.
@@ -255,6 +271,11 @@ pub fn receive_pack(
         .filter(|s| matches!(s, RefStatus::Ok))
         .count();
     if sideband {
+        // As git's copy_to_sideband: the hook's output, even with `quiet`.
+        for chunk in outcome.hook_output.chunks(32 << 10) {
+            let _ =
+                gitstow_protocol::sideband::write_band(&mut &mut *response, Band::Progress, chunk);
+        }
         for e in &outcome.remote_errors {
             // As git's rp_error: shown even with `quiet`.
             let _ = gitstow_protocol::sideband::write_band(
@@ -573,6 +594,9 @@ fn decide(
                     .is_some_and(|k| k != gitstow_odb::record::COMMIT)
         })
         .collect();
+    if let Some(hook) = &opts.pre_receive {
+        pre_receive(repo, push, &mut rejected, hook.as_ref(), opts, outcome);
+    }
     let mut containers = Vec::new();
     if rejected.iter().any(Option::is_none) {
         for sealed in unpacked.sealed {
@@ -597,6 +621,26 @@ fn decide(
             outcome,
         )?;
     }
+    let pending = match &opts.notify {
+        Some(notify) if rejected.iter().any(Option::is_none) => {
+            let updates = updates_of(push, &rejected);
+            match notify.prepare(&push_info(repo, push, &updates, opts)) {
+                Ok(pending) => Some(pending),
+                Err(e) => {
+                    // Nothing committed: a notice that could be lost is not promised.
+                    tracing::error!(repo = repo.name(), error = %e, "recording the push's notice failed");
+                    let reason = server_reason(gitstow_store::is_out_of_space(&e));
+                    return Ok(vec![
+                        RefStatus::Rejected(format!(
+                            "failed to update ref: {reason}"
+                        ));
+                        push.commands.len()
+                    ]);
+                }
+            }
+        }
+        _ => None,
+    };
     let tx = Transaction {
         commands: &push.commands,
         rejected,
@@ -607,7 +651,21 @@ fn decide(
         atomic: push.capabilities.contains("atomic"),
         max_attempts: opts.max_state_attempts,
     };
-    Ok(match tx.run(repo) {
+    let result = tx.run(repo);
+    if let Some(pending) = pending {
+        let landed: Vec<hooks::RefUpdate> = match &result {
+            Ok(t) => push
+                .commands
+                .iter()
+                .zip(&t.statuses)
+                .filter(|(_, s)| matches!(s, RefStatus::Ok))
+                .map(|(c, _)| update_of(c))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        pending.finish(&landed);
+    }
+    Ok(match result {
         Ok(t) => {
             outcome.state_retries = t.retries;
             outcome.remote_errors.extend(t.messages);
@@ -624,4 +682,61 @@ fn decide(
             ]
         }
     })
+}
+
+fn update_of(cmd: &gitstow_protocol::push::RefCommand) -> hooks::RefUpdate {
+    hooks::RefUpdate {
+        name: cmd.name.clone(),
+        old: cmd.old,
+        new: cmd.new,
+    }
+}
+
+/// The updates of the commands not refused yet.
+fn updates_of(push: &PushRequest, rejected: &[Option<String>]) -> Vec<hooks::RefUpdate> {
+    push.commands
+        .iter()
+        .zip(rejected)
+        .filter(|(_, r)| r.is_none())
+        .map(|(c, _)| update_of(c))
+        .collect()
+}
+
+fn push_info<'a>(
+    repo: &'a Repository,
+    push: &'a PushRequest,
+    updates: &'a [hooks::RefUpdate],
+    opts: &'a Options,
+) -> hooks::PushInfo<'a> {
+    hooks::PushInfo {
+        repository: repo.name(),
+        pusher: opts.pusher.as_deref(),
+        updates,
+        push_options: &push.push_options,
+    }
+}
+
+/// Runs the pre-receive check on the commands not refused yet; a refusal
+/// refuses each of them with git's `pre-receive hook declined`.
+fn pre_receive(
+    repo: &Repository,
+    push: &PushRequest,
+    rejected: &mut [Option<String>],
+    hook: &dyn hooks::PreReceive,
+    opts: &Options,
+    outcome: &mut Outcome,
+) {
+    let updates = updates_of(push, rejected);
+    if updates.is_empty() {
+        return;
+    }
+    let verdict = hook.check(&push_info(repo, push, &updates, opts));
+    outcome.hook_output = verdict.output;
+    if !verdict.accepted {
+        tracing::info!(repo = repo.name(), "push refused by the pre-receive check");
+        outcome.hook_declined = true;
+        for r in rejected.iter_mut().filter(|r| r.is_none()) {
+            *r = Some("pre-receive hook declined".into());
+        }
+    }
 }

@@ -63,6 +63,8 @@ pub struct Config {
     pub auth: crate::auth::AuthConfig,
     /// Bytes of decoded states the state cache holds.
     pub state_cache_bytes: usize,
+    /// How webhooks are delivered.
+    pub webhooks: gitstow_hooks::deliver::DeliverConfig,
 }
 
 /// Shared state of all requests.
@@ -78,6 +80,8 @@ pub struct App {
     /// Where fetch work allocates (see [`crate::alloc::WorkArena`]).
     fetch_arena: crate::alloc::WorkArena,
     maintenance: Option<Arc<crate::maintenance::Maintenance>>,
+    /// Delivers recorded push events to webhooks (`None`: it could not start).
+    webhooks: Option<gitstow_hooks::deliver::Deliverer>,
     metrics: Option<Metrics>,
     config: Config,
 }
@@ -93,8 +97,13 @@ impl App {
                 .ok()
         });
         let auth = crate::auth::Auth::new(store.clone(), config.auth.clone());
+        let webhooks =
+            gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
+                .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
+                .ok();
         Arc::new(App {
             auth,
+            webhooks,
             store,
             indexes,
             states: StateCache::with_limit(config.state_cache_bytes),
@@ -626,6 +635,27 @@ async fn receive_pack(
     opts.protect = principal
         .protect
         .map(|refs| gitstow_receive::protect::Protect { refs });
+    opts.pusher = principal.token.clone();
+    if !principal.webhooks.is_empty() {
+        match &app.webhooks {
+            Some(d) => {
+                let outbox: Arc<dyn gitstow_receive::hooks::Notify> =
+                    Arc::new(d.outbox(principal.webhooks));
+                opts.notify = Some(outbox);
+            }
+            None => {
+                // Refused rather than landed unannounced.
+                tracing::error!(
+                    repo = name,
+                    "push refused: webhook deliveries are not running"
+                );
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server unavailable, try again later",
+                );
+            }
+        }
+    }
     let maintenance = app.maintenance.clone();
     let token = principal.token;
     response::stream(

@@ -72,6 +72,8 @@ pub struct Principal {
     /// The ref patterns this request may not rewrite or delete (the
     /// repository's protected refs, for anyone below `admin`); `None`: any.
     pub protect: Option<Vec<String>>,
+    /// The webhooks (names) that receive the repository's pushes.
+    pub webhooks: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -221,10 +223,16 @@ impl Auth {
             }
         };
         use std::sync::atomic::Ordering;
+        let webhooks = repo.map_or_else(Vec::new, |r| {
+            doc.webhooks_for(r).map(|w| w.name.clone()).collect()
+        });
         if doc.enforced() {
             self.enforcing.store(true, Ordering::Relaxed);
         } else if !self.enforcing.load(Ordering::Relaxed) {
-            return Ok(Principal::default());
+            return Ok(Principal {
+                webhooks,
+                ..Principal::default()
+            });
         }
         // Only failures are held back: a valid token is served even from an
         // address that failed often (behind a proxy, everyone's).
@@ -263,6 +271,7 @@ impl Auth {
                     .filter(|r| doc.level(token, r) < Some(Level::Admin))
                     .map(|r| doc.protected_refs(r)),
                 token: name,
+                webhooks,
             }),
             Decision::Unauthenticated => Err(unauthorized("authentication required")),
             Decision::Forbidden(reason) => {

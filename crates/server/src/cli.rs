@@ -37,6 +37,8 @@ pub enum Command {
     Token(crate::token_cmd::TokenArgs),
     /// Show access control; allow or deny anonymous read.
     Access(crate::token_cmd::AccessArgs),
+    /// Announce pushes to HTTP receivers (signed JSON events).
+    Webhook(crate::webhook_cmd::WebhookArgs),
 }
 
 /// Where repositories live, as `serve` and the admin commands take it.
@@ -161,6 +163,30 @@ pub struct ServeArgs {
     /// revoked or expired token takes to count on this instance.
     #[arg(long, default_value_t = 5)]
     pub access_refresh: u64,
+    /// A pre-receive hook: a program run for each push after its pack is
+    /// checked and before anything is stored, as git runs hooks/pre-receive
+    /// (stdin: `<old> <new> <ref>` lines; GIT_PUSH_OPTION_COUNT and
+    /// GIT_PUSH_OPTION_<i>; also GITSTOW_REPOSITORY and GITSTOW_PUSHER, the
+    /// token's name; no other environment). Exit 0 accepts; anything else
+    /// refuses every ref with `pre-receive hook declined`. Its output is
+    /// shown to the pusher.
+    #[arg(long, value_name = "PATH", conflicts_with = "pre_receive_url")]
+    pub pre_receive_hook: Option<PathBuf>,
+    /// A pre-receive callout: each push's ref updates and push options are
+    /// POSTed here as JSON ({"repository", "pusher", "ref_updates": [{"ref",
+    /// "old", "new"}], "push_options"}) after its pack is checked and before
+    /// anything is stored; a 2xx answer accepts, any other refuses. The
+    /// answer's body (text) is shown to the pusher.
+    #[arg(long, value_name = "URL")]
+    pub pre_receive_url: Option<String>,
+    /// Seconds the pre-receive hook or callout may take; after it the push is
+    /// refused (the hook's process group is killed).
+    #[arg(long, default_value_t = 30)]
+    pub pre_receive_timeout: u64,
+    /// Seconds one webhook delivery may take before it counts as failed (and
+    /// is retried later).
+    #[arg(long, default_value_t = 10)]
+    pub webhook_timeout: u64,
     /// Pushes resolved at once; later pushes wait in a queue (default: one per
     /// core, and no more than one per 512 MiB of memory).
     #[arg(long)]
@@ -230,6 +256,7 @@ pub fn main() -> i32 {
         Command::Maintain(args) => crate::maintain_cmd::main(args),
         Command::Token(args) => crate::token_cmd::token_main(args),
         Command::Access(args) => crate::token_cmd::access_main(args),
+        Command::Webhook(args) => crate::webhook_cmd::webhook_main(args),
     }
 }
 
@@ -372,6 +399,22 @@ fn serve(args: ServeArgs) -> i32 {
     if let Some(t) = args.threads {
         receive.threads = t.max(1);
     }
+    let hook_timeout = std::time::Duration::from_secs(args.pre_receive_timeout.max(1));
+    if let Some(path) = &args.pre_receive_hook {
+        receive.pre_receive = Some(Arc::new(gitstow_hooks::pre_receive::Executable {
+            path: path.clone(),
+            timeout: hook_timeout,
+        }));
+    } else if let Some(url) = &args.pre_receive_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            eprintln!("gitstow: --pre-receive-url {url:?}: want an http:// or https:// URL");
+            return 2;
+        }
+        receive.pre_receive = Some(Arc::new(gitstow_hooks::pre_receive::Callout::new(
+            url,
+            hook_timeout,
+        )));
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mem = crate::queue::mem_total();
     let max_concurrent_pushes = args
@@ -422,6 +465,10 @@ fn serve(args: ServeArgs) -> i32 {
         auth: crate::auth::AuthConfig {
             refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
             enforce: false,
+        },
+        webhooks: gitstow_hooks::deliver::DeliverConfig {
+            timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),
+            ..Default::default()
         },
     };
     match check_exposure(&args, &store) {

@@ -13,6 +13,7 @@
 //! - [`maintenance`]: automatic maintenance after pushes.
 //! - [`maintain_cmd`]: `gitstow maintain`.
 //! - [`token_cmd`]: `gitstow token` and `gitstow access`.
+//! - [`webhook_cmd`]: `gitstow webhook`.
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
 //! - [`limits`]: process limits set at start (open files).
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
@@ -33,3 +34,4 @@ pub mod queue;
 pub mod repo_name;
 pub mod response;
 pub mod token_cmd;
+pub mod webhook_cmd;

@@ -255,7 +255,7 @@ pub fn access_main(args: AccessArgs) -> i32 {
 
 /// Opens the store and runs `f`; errors go to stderr with exit code 1 (2
 /// when the store cannot be opened).
-fn run(
+pub(crate) fn run(
     store: &StoreArgs,
     f: impl FnOnce(&std::sync::Arc<dyn gitstow_store::ObjectStore>) -> Result<(), Failure>,
 ) -> i32 {
@@ -352,4 +352,4 @@ fn now_secs() -> u64 {
 }
 
 /// A command's failure, said on stderr.
-type Failure = Box<dyn std::error::Error>;
+pub(crate) type Failure = Box<dyn std::error::Error>;

@@ -1,0 +1,379 @@
+//! The deliverer: a background thread per server that POSTs outbox entries
+//! ([`crate::outbox`]) to their webhooks, at least once.
+//!
+//! It looks at the outbox when a local push records an entry, and every
+//! [`DeliverConfig::scan_every`] for the rest (entries of other instances
+//! of the bucket, retries, entries left by a server that stopped). For each
+//! entry nobody holds a lease on:
+//! - an entry whose push outcome was never recorded (its pusher stopped
+//!   between writing it and committing or after) is *recovered* from the
+//!   repository's refs: an update landed if the ref now has its new value,
+//!   or a value that is neither its old nor its new one (moved again since:
+//!   announced rather than lost); one whose ref still has its old value
+//!   did not. The event says `"recovered": true`;
+//! - it takes a lease by a conditional PUT (another instance that got there
+//!   first wins; the loser skips the entry), POSTs to each webhook whose
+//!   delivery is due, and writes back what is still owed: a failed attempt
+//!   is retried after 2, 4, 8 … seconds (at most [`MAX_BACKOFF_SECS`]),
+//!   up to [`DeliverConfig::max_attempts`] attempts (about 4 hours at the
+//!   default), then dropped with an error in the log.
+//!
+//! Deliveries never touch the push path: a slow or dead receiver delays only
+//! other deliveries. Counted in `gitstow_webhook_deliveries_total{result}`
+//! (`delivered`, `retried`, `dropped`).
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gitstow_access::AccessDoc;
+use gitstow_odb::{IndexCache, Repository};
+use gitstow_store::{ETag, ObjectStore, PutCondition};
+
+use crate::outbox::{Entry, Outbox, Wake, OUTBOX_PREFIX};
+use crate::webhook::RefUpdateJson;
+
+/// Metric: deliveries by result.
+pub const DELIVERIES: &str = "gitstow_webhook_deliveries_total";
+
+/// Longest wait between two attempts, in seconds.
+pub const MAX_BACKOFF_SECS: u64 = 600;
+
+/// How deliveries are made.
+#[derive(Debug, Clone)]
+pub struct DeliverConfig {
+    /// How long one POST may take in all.
+    pub timeout: Duration,
+    /// How often the outbox is listed when nothing wakes the deliverer.
+    pub scan_every: Duration,
+    /// Attempts before a delivery is dropped.
+    pub max_attempts: u32,
+}
+
+impl Default for DeliverConfig {
+    fn default() -> Self {
+        DeliverConfig {
+            timeout: Duration::from_secs(10),
+            scan_every: Duration::from_secs(5),
+            max_attempts: 30,
+        }
+    }
+}
+
+/// Handle of a running deliverer.
+#[derive(Debug, Clone)]
+pub struct Deliverer {
+    store: Arc<dyn ObjectStore>,
+    wake: Wake,
+}
+
+impl Deliverer {
+    /// Starts the deliverer's thread for `store`.
+    pub fn start(store: Arc<dyn ObjectStore>, config: DeliverConfig) -> std::io::Result<Self> {
+        let (wake, woken) = std::sync::mpsc::sync_channel(1);
+        let worker = Worker {
+            store: store.clone(),
+            agent: crate::agent(config.timeout),
+            indexes: IndexCache::with_limit(1),
+            config,
+        };
+        std::thread::Builder::new()
+            .name("webhooks".into())
+            .spawn(move || worker.run(woken))?;
+        Ok(Deliverer { store, wake })
+    }
+
+    /// An outbox recording pushes for `webhooks` (names), delivered by this
+    /// deliverer.
+    pub fn outbox(&self, webhooks: Vec<String>) -> Outbox {
+        Outbox::new(self.store.clone(), webhooks, Some(self.wake.clone()))
+    }
+}
+
+struct Worker {
+    store: Arc<dyn ObjectStore>,
+    agent: ureq::Agent,
+    indexes: Arc<IndexCache>,
+    config: DeliverConfig,
+}
+
+impl Worker {
+    fn run(self, woken: Receiver<()>) {
+        loop {
+            let next_due = match self.scan() {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook outbox not readable");
+                    None
+                }
+            };
+            let mut wait = self.config.scan_every;
+            if let Some(due) = next_due {
+                let secs = due.saturating_sub(crate::now_secs());
+                wait = wait.min(Duration::from_secs(secs));
+            }
+            match woken.recv_timeout(wait) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Every handle is gone (tests): finish what is due, then stop.
+                    if wait.is_zero() {
+                        continue;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One pass over the outbox; returns when the next retry is due.
+    fn scan(&self) -> Result<Option<u64>, Box<dyn std::error::Error>> {
+        let keys = self.store.list(OUTBOX_PREFIX)?;
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let (doc, _) = gitstow_access::load(self.store.as_ref())?;
+        let mut next_due: Option<u64> = None;
+        for key in keys {
+            match self.entry(&key, &doc) {
+                Ok(Some(due)) => next_due = Some(next_due.map_or(due, |d| d.min(due))),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(key, error = %e, "webhook outbox entry not handled"),
+            }
+        }
+        Ok(next_due)
+    }
+
+    /// Handles one entry; returns when it is next due, if it stays.
+    fn entry(&self, key: &str, doc: &AccessDoc) -> Result<Option<u64>, Box<dyn std::error::Error>> {
+        let Some((bytes, etag)) = self.store.get(key)? else {
+            return Ok(None);
+        };
+        let mut entry = match Entry::decode(&bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(key, error = %e, "corrupt webhook outbox entry dropped");
+                metrics::counter!(DELIVERIES, "result" => "dropped").increment(1);
+                self.store.delete(key)?;
+                return Ok(None);
+            }
+        };
+        let now = crate::now_secs();
+        if entry.lease_until > now {
+            return Ok(Some(entry.lease_until));
+        }
+        if !entry.landed && !self.recover(&mut entry)? {
+            self.store.delete(key)?;
+            return Ok(None);
+        }
+        let Some(due_at) = entry.deliveries.iter().map(|d| d.next_attempt).min() else {
+            self.store.delete(key)?;
+            return Ok(None);
+        };
+        if due_at > now {
+            return Ok(Some(due_at));
+        }
+        // The lease: nobody else attempts these deliveries meanwhile.
+        entry.lease_until = now + 2 * self.config.timeout.as_secs() + 5;
+        let claimed =
+            match self
+                .store
+                .put(key, &entry.encode(), PutCondition::IfMatch(etag.clone()))
+            {
+                Ok(e) => e,
+                Err(gitstow_store::Error::PreconditionFailed { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+        self.attempt(&mut entry, doc);
+        entry.lease_until = 0;
+        self.write_back(key, &entry, claimed)
+    }
+
+    /// Attempts every due delivery of `entry`, keeping those still owed.
+    fn attempt(&self, entry: &mut Entry, doc: &AccessDoc) {
+        let now = crate::now_secs();
+        let body = serde_json::to_vec(&entry.event).expect("an event encodes");
+        let event = &entry.event;
+        entry.deliveries.retain_mut(|d| {
+            if d.next_attempt > now {
+                return true;
+            }
+            let Some(hook) = doc.webhooks.iter().find(|w| w.name == d.webhook) else {
+                tracing::info!(webhook = d.webhook, event = event.id, "webhook removed; delivery dropped");
+                return false;
+            };
+            d.attempts += 1;
+            match crate::webhook::post(&self.agent, &hook.url, &hook.secret, &event.id, &body) {
+                Ok(()) => {
+                    tracing::info!(
+                        webhook = d.webhook,
+                        event = event.id,
+                        repo = event.repository,
+                        attempts = d.attempts,
+                        "webhook delivered"
+                    );
+                    metrics::counter!(DELIVERIES, "result" => "delivered").increment(1);
+                    false
+                }
+                Err(e) if d.attempts >= self.config.max_attempts => {
+                    tracing::error!(webhook = d.webhook, event = event.id, repo = event.repository, attempts = d.attempts, error = %e, "webhook delivery dropped");
+                    metrics::counter!(DELIVERIES, "result" => "dropped").increment(1);
+                    false
+                }
+                Err(e) => {
+                    let backoff = (1u64 << d.attempts.min(20)).min(MAX_BACKOFF_SECS);
+                    d.next_attempt = crate::now_secs() + backoff;
+                    tracing::warn!(webhook = d.webhook, event = event.id, repo = event.repository, attempts = d.attempts, retry_in_secs = backoff, error = %e, "webhook delivery failed");
+                    metrics::counter!(DELIVERIES, "result" => "retried").increment(1);
+                    true
+                }
+            }
+        });
+    }
+
+    fn write_back(
+        &self,
+        key: &str,
+        entry: &Entry,
+        claimed: ETag,
+    ) -> Result<Option<u64>, Box<dyn std::error::Error>> {
+        if entry.deliveries.is_empty() {
+            self.store.delete(key)?;
+            return Ok(None);
+        }
+        self.store
+            .put(key, &entry.encode(), PutCondition::IfMatch(claimed))?;
+        Ok(entry.deliveries.iter().map(|d| d.next_attempt).min())
+    }
+
+    /// Works out which updates of an entry whose outcome was never recorded
+    /// landed (see the module's documentation); false: none did.
+    fn recover(&self, entry: &mut Entry) -> Result<bool, gitstow_odb::Error> {
+        let repo = Repository::new(
+            self.store.clone(),
+            &entry.event.repository,
+            self.indexes.clone(),
+        );
+        let refs = repo.load_state()?.map(|v| v.state.refs).unwrap_or_default();
+        let landed: Vec<RefUpdateJson> = entry
+            .event
+            .ref_updates
+            .iter()
+            .filter(|u| {
+                let now = refs.get(&u.name).map(|o| o.to_string());
+                let is = |v: &str| match &now {
+                    Some(n) => n == v,
+                    None => v.bytes().all(|b| b == b'0'),
+                };
+                !is(&u.old) || is(&u.new)
+            })
+            .cloned()
+            .collect();
+        tracing::info!(
+            event = entry.event.id,
+            repo = entry.event.repository,
+            landed = landed.len(),
+            of = entry.event.ref_updates.len(),
+            "recovered a webhook outbox entry its pusher left unfinished"
+        );
+        if landed.is_empty() {
+            return Ok(false);
+        }
+        entry.event.ref_updates = landed;
+        entry.event.recovered = true;
+        entry.landed = true;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gitstow_receive::hooks::{Notify, PushInfo, RefUpdate};
+
+    fn oid(byte: u8) -> gix_hash::ObjectId {
+        gix_hash::ObjectId::from_bytes_or_panic(&[byte; 20])
+    }
+
+    /// A pusher that stopped between recording its event and recording
+    /// the outcome: after the lease, the refs say which updates landed.
+    #[test]
+    fn an_unfinished_entry_is_recovered_from_the_refs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(gitstow_store::FsStore::new(dir.path()).unwrap());
+        let null = gix_hash::ObjectId::null(gix_hash::Kind::Sha1);
+        let updates = [
+            // Landed: the ref has its new value.
+            RefUpdate {
+                name: "refs/heads/main".into(),
+                old: null,
+                new: oid(1),
+            },
+            // Did not land: the ref still has its old value.
+            RefUpdate {
+                name: "refs/heads/topic".into(),
+                old: oid(2),
+                new: oid(3),
+            },
+            // Moved again since: announced rather than lost.
+            RefUpdate {
+                name: "refs/heads/moved".into(),
+                old: oid(4),
+                new: oid(5),
+            },
+            // A deletion that landed.
+            RefUpdate {
+                name: "refs/heads/gone".into(),
+                old: oid(6),
+                new: null,
+            },
+        ];
+        let outbox = Outbox::new(store.clone(), vec!["w".into()], None);
+        let pending = outbox
+            .prepare(&PushInfo {
+                repository: "org/app",
+                pusher: Some("ci"),
+                updates: &updates,
+                push_options: &[],
+            })
+            .unwrap();
+        std::mem::forget(pending); // the pusher stops here
+        let mut state = gitstow_odb::RepoState::default();
+        state.refs.insert("refs/heads/main".into(), oid(1));
+        state.refs.insert("refs/heads/topic".into(), oid(2));
+        state.refs.insert("refs/heads/moved".into(), oid(7));
+        let repo = Repository::new(store.clone(), "org/app", IndexCache::with_limit(1));
+        repo.commit_state(&state, None).unwrap();
+
+        let keys = store.list(OUTBOX_PREFIX).unwrap();
+        assert_eq!(keys.len(), 1);
+        let (bytes, _) = store.get(&keys[0]).unwrap().unwrap();
+        let mut entry = Entry::decode(&bytes).unwrap();
+        assert!(!entry.landed);
+        assert!(entry.lease_until > crate::now_secs(), "the pusher's lease");
+        let worker = Worker {
+            store: store.clone(),
+            agent: crate::agent(Duration::from_secs(1)),
+            indexes: IndexCache::with_limit(1),
+            config: DeliverConfig::default(),
+        };
+        assert!(worker.recover(&mut entry).unwrap());
+        let names: Vec<&str> = entry
+            .event
+            .ref_updates
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["refs/heads/main", "refs/heads/moved", "refs/heads/gone"]
+        );
+        assert!(entry.event.recovered && entry.landed);
+
+        // Nothing landed: the entry is withdrawn.
+        let mut none = Entry::decode(&bytes).unwrap();
+        none.event.repository = "org/other".into();
+        none.event.ref_updates.retain(|u| u.old.bytes().all(|b| b == b'0'));
+        assert!(!worker.recover(&mut none).unwrap());
+    }
+}

@@ -1,0 +1,193 @@
+//! The outbox: one store object per push event owed to webhooks, under
+//! [`OUTBOX_PREFIX`] (the server's store-wide namespace).
+//!
+//! Life of an entry ([`Entry`]):
+//! 1. [`Outbox::prepare`], before the state's compare-and-swap: written with
+//!    the updates about to be committed, `landed: false`, and a lease of
+//!    [`PREPARE_LEASE_SECS`] for the pushing server;
+//! 2. after the transaction ([`Pending::finish`]): rewritten with the
+//!    updates that landed, `landed: true`, no lease (or deleted: nothing
+//!    landed), and the local deliverer is woken;
+//! 3. [`crate::deliver`] POSTs it to each webhook, and deletes it once no
+//!    delivery is owed.
+//!
+//! If the pushing server stops between 1 and 2, the entry's lease runs out
+//! and any deliverer works out from the repository's refs which updates
+//! landed (see [`crate::deliver`]): nothing that landed goes unannounced.
+
+use std::sync::Arc;
+
+use gitstow_receive::hooks::{Notify, Pending, PushInfo, RefUpdate};
+use gitstow_store::{ObjectStore, PutCondition};
+
+use crate::webhook::{PushEvent, RefUpdateJson};
+
+/// Where entries live in the store.
+pub const OUTBOX_PREFIX: &str = ".gitstow/outbox/";
+
+/// How long (seconds) an entry written before a commit belongs to the
+/// pushing server: the longest a state compare-and-swap (with its retries)
+/// is expected to take. After it, deliverers recover the entry.
+pub const PREPARE_LEASE_SECS: u64 = 120;
+
+/// An outbox entry (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// The event to deliver.
+    pub event: PushEvent,
+    /// False while the push's outcome is not recorded yet.
+    pub landed: bool,
+    /// The deliveries still owed.
+    pub deliveries: Vec<Delivery>,
+    /// Until when (seconds since the epoch) the entry is someone's: the
+    /// pusher's before it records the outcome, a deliverer's during an
+    /// attempt. Nobody else touches it until then.
+    pub lease_until: u64,
+}
+
+/// A delivery still owed to one webhook.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Delivery {
+    /// The webhook's name in the access document (its URL and secret are
+    /// read from there when the delivery is attempted).
+    pub webhook: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Not before (seconds since the epoch).
+    pub next_attempt: u64,
+}
+
+impl Entry {
+    /// The entry's key: the push time first, so a listing gives the oldest
+    /// first.
+    pub fn key(&self) -> String {
+        format!(
+            "{OUTBOX_PREFIX}{:012}-{}",
+            self.event.pushed_at, self.event.id
+        )
+    }
+
+    /// Encodes the entry.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an entry encodes")
+    }
+
+    /// Decodes an entry.
+    pub fn decode(bytes: &[u8]) -> Result<Entry, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+/// Wakes the deliverer of this process (see [`crate::deliver::Deliverer`]).
+pub type Wake = std::sync::mpsc::SyncSender<()>;
+
+/// Records a push's event for the webhooks `webhooks` (by name) in the store.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    store: Arc<dyn ObjectStore>,
+    webhooks: Vec<String>,
+    wake: Option<Wake>,
+}
+
+impl Outbox {
+    /// An outbox for a push whose repository `webhooks` (names) receive;
+    /// `wake` is told when an entry is ready.
+    pub fn new(store: Arc<dyn ObjectStore>, webhooks: Vec<String>, wake: Option<Wake>) -> Self {
+        Outbox {
+            store,
+            webhooks,
+            wake,
+        }
+    }
+}
+
+fn random_id() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(hex::encode(bytes))
+}
+
+fn io_error(e: gitstow_store::Error) -> std::io::Error {
+    match e {
+        gitstow_store::Error::Io { source, .. } => source,
+        other => std::io::Error::other(other),
+    }
+}
+
+impl Notify for Outbox {
+    fn prepare(&self, push: &PushInfo<'_>) -> std::io::Result<Box<dyn Pending>> {
+        let now = crate::now_secs();
+        let entry = Entry {
+            event: PushEvent {
+                id: random_id()?,
+                event: "push".into(),
+                repository: push.repository.to_owned(),
+                pusher: push.pusher.map(str::to_owned),
+                ref_updates: push.updates.iter().map(RefUpdateJson::of).collect(),
+                push_options: push.push_options.to_vec(),
+                pushed_at: now,
+                recovered: false,
+            },
+            landed: false,
+            deliveries: self
+                .webhooks
+                .iter()
+                .map(|w| Delivery {
+                    webhook: w.clone(),
+                    attempts: 0,
+                    next_attempt: now,
+                })
+                .collect(),
+            lease_until: now + PREPARE_LEASE_SECS,
+        };
+        let key = entry.key();
+        self.store
+            .put(&key, &entry.encode(), PutCondition::IfAbsent)
+            .map_err(io_error)?;
+        Ok(Box::new(PendingEntry {
+            store: self.store.clone(),
+            key,
+            entry,
+            wake: self.wake.clone(),
+        }))
+    }
+}
+
+struct PendingEntry {
+    store: Arc<dyn ObjectStore>,
+    key: String,
+    entry: Entry,
+    wake: Option<Wake>,
+}
+
+impl Pending for PendingEntry {
+    fn finish(self: Box<Self>, landed: &[RefUpdate]) {
+        let PendingEntry {
+            store,
+            key,
+            mut entry,
+            wake,
+        } = *self;
+        if landed.is_empty() {
+            if let Err(e) = store.delete(&key) {
+                // Recovered later: the refs say nothing landed.
+                tracing::warn!(key, error = %e, "withdrawing an outbox entry failed");
+            }
+            return;
+        }
+        entry.landed = true;
+        entry.lease_until = 0;
+        entry.event.ref_updates = landed.iter().map(RefUpdateJson::of).collect();
+        match store.put(&key, &entry.encode(), PutCondition::None) {
+            Ok(_) => {
+                if let Some(w) = wake {
+                    let _ = w.try_send(());
+                }
+            }
+            // Recovered after the lease from the refs.
+            Err(e) => {
+                tracing::warn!(key, error = %e, "recording a push's outcome in the outbox failed")
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Push events and their signatures.
+//!
+//! A receiver gets `POST` with `Content-Type: application/json`, the body a
+//! [`PushEvent`], and these headers:
+//! - `X-Gitstow-Event: push`;
+//! - `X-Gitstow-Delivery: <event id>` (the same on every retry: a receiver
+//!   that has seen an id may drop the repeat, as delivery is at least once);
+//! - `X-Gitstow-Signature-256: sha256=<hex>`: HMAC-SHA256 of the body's
+//!   bytes keyed with the webhook's secret, as GitHub signs
+//!   (`X-Hub-Signature-256`). Compare it in constant time.
+//!
+//! A `2xx` answer within the timeout is a delivery; anything else is
+//! retried (see [`crate::deliver`]).
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// The header that carries the signature.
+pub const SIGNATURE_HEADER: &str = "X-Gitstow-Signature-256";
+
+/// One ref update as events and callouts give it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RefUpdateJson {
+    /// Full ref name.
+    #[serde(rename = "ref")]
+    pub name: String,
+    /// Its value before the push (40 zeros: created).
+    pub old: String,
+    /// Its value after the push (40 zeros: deleted).
+    pub new: String,
+}
+
+impl RefUpdateJson {
+    /// The JSON form of `u`.
+    pub fn of(u: &gitstow_receive::hooks::RefUpdate) -> Self {
+        RefUpdateJson {
+            name: u.name.clone(),
+            old: u.old.to_string(),
+            new: u.new.to_string(),
+        }
+    }
+}
+
+/// A push that landed, as webhooks receive it (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PushEvent {
+    /// Unique id of the event (32 hex digits), also in `X-Gitstow-Delivery`.
+    pub id: String,
+    /// Always `push`.
+    pub event: String,
+    /// `org/project`.
+    pub repository: String,
+    /// The name of the token that pushed; `null` without access control.
+    pub pusher: Option<String>,
+    /// The updates that landed, in the client's order.
+    pub ref_updates: Vec<RefUpdateJson>,
+    /// `git push -o` values, in order.
+    pub push_options: Vec<String>,
+    /// When the push was received, seconds since the Unix epoch.
+    pub pushed_at: u64,
+    /// True when the server that received the push stopped before it could
+    /// record the outcome, and another worked out from the refs that these
+    /// updates landed (see [`crate::deliver`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
+}
+
+/// `sha256=<hex>`: the HMAC-SHA256 of `body` under `secret`.
+pub fn signature(secret: &[u8], body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Whether `header` is the signature of `body` under `secret` (constant
+/// time): what a receiver does.
+pub fn verify(secret: &[u8], body: &[u8], header: &str) -> bool {
+    let Some(hex_sig) = header.strip_prefix("sha256=") else {
+        return false;
+    };
+    let Ok(sig) = hex::decode(hex_sig) else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(body);
+    mac.verify_slice(&sig).is_ok()
+}
+
+/// Why a delivery did not count.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The receiver answered with a status other than `2xx`.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// No answer (refused, timed out, TLS, …).
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// POSTs `body` (an encoded [`PushEvent`] with id `id`) to `url`, signed
+/// with `secret`.
+pub fn post(
+    agent: &ureq::Agent,
+    url: &str,
+    secret: &str,
+    id: &str,
+    body: &[u8],
+) -> Result<(), DeliveryError> {
+    let response = agent
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-gitstow-event", "push")
+        .header("x-gitstow-delivery", id)
+        .header(SIGNATURE_HEADER, signature(secret.as_bytes(), body))
+        .send(body)
+        .map_err(|e| DeliveryError::Transport(e.to_string()))?;
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(DeliveryError::Status(status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_matches_the_hmac_sha256_test_vector() {
+        // RFC 4231, test case 2.
+        let sig = signature(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            sig,
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert!(verify(b"Jefe", b"what do ya want for nothing?", &sig));
+        assert!(!verify(b"Jefe", b"what do ya want for nothing!", &sig));
+        assert!(!verify(b"jefe", b"what do ya want for nothing?", &sig));
+        assert!(!verify(b"Jefe", b"x", "sha1=00"));
+    }
+}
