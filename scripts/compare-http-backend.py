@@ -19,6 +19,7 @@ shown by name (c1..c5, f1, tag:v1, blob:...), others as <oid>. Timings are
 shown in brackets and not compared. python3 stdlib only.
 """
 import argparse
+import base64
 import datetime
 import gzip
 import os
@@ -188,7 +189,7 @@ class Server:
                 self.proc.wait()
 
 
-def start_gitstow(binary, store):
+def start_gitstow(binary, store, extra=()):
     def url(srv):
         line = srv.proc.stdout.readline().strip()
         m = re.match(r"gitstow listening on (http://\S+)", line)
@@ -201,13 +202,13 @@ def start_gitstow(binary, store):
     env.pop("GITSTOW_LOG", None)
     return Server(
         "gitstow",
-        [binary, "serve", "--listen", "127.0.0.1:0", "--store", f"file://{store}"],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--store", f"file://{store}", *extra],
         env,
         url,
     )
 
 
-def start_backend(root, home):
+def start_backend(root, home, script=BACKEND, env=None):
     port = free_port()
 
     def url(srv):
@@ -225,8 +226,8 @@ def start_backend(root, home):
 
     return Server(
         "git http-backend",
-        [sys.executable, BACKEND, root, str(port)],
-        git_env(home),
+        [sys.executable, script, root, str(port)],
+        git_env(home, env),
         url,
     )
 
@@ -801,12 +802,130 @@ def missing_clone(ctx):
 
 
 # ---------------------------------------------------------------------------
+# behind Basic auth: gitstow with tokens (reader: *:read, writer: *:write)
+# and a pre-receive hook; git http-backend behind basic-auth-backend.py with
+# the same users, receive.denyNonFastForwards and receive.denyDeletes, and
+# the same hook (core.hooksPath)
+
+AUTH_SCENARIOS = []
+
+HOOK = """#!/bin/sh
+while read old new ref; do
+  if [ "$ref" = refs/heads/blocked ]; then
+    echo "policy: $ref is reserved" >&2
+    exit 1
+  fi
+done
+exit 0
+"""
+
+
+def auth_scenario(title):
+    def register(f):
+        AUTH_SCENARIOS.append((title, f))
+        return f
+    return register
+
+
+def as_user(ctx, user, *args, secret=None, cwd=None):
+    """git with a credential helper that answers `user`'s secret (`None`: no helper)."""
+    pre = []
+    if user:
+        creds = ctx.path(f"creds-{user}")
+        host = ctx.url.split("//")[1]
+        with open(creds, "w") as f:
+            f.write(f"http://{user}:{secret or ctx.secrets[user]}@{host}\n")
+        pre = ["-c", f"credential.helper=store --file={creds}"]
+    return ctx.git(*pre, *args, cwd=cwd)
+
+
+def basic(user, secret):
+    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
+
+
+@auth_scenario("push with write credentials (credential helper): main, feature, v1")
+def auth_push(ctx):
+    return summary(as_user(ctx, "writer", "push", f"{ctx.url}/auth.git", "main", "feature",
+                           "v1", cwd=ctx.src))
+
+
+@auth_scenario("clone without credentials (no helper, no terminal)")
+def auth_clone_none(ctx):
+    return summary(as_user(ctx, None, "clone", f"{ctx.url}/auth.git", ctx.path("a0")))
+
+
+@auth_scenario("clone with a wrong secret")
+def auth_clone_wrong(ctx):
+    return summary(as_user(ctx, "reader", "clone", f"{ctx.url}/auth.git", ctx.path("a1"),
+                           secret="gitstow_" + "0" * 64))
+
+
+@auth_scenario("clone with read credentials")
+def auth_clone_read(ctx):
+    dst = ctx.path("a2")
+    return clone_check(ctx, dst, as_user(ctx, "reader", "clone", f"{ctx.url}/auth.git", dst))
+
+
+@auth_scenario("push with read credentials")
+def auth_push_read(ctx):
+    return summary(as_user(ctx, "reader", "push", f"{ctx.url}/auth.git",
+                           "main:refs/heads/by-reader", cwd=ctx.src))
+
+
+@auth_scenario("force-push main with write credentials (protected / denyNonFastForwards)")
+def auth_force(ctx):
+    return summary(as_user(ctx, "writer", "push", "--force", f"{ctx.url}/auth.git",
+                           "rewind:main", cwd=ctx.src))
+
+
+@auth_scenario("delete main with write credentials (protected / denyDeletes)")
+def auth_delete_main(ctx):
+    return summary(as_user(ctx, "writer", "push", f"{ctx.url}/auth.git", ":refs/heads/main",
+                           cwd=ctx.src))
+
+
+@auth_scenario("delete tag v1 with write credentials (protected / denyDeletes)")
+def auth_delete_tag(ctx):
+    return summary(as_user(ctx, "writer", "push", f"{ctx.url}/auth.git", ":refs/tags/v1",
+                           cwd=ctx.src))
+
+
+@auth_scenario("push a branch the pre-receive hook refuses (and one it accepts)")
+def auth_hook(ctx):
+    r = as_user(ctx, "writer", "push", f"{ctx.url}/auth.git", "main:refs/heads/blocked",
+                "main:refs/heads/fine", cwd=ctx.src)
+    ls = as_user(ctx, "reader", "ls-remote", f"{ctx.url}/auth.git")
+    got = [n for n in ("blocked", "fine") if f"refs/heads/{n}" in ls.stdout]
+    return summary(r, f"branches now: {','.join(got) or 'neither'}")
+
+
+@auth_scenario("raw: GET info/refs?service=git-upload-pack without Authorization")
+def auth_raw_none(ctx):
+    resp = raw(ctx.url, "GET", "/auth.git/info/refs?service=git-upload-pack")
+    return http_summary(resp, f"; WWW-Authenticate: {resp[1].get('www-authenticate')}")
+
+
+@auth_scenario("raw: GET info/refs with Authorization: Basic !!! (bad base64)")
+def auth_raw_bad(ctx):
+    return http_summary(raw(ctx.url, "GET", "/auth.git/info/refs?service=git-upload-pack",
+                            {"Authorization": "Basic !!!"}))
+
+
+@auth_scenario("raw: GET info/refs?service=git-receive-pack with read credentials")
+def auth_raw_read_push(ctx):
+    return http_summary(raw(ctx.url, "GET", "/auth.git/info/refs?service=git-receive-pack",
+                            {"Authorization": basic("reader", ctx.secrets["reader"])}))
+
+
+# ---------------------------------------------------------------------------
 
 
 def normalise(text, ctx, tmp):
     text = text.replace(ctx.url, "URL")
     text = re.sub(r"127\.0\.0\.1:\d+", "HOST", text)
     text = text.replace(tmp, "TMP")
+    for secret in getattr(ctx, "secrets", {}).values():
+        text = text.replace(secret, "SECRET")
 
     def name(m):
         hexs = m.group(0)
@@ -818,9 +937,9 @@ def normalise(text, ctx, tmp):
     return re.sub(r"\b[0-9a-f]{7,40}\b", name, text)
 
 
-def run_all(ctx, tmp):
+def run_all(ctx, tmp, scenarios=None):
     results = []
-    for title, f in SCENARIOS:
+    for title, f in scenarios or SCENARIOS:
         try:
             out = f(ctx)
         except Exception as e:  # a scenario's own failure is a result too
@@ -832,6 +951,18 @@ def run_all(ctx, tmp):
         results.append((normalise(text, ctx, tmp), normalise(extra, ctx, tmp)))
         print(f"  [{ctx.name}] {title}: {results[-1][0][:110]}", file=sys.stderr)
     return results
+
+
+def table(scenarios, columns):
+    """Markdown rows for `scenarios` and how many behave the same."""
+    rows, same_count = [], 0
+    for (title, _), (b, bx), (g, gx) in zip(scenarios, columns[0], columns[1]):
+        same = b == g
+        same_count += same
+        bt = f"{b} [{bx}]" if bx else b
+        gt = f"{g} [{gx}]" if gx else g
+        rows.append(f"| {cell(title)} | {cell(bt)} | {cell(gt)} | {'yes' if same else '**no**'} |")
+    return rows, same_count
 
 
 def cell(s):
@@ -876,16 +1007,45 @@ def main():
             ctx.src, ctx.main = src, main_oid
             columns.append(run_all(ctx, tmp))
 
+        # Behind Basic auth.
+        hooks = os.path.join(tmp, "hooks")
+        os.makedirs(hooks)
+        hook = os.path.join(hooks, "pre-receive")
+        with open(hook, "w") as f:
+            f.write(HOOK)
+        os.chmod(hook, 0o755)
+        auth_home = os.path.join(tmp, "auth-server-home")
+        write_gitconfig(auth_home,
+                        "[uploadpack]\n\tallowFilter = true\n\tallowAnySHA1InWant = true\n"
+                        "[receive]\n\tdenyNonFastForwards = true\n\tdenyDeletes = true\n"
+                        f"[core]\n\thooksPath = {hooks}\n")
+        backend_secrets = {"reader": "r-secret", "writer": "w-secret"}
+        auth_backend = start_backend(
+            os.path.join(tmp, "auth-backend-root"), auth_home,
+            script=os.path.join(REPO, "scripts/basic-auth-backend.py"),
+            env={"BASIC_AUTH_USERS": "reader:r-secret:read,writer:w-secret:write"})
+        servers.append(auth_backend)
+        auth_store = os.path.join(tmp, "auth-gitstow-store")
+        gitstow_secrets = {}
+        for user, grant in (("reader", "*:read"), ("writer", "*:write")):
+            made = subprocess.run([args.gitstow, "token", "create", "--store", f"file://{auth_store}",
+                                   "--name", user, "--grant", grant],
+                                  capture_output=True, text=True, check=True)
+            gitstow_secrets[user] = made.stdout.split()[-1]
+        auth_gitstow = start_gitstow(args.gitstow, auth_store, ["--pre-receive-hook", hook])
+        servers.append(auth_gitstow)
+        auth_columns = []
+        for srv, secrets in ((auth_backend, backend_secrets), (auth_gitstow, gitstow_secrets)):
+            work = os.path.join(tmp, "auth-work-" + ("backend" if srv is auth_backend else "gitstow"))
+            os.makedirs(work)
+            ctx = Ctx(srv.label, srv.url, work, home, names)
+            ctx.src, ctx.main, ctx.secrets = src, main_oid, secrets
+            auth_columns.append(run_all(ctx, tmp, AUTH_SCENARIOS))
+
         git_version = subprocess.run(["git", "--version"], capture_output=True,
                                      text=True).stdout.strip()
-        rows = []
-        same_count = 0
-        for (title, _), (b, bx), (g, gx) in zip(SCENARIOS, columns[0], columns[1]):
-            same = b == g
-            same_count += same
-            bt = f"{b} [{bx}]" if bx else b
-            gt = f"{g} [{gx}]" if gx else g
-            rows.append(f"| {cell(title)} | {cell(bt)} | {cell(gt)} | {'yes' if same else '**no**'} |")
+        rows, same_count = table(SCENARIOS, columns)
+        auth_rows, auth_same = table(AUTH_SCENARIOS, auth_columns)
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                               capture_output=True, text=True).stdout.strip() or "?"
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -911,6 +1071,30 @@ def main():
             *rows,
             "",
             f"{same_count} of {len(rows)} scenarios behave the same.",
+            "",
+            "## Behind Basic auth",
+            "",
+            "gitstow with two tokens (`reader`: `*:read`, `writer`: `*:write`) and",
+            "`--pre-receive-hook` (a script refusing `refs/heads/blocked`); beside it `git",
+            "http-backend` behind `scripts/basic-auth-backend.py`, HTTP Basic auth as",
+            "git-http-backend(1) puts Apache in front (`Require` per service, with",
+            "`AuthzSendForbiddenOnFailure On`: a known user without the right gets 403), the",
+            "same two users, `receive.denyNonFastForwards`, `receive.denyDeletes` and the same",
+            "hook (`core.hooksPath`). gitstow protects HEAD's branch and tags by default (a",
+            "`write` token may not rewrite or delete them); git's settings protect every ref.",
+            "Credentials come from `credential.helper store`; secrets are shown as SECRET.",
+            "",
+            "| scenario | git http-backend behind Basic auth | gitstow | same? |",
+            "|---|---|---|---|",
+            *auth_rows,
+            "",
+            f"{auth_same} of {len(auth_rows)} scenarios behave the same.",
+            "",
+            "Where they differ: the text of a 401 or 403 (git shows it as `remote: …`) names",
+            "the token, the repository and the levels in gitstow, where a web server says",
+            "`Unauthorized` or `Forbidden`; and gitstow protects tags (as the hosting",
+            "services' protected tags do), where git's `receive.denyDeletes` and",
+            "`receive.denyNonFastForwards` cover only `refs/heads/*`.",
             "",
         ])
         if args.out:

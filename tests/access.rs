@@ -255,12 +255,15 @@ fn raw_requests_without_or_with_bad_credentials() {
     let tmp = tempfile::tempdir().unwrap();
     let (server, admin, _work) = setup(tmp.path());
     let port = server.port();
-    let routes: [(&str, &str); 5] = [
+    let routes: [(&str, &str); 7] = [
         ("GET", "/org/app.git/info/refs?service=git-upload-pack"),
         ("GET", "/org/app.git/info/refs?service=git-receive-pack"),
         ("POST", "/org/app.git/git-upload-pack"),
         ("POST", "/org/app.git/git-receive-pack"),
         ("GET", "/metrics"),
+        ("GET", "/debug/pprof/heap"),
+        // A repository that does not exist is not revealed as missing.
+        ("GET", "/nowhere/x.git/info/refs?service=git-upload-pack"),
     ];
     for (method, path) in routes {
         let resp = http(port, method, path, &[], b"");

@@ -408,6 +408,11 @@ fn a_webhook_event_survives_a_killed_server() {
         event["ref_updates"],
         serde_json::json!([{"ref": "refs/heads/main", "old": ZERO, "new": c1}])
     );
+    let metrics = http(server.port(), "GET", "/metrics", &[], b"").text();
+    assert!(
+        metrics.contains("gitstow_webhook_deliveries_total{result=\"delivered\"} 1"),
+        "{metrics}"
+    );
     // Delivered: the outbox is empty.
     let deadline = Instant::now() + Duration::from_secs(10);
     while server

@@ -373,7 +373,9 @@ mod tests {
         // Nothing landed: the entry is withdrawn.
         let mut none = Entry::decode(&bytes).unwrap();
         none.event.repository = "org/other".into();
-        none.event.ref_updates.retain(|u| u.old.bytes().all(|b| b == b'0'));
+        none.event
+            .ref_updates
+            .retain(|u| u.old.bytes().all(|b| b == b'0'));
         assert!(!worker.recover(&mut none).unwrap());
     }
 }
