@@ -82,6 +82,8 @@ pub struct App {
     maintenance: Option<Arc<crate::maintenance::Maintenance>>,
     /// Delivers recorded push events to webhooks (`None`: it could not start).
     webhooks: Option<gitstow_hooks::deliver::Deliverer>,
+    /// `/healthz`, `/readyz`.
+    health: crate::request_log::Health,
     metrics: Option<Metrics>,
     config: Config,
 }
@@ -104,6 +106,7 @@ impl App {
         Arc::new(App {
             auth,
             webhooks,
+            health: Default::default(),
             store,
             indexes,
             states: StateCache::with_limit(config.state_cache_bytes),
@@ -127,11 +130,19 @@ impl App {
     fn repo(&self, name: &str) -> Repository {
         Repository::new(self.store.clone(), name, self.indexes.clone())
     }
+
+    /// Shutdown began: `/readyz` answers 503 from now on.
+    pub fn shutting_down(&self) {
+        self.health.shutting_down();
+    }
 }
 
-/// The axum router.
+/// The axum router, every request logged ([`crate::request_log`]).
 pub fn router(app: Arc<App>) -> Router {
-    Router::new().fallback(handle).with_state(app)
+    Router::new()
+        .fallback(handle)
+        .with_state(app)
+        .layer(axum::middleware::from_fn(crate::request_log::log))
 }
 
 /// A router with only the operator's endpoints (`--metrics-listen`).
@@ -260,12 +271,28 @@ fn body_error(e: BodyError) -> Response {
 }
 
 async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request) -> Response {
+    let mut logged = crate::request_log::Logged::default();
+    let mut resp = route(&app, request, &mut logged).await;
+    resp.extensions_mut().insert(logged);
+    resp
+}
+
+/// Answers a request; says in `logged` what it reached.
+async fn route(
+    app: &Arc<App>,
+    request: axum::extract::Request,
+    logged: &mut crate::request_log::Logged,
+) -> Response {
+    let app = app.clone();
     let (parts, body) = request.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let peer = parts
         .extensions
         .get::<crate::auth::ClientAddr>()
         .map(|c| c.0);
+    if let Some(resp) = app.health.answer(uri.path(), &app.store).await {
+        return resp;
+    }
     if is_operator_endpoint(uri.path()) {
         if let Err(resp) = app.auth.check(&headers, peer, None, Level::Admin).await {
             return resp;
@@ -284,19 +311,25 @@ async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request) ->
         return error(StatusCode::BAD_REQUEST, e.to_string());
     }
     let name = name.to_owned();
+    logged.repo = Some(name.clone());
+    let service = service_from_query(uri.query().unwrap_or(""));
+    logged.service = match (&route, service) {
+        (Route::InfoRefs(_), Some(Service::UploadPack)) => Some("info/refs upload-pack"),
+        (Route::InfoRefs(_), Some(Service::ReceivePack)) => Some("info/refs receive-pack"),
+        (Route::UploadPack(_), _) => Some("upload-pack"),
+        (Route::ReceivePack(_), _) => Some("receive-pack"),
+        _ => None,
+    };
     let needed = match &route {
         Route::ReceivePack(_) => Level::Write,
-        Route::InfoRefs(_)
-            if service_from_query(uri.query().unwrap_or("")) == Some(Service::ReceivePack) =>
-        {
-            Level::Write
-        }
+        Route::InfoRefs(_) if service == Some(Service::ReceivePack) => Level::Write,
         _ => Level::Read,
     };
     let principal = match app.auth.check(&headers, peer, Some(&name), needed).await {
         Ok(p) => p,
         Err(resp) => return resp,
     };
+    logged.token = principal.token.clone();
     match (route, method) {
         (Route::InfoRefs(_), Method::GET) => {
             info_refs(app, name, uri.query().unwrap_or(""), &headers).await
@@ -697,6 +730,8 @@ async fn receive_pack(
                 }
             }
             match &result {
+                // git's probe before a large push is not a push.
+                Ok(_) if probe => {}
                 Ok(o) => tracing::info!(
                     repo = repo.name(),
                     token = token.as_deref(),

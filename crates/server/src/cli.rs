@@ -544,8 +544,10 @@ fn serve(args: ServeArgs) -> i32 {
             });
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let stopping = app.clone();
         let graceful = async move {
             shutdown_signal().await;
+            stopping.shutting_down();
             let _ = stop_tx.send(());
         };
         tracing::info!(
@@ -568,12 +570,24 @@ fn serve(args: ServeArgs) -> i32 {
         tokio::select! {
             () = served => {
                 let m = store_for_stats.metrics();
-                tracing::info!(requests = ?m.requests, cache = ?m.cache, "shut down");
+                let r = m.requests.unwrap_or_default();
+                let c = m.cache.unwrap_or_default();
+                tracing::info!(
+                    store_gets = r.get + r.get_range,
+                    store_puts = r.put + r.put_conditional + r.multipart_parts,
+                    store_lists = r.list,
+                    store_errors = r.errors,
+                    cache_hits = c.hits,
+                    cache_misses = c.misses,
+                    "shut down"
+                );
                 0
             },
             _ = deadline => {
                 tracing::warn!(grace_secs = grace.as_secs(), "requests still open after the shutdown grace period; exiting");
-                0
+                // A hard deadline: blocking work stuck on the store must not
+                // hold the process (dropping the runtime would wait for it).
+                std::process::exit(0);
             }
         }
     })

@@ -9,6 +9,7 @@
 //! - [`response`]: streaming a blocking producer as the response body.
 //! - [`repo_name`]: repository names in URLs.
 //! - [`metrics`]: `/metrics` (Prometheus text).
+//! - [`request_log`]: the access log, response counters, `/healthz` and `/readyz`.
 //! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
 //! - [`maintain_cmd`]: `gitstow maintain`.
@@ -32,6 +33,7 @@ pub mod maintenance;
 pub mod metrics;
 pub mod queue;
 pub mod repo_name;
+pub mod request_log;
 pub mod response;
 pub mod token_cmd;
 pub mod webhook_cmd;

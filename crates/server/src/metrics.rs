@@ -99,6 +99,17 @@ pub const MAINTENANCE_RETIRED_HELD: &str = "gitstow_maintenance_retired_containe
 /// for their grace period, over the repositories this process maintained.
 pub const MAINTENANCE_GARBAGE_HELD: &str = "gitstow_maintenance_garbage_containers";
 
+/// Counter: HTTP responses on the main listener by `status` code (each error
+/// path included).
+pub const HTTP_RESPONSES: &str = "gitstow_http_responses_total";
+/// Gauge: requests on the main listener whose response has not ended
+/// (advertisements, fetches, pushes, everything).
+pub const HTTP_IN_FLIGHT: &str = "gitstow_http_requests_in_flight";
+/// Gauge: 1, labelled with the build's `version`.
+pub const BUILD_INFO: &str = "gitstow_build_info";
+/// Gauge: when the process started, seconds since the Unix epoch.
+pub const START_TIME: &str = "gitstow_process_start_time_seconds";
+
 /// Buckets of the duration histograms, in seconds.
 const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -150,9 +161,15 @@ impl Metrics {
             CONNECTIONS_OPEN,
             MAINTENANCE_RETIRED_HELD,
             MAINTENANCE_GARBAGE_HELD,
+            HTTP_IN_FLIGHT,
         ] {
             metrics::gauge!(gauge).set(0.0);
         }
+        metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        metrics::gauge!(START_TIME).set(started.floor());
         for counter in [
             OBJECTS_RESOLVED,
             DELTAS_RESOLVED,
@@ -173,10 +190,11 @@ impl Metrics {
         Ok(Metrics { handle, store })
     }
 
-    /// The exposition text, with the process figures refreshed first.
+    /// The exposition text, with the process figures refreshed first, its
+    /// families in name order (the exporter's order changes between scrapes).
     pub fn render(&self) -> String {
         self.refresh();
-        self.handle.render()
+        sort_families(&self.handle.render())
     }
 
     fn refresh(&self) {
@@ -225,6 +243,43 @@ impl Metrics {
     }
 }
 
+/// Reorders exposition text by family name. A family is its `# HELP` and
+/// `# TYPE` lines and the samples after them (a histogram's `_bucket`,
+/// `_sum` and `_count` included); a sample without them is its own family.
+fn sort_families(text: &str) -> String {
+    let mut families: std::collections::BTreeMap<String, String> = Default::default();
+    let mut current = String::new();
+    for line in text.lines() {
+        let name = if let Some(rest) = line
+            .strip_prefix("# HELP ")
+            .or_else(|| line.strip_prefix("# TYPE "))
+        {
+            rest.split(' ').next().unwrap_or("").to_owned()
+        } else if line.starts_with('#') || line.is_empty() {
+            current.clone()
+        } else {
+            let sample = line.split(['{', ' ']).next().unwrap_or("");
+            if !current.is_empty() && sample.starts_with(current.as_str()) {
+                current.clone()
+            } else {
+                sample.to_owned()
+            }
+        };
+        current = name.clone();
+        let family = families.entry(name).or_default();
+        family.push_str(line);
+        family.push('\n');
+    }
+    let mut out = String::with_capacity(text.len());
+    for family in families.values() {
+        out.push_str(family);
+        if !family.ends_with("\n\n") {
+            out.push('\n');
+        }
+    }
+    out
+}
+
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_gauge!(
@@ -238,6 +293,20 @@ fn describe() {
         "Anonymous resident memory (RssAnon)."
     );
     describe_gauge!(JEMALLOC_ALLOCATED, Unit::Bytes, "jemalloc stats.allocated.");
+    describe_counter!(
+        HTTP_RESPONSES,
+        "HTTP responses on the main listener, by status code."
+    );
+    describe_gauge!(
+        HTTP_IN_FLIGHT,
+        "Requests on the main listener whose response has not ended."
+    );
+    describe_gauge!(BUILD_INFO, "1, labelled with the build's version.");
+    describe_gauge!(
+        START_TIME,
+        Unit::Seconds,
+        "When the process started, seconds since the Unix epoch."
+    );
     describe_gauge!(JEMALLOC_ACTIVE, Unit::Bytes, "jemalloc stats.active.");
     describe_gauge!(JEMALLOC_RESIDENT, Unit::Bytes, "jemalloc stats.resident.");
     describe_counter!(ALLOCATED_TOTAL, Unit::Bytes, "Bytes allocated since start.");

@@ -1,0 +1,185 @@
+//! What an operator watches: the access log (text and JSON), responses by
+//! status in `/metrics` with families in a stable order, build info, and
+//! the health endpoints `/healthz` and `/readyz` (no credentials needed,
+//! not ready with the store gone).
+
+mod common;
+
+use common::*;
+
+/// The access-log lines (target `gitstow::access`) of `logs`.
+fn access_lines(logs: &str) -> Vec<String> {
+    logs.lines()
+        .filter(|l| l.contains("gitstow::access"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn push_clone_404_413(server: &Server, tmp: &std::path::Path, url: &str) {
+    let work = tmp.join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "one\n")], "one");
+    git(&work, &["push", url, "main"]);
+    git(
+        tmp,
+        &["clone", "-q", url, tmp.join("clone").to_str().unwrap()],
+    );
+    let resp = http(server.port(), "GET", "/nothing-here", &[], b"");
+    assert_eq!(resp.status, 404);
+    let resp = http(
+        server.port(),
+        "POST",
+        "/app.git/git-receive-pack",
+        &[("Content-Type", "application/x-git-receive-pack-request")],
+        &vec![b'0'; 5000],
+    );
+    assert_eq!(resp.status, 413, "{}", resp.text());
+}
+
+#[test]
+fn the_access_log_has_a_line_per_request_in_text() {
+    let server = Server::start_with(&["--max-pack-size", "1000", "--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("app");
+    push_clone_404_413(&server, tmp.path(), &url);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let lines = access_lines(&server.logs());
+    let find = |what: &[&str]| {
+        lines
+            .iter()
+            .find(|l| what.iter().all(|w| l.contains(w)))
+            .unwrap_or_else(|| panic!("no access line with {what:?} in:\n{}", lines.join("\n")))
+            .clone()
+    };
+    let push = find(&[
+        "method=POST",
+        "git-receive-pack",
+        "status=200",
+        "service=\"receive-pack\"",
+    ]);
+    assert!(push.contains("repo=\"app\""), "{push}");
+    assert!(!push.contains("bytes_in=0 "), "{push}");
+    let clone = find(&["method=POST", "git-upload-pack", "status=200"]);
+    assert!(!clone.contains("bytes_out=0 "), "{clone}");
+    find(&[
+        "method=GET",
+        "info/refs?service=git-upload-pack",
+        "status=200",
+    ]);
+    find(&["path=/nothing-here", "status=404"]);
+    find(&["status=413", "repo=\"app\""]);
+    for l in &lines {
+        assert!(l.contains("client=\"127.0.0.1\""), "{l}");
+        assert!(l.contains(" ms="), "{l}");
+    }
+
+    // Responses by status, build info, start time; families in name order.
+    let metrics = http(server.port(), "GET", "/metrics", &[], b"").text();
+    for want in [
+        "gitstow_http_responses_total{status=\"404\"} 1",
+        "gitstow_http_responses_total{status=\"413\"} 1",
+        "gitstow_build_info{version=\"",
+        "gitstow_process_start_time_seconds ",
+        "gitstow_http_requests_in_flight 1",
+    ] {
+        assert!(metrics.contains(want), "{want} not in {metrics}");
+    }
+    let families: Vec<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    let mut sorted = families.clone();
+    sorted.sort();
+    assert_eq!(families, sorted, "families in name order");
+    let again = http(server.port(), "GET", "/metrics", &[], b"").text();
+    let families_again: Vec<&str> = again
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(families, families_again);
+}
+
+#[test]
+fn the_access_log_in_json_names_the_token_never_the_secret() {
+    let mut server = Server::start_with(&[
+        "--log-format",
+        "json",
+        "--max-pack-size",
+        "1000",
+        "--no-maintenance",
+    ]);
+    let secret = server.store().create_token("deployer", &["*:write"], &[]);
+    server.restart();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("http://any:{secret}@127.0.0.1:{}/app.git", server.port());
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "one\n")], "one");
+    git(&work, &["push", &url, "main"]);
+    let resp = http(server.port(), "GET", "/nothing-here", &[], b"");
+    assert_eq!(resp.status, 404);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let logs = server.logs();
+    assert!(!logs.contains(&secret[8..]), "a secret is in the log");
+    let lines: Vec<serde_json::Value> = access_lines(&logs)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let push = lines
+        .iter()
+        .find(|v| v["fields"]["service"] == "receive-pack")
+        .unwrap_or_else(|| panic!("no push line in {lines:?}"));
+    assert_eq!(push["fields"]["token"], "deployer");
+    assert_eq!(push["fields"]["status"], 200);
+    assert_eq!(push["fields"]["repo"], "app");
+    assert!(push["fields"]["bytes_in"].as_u64().unwrap() > 0);
+    // The first request of git's credential dance: 401, no token yet.
+    assert!(lines.iter().any(|v| v["fields"]["status"] == 401));
+    assert!(lines
+        .iter()
+        .any(|v| v["fields"]["status"] == 404 && v["fields"]["path"] == "/nothing-here"));
+}
+
+#[test]
+fn health_endpoints_need_no_credentials_and_follow_the_store() {
+    let mut server = Server::start_with(&["--no-maintenance"]);
+    server.store().create_token("admin", &["*:admin"], &[]);
+    server.restart();
+    let port = server.port();
+    let resp = http(port, "GET", "/healthz", &[], b"");
+    assert_eq!((resp.status, resp.text().as_str()), (200, "ok\n"));
+    let resp = http(port, "GET", "/readyz", &[], b"");
+    assert_eq!((resp.status, resp.text().as_str()), (200, "ready\n"));
+    // Repositories still need credentials.
+    let resp = http(
+        port,
+        "GET",
+        "/app.git/info/refs?service=git-upload-pack",
+        &[],
+        b"",
+    );
+    assert_eq!(resp.status, 401);
+
+    // The store's directory replaced by a symlink loop (every read fails
+    // with ELOOP, as a store gone bad would): not ready, still alive.
+    let TestStore::Fs(dir) = server.store() else {
+        panic!("this test replaces the local store's directory: run it on the fs store")
+    };
+    {
+        let moved = dir.with_extension("moved");
+        std::fs::rename(dir, &moved).unwrap();
+        std::os::unix::fs::symlink(dir, dir).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let resp = http(port, "GET", "/readyz", &[], b"");
+        assert_eq!(resp.status, 503, "{}", resp.text());
+        let resp = http(port, "GET", "/healthz", &[], b"");
+        assert_eq!(resp.status, 200);
+        std::fs::remove_file(dir).unwrap();
+        std::fs::rename(&moved, dir).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let resp = http(port, "GET", "/readyz", &[], b"");
+        assert_eq!(resp.status, 200, "ready again");
+    }
+}
