@@ -6,7 +6,9 @@ use gix_hash::ObjectId;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The store failed.
-    #[error(transparent)]
+    // Not `transparent`: the store's error stays in the `source()` chain,
+    // where `gitstow_store::is_unavailable` looks for it.
+    #[error("{0}")]
     Store(#[from] gitstow_store::Error),
     /// A container index is unreadable.
     #[error("container {container}: {source}")]

@@ -363,7 +363,10 @@ impl Transaction<'_> {
                 })
                 .map(|(c, _)| &c.name)
                 .collect();
+            // As the hosting services choose: main, else master, else the
+            // first branch pushed (a mirror push lists refs in name order).
             let main = "refs/heads/main".to_owned();
+            let master = "refs/heads/master".to_owned();
             let head_exists = next
                 .head
                 .as_ref()
@@ -371,6 +374,8 @@ impl Transaction<'_> {
             if !head_exists {
                 if pushed_branches.contains(&&main) {
                     next.head = Some(main);
+                } else if pushed_branches.contains(&&master) {
+                    next.head = Some(master);
                 } else if let Some(first) = pushed_branches.first() {
                     next.head = Some((*first).clone());
                 } else if next.head.is_none() {

@@ -399,6 +399,9 @@ async fn load_state(
 /// body names no path and no internal error.
 fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
     tracing::error!(error = %e, "{context} failed");
+    if gitstow_store::is_unavailable(e) {
+        return busy_error("the store does not answer, try again later".into());
+    }
     server_failure(gitstow_store::is_out_of_space(e))
 }
 

@@ -65,6 +65,24 @@ pub struct StoreArgs {
     /// S3 secret access key (default: AWS_SECRET_ACCESS_KEY, which keeps it out of `ps`).
     #[arg(long)]
     pub s3_secret_key: Option<String>,
+    /// Seconds to wait for a TCP (and TLS) connection to the S3 endpoint.
+    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
+    pub s3_connect_timeout: f64,
+    /// Seconds an S3 request may wait for the server to answer or send more
+    /// bytes before it fails (and is retried). Raise it on links where a
+    /// 16 MiB part takes longer to upload.
+    #[arg(long, default_value_t = 15.0, value_name = "SECS")]
+    pub s3_read_timeout: f64,
+    /// Seconds after an S3 operation's first attempt when no retry starts
+    /// any more: a stalled store fails a request within about this plus one
+    /// --s3-read-timeout.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub s3_retry_deadline: f64,
+}
+
+/// A positive, finite number of seconds.
+fn secs(v: f64) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(v.max(0.001)).unwrap_or(std::time::Duration::MAX)
 }
 
 impl StoreArgs {
@@ -77,6 +95,9 @@ impl StoreArgs {
             access_key: self.s3_access_key.clone(),
             secret_key: self.s3_secret_key.clone(),
             session_token: None,
+            connect_timeout: Some(secs(self.s3_connect_timeout)),
+            read_timeout: Some(secs(self.s3_read_timeout)),
+            retry_deadline: Some(secs(self.s3_retry_deadline)),
         };
         gitstow_store::open_with(&self.url, &s3)
     }
@@ -365,9 +386,20 @@ fn serve(args: ServeArgs) -> i32 {
         eprintln!("gitstow: --max-connections, --max-connections-per-address and --header-timeout must be at least 1");
         return 2;
     }
+    if gitstow_store::is_s3_url(&args.store.url) {
+        tracing::info!(
+            store = %args.store.url,
+            connect_timeout_secs = args.store.s3_connect_timeout,
+            read_timeout_secs = args.store.s3_read_timeout,
+            retry_deadline_secs = args.store.s3_retry_deadline,
+            "checking the store (HeadBucket)"
+        );
+    }
     let store = match open_store(&args) {
         Ok(s) => s,
         Err(e) => {
+            // In the log's format too (JSON for a collector).
+            tracing::error!(store = %args.store.url, error = %e, "cannot open the store");
             eprintln!("gitstow: cannot open store {}: {e}", args.store.url);
             return 2;
         }

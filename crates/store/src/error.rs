@@ -66,6 +66,10 @@ pub enum Error {
         /// What the backend said, with HTTP status and error code when
         /// there was a response.
         message: String,
+        /// True when the backend did not answer usably until the retries
+        /// ran out (timeouts, refused connections, 5xx, throttling): the
+        /// store is unavailable rather than refusing this request.
+        unavailable: bool,
     },
     /// A store's configuration is incomplete or contradictory, e.g. an S3
     /// store without credentials, or a part size below S3's 5 MiB minimum.
@@ -113,6 +117,21 @@ pub fn is_out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
             )
         })
+    })
+}
+
+/// Whether `e` (or an error in its chain) is a store that did not answer
+/// ([`Error::Backend`] with `unavailable`): what a client may be told ("the
+/// store is unavailable, try again later", HTTP 503).
+pub fn is_unavailable(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |err| err.source()).any(|err| {
+        matches!(
+            err.downcast_ref::<Error>(),
+            Some(Error::Backend {
+                unavailable: true,
+                ..
+            })
+        )
     })
 }
 

@@ -236,6 +236,18 @@ impl S3Store {
             op: op.name(),
             key: key.to_owned(),
             message,
+            unavailable: false,
+        }
+    }
+
+    /// A backend error after transient failures used up the retries.
+    pub(crate) fn unavailable_error(&self, op: Op, key: &str, message: String) -> Error {
+        self.counters.error();
+        Error::Backend {
+            op: op.name(),
+            key: key.to_owned(),
+            message,
+            unavailable: true,
         }
     }
 
@@ -269,6 +281,7 @@ impl S3Store {
         Fut: Future<Output = Result<T, Failure>>,
     {
         let mut n = 1;
+        let started = std::time::Instant::now();
         loop {
             self.counters.request(op);
             match attempt().await {
@@ -278,7 +291,14 @@ impl S3Store {
                 Err(Failure::Transient { message, .. }) => {
                     if n >= self.backoff.max_attempts {
                         let message = format!("{message} (gave up after {n} attempts)");
-                        return Err(self.backend_error(op, key, message));
+                        return Err(self.unavailable_error(op, key, message));
+                    }
+                    if started.elapsed() >= self.config.retry_deadline {
+                        let message = format!(
+                            "{message} (gave up after {n} attempts in {:.1} s, the retry deadline)",
+                            started.elapsed().as_secs_f64()
+                        );
+                        return Err(self.unavailable_error(op, key, message));
                     }
                     self.pause(op, key, n, &message).await;
                     n += 1;

@@ -502,7 +502,7 @@ fn open_with_url_and_options() {
         path_style: Some(true),
         access_key: Some(srv.access_key.clone()),
         secret_key: Some(srv.secret_key.clone()),
-        session_token: None,
+        ..Default::default()
     };
     let prefix = unique_prefix("open");
     let url = format!("s3://{}/{prefix}/", srv.bucket);
@@ -532,7 +532,7 @@ fn open_with_url_and_options() {
     }
     let wrong_secret = S3Options {
         secret_key: Some("wrong".into()),
-        ..options
+        ..options.clone()
     };
     match open_with(&url, &wrong_secret) {
         Err(Error::Backend { message, .. }) => assert!(message.contains("403"), "{message}"),
@@ -549,7 +549,9 @@ fn unreachable_endpoint_fails_after_bounded_retries() {
     let s = S3Store::new(c).unwrap();
     let started = std::time::Instant::now();
     match s.get("x") {
-        Err(Error::Backend { op, key, message }) => {
+        Err(Error::Backend {
+            op, key, message, ..
+        }) => {
             assert_eq!((op, key.as_str()), ("get", "x"));
             assert!(message.contains("gave up after 3 attempts"), "{message}");
         }

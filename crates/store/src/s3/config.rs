@@ -33,6 +33,14 @@ pub struct S3Options {
     pub secret_key: Option<String>,
     /// Session token of temporary credentials; `None`: `AWS_SESSION_TOKEN`.
     pub session_token: Option<String>,
+    /// TCP (and TLS) connect timeout; `None`: the default (3 s).
+    pub connect_timeout: Option<Duration>,
+    /// How long a request may wait for the server between bytes; `None`:
+    /// the default (15 s).
+    pub read_timeout: Option<Duration>,
+    /// No retry starts this long after an operation's first attempt; `None`:
+    /// the default (30 s).
+    pub retry_deadline: Option<Duration>,
 }
 
 impl fmt::Debug for S3Options {
@@ -99,10 +107,14 @@ pub struct S3Config {
     pub retry_max_delay: Duration,
     /// TCP (and TLS) connect timeout. Default 5 s.
     pub connect_timeout: Duration,
-    /// Time allowed from sending a request to its response headers,
-    /// including the upload of the request body (a 16 MiB part). Default
-    /// 120 s.
+    /// How long a request may wait for the server to answer or send more
+    /// bytes (the SDK's read timeout). Default 15 s: a stalled endpoint
+    /// surfaces in seconds.
     pub read_timeout: Duration,
+    /// No retry starts this long after an operation's first attempt, so a
+    /// stalled endpoint fails an operation after about this plus one read
+    /// timeout. Default 30 s.
+    pub retry_deadline: Duration,
 }
 
 impl fmt::Debug for S3Config {
@@ -130,6 +142,7 @@ impl fmt::Debug for S3Config {
             .field("retry_max_delay", &self.retry_max_delay)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
+            .field("retry_deadline", &self.retry_deadline)
             .finish()
     }
 }
@@ -154,8 +167,9 @@ impl S3Config {
             max_attempts: 5,
             retry_base_delay: Duration::from_millis(100),
             retry_max_delay: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(5),
-            read_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(15),
+            retry_deadline: Duration::from_secs(30),
         }
     }
 
@@ -233,6 +247,15 @@ impl S3Config {
             .path_style
             .or_else(|| var("AWS_S3_FORCE_PATH_STYLE").and_then(|v| parse_bool(&v)))
             .unwrap_or(self.endpoint.is_some());
+        if let Some(t) = options.connect_timeout {
+            self.connect_timeout = t;
+        }
+        if let Some(t) = options.read_timeout {
+            self.read_timeout = t;
+        }
+        if let Some(t) = options.retry_deadline {
+            self.retry_deadline = t;
+        }
     }
 
     /// Check the settings that would make every request fail.
@@ -428,7 +451,7 @@ mod tests {
             path_style: Some(false),
             access_key: Some("AK2".into()),
             secret_key: Some("SK2".into()),
-            session_token: None,
+            ..Default::default()
         };
         let c = S3Config::from_url_and_env("s3://b", &opts, &env).unwrap();
         assert_eq!(c.endpoint.as_deref(), Some("https://s3.example"));

@@ -136,7 +136,7 @@ impl S3Store {
                 }
                 Failure::Transient { message, .. } => {
                     let message = format!("{message} (gave up after {attempt} attempts)");
-                    return Err(self.backend_error(op, key, message));
+                    return Err(self.unavailable_error(op, key, message));
                 }
                 Failure::Fatal(message) => return Err(self.backend_error(op, key, message)),
                 Failure::Final(e) => return Err(e),
