@@ -48,6 +48,7 @@ fn a_pre_receive_hook_accepts_refuses_and_times_out() {
             r#"cat > {r}/stdin
 echo "repo=$GITSTOW_REPOSITORY opts=$GIT_PUSH_OPTION_COUNT:$GIT_PUSH_OPTION_0 secret=${{AWS_SECRET_ACCESS_KEY:-none}}" > {r}/env
 if grep -q refs/heads/hang {r}/stdin; then echo $$ > {r}/pid; echo "thinking..."; sleep 60; fi
+if grep -q refs/heads/bg {r}/stdin; then (sleep 100; echo late) & echo $! > {r}/bgpid; fi
 if grep -q refs/heads/forbidden {r}/stdin; then echo "policy: forbidden is reserved for releases" >&2; exit 1; fi
 echo "checked by policy"
 "#
@@ -138,6 +139,17 @@ echo "checked by policy"
         !Path::new(&format!("/proc/{}", pid.trim())).exists(),
         "the hook's process is gone"
     );
+    // What an accepting hook leaves running in its group is killed.
+    git(&work, &["push", &url, "main:refs/heads/bg"]);
+    let bg = std::fs::read_to_string(rec.join("bgpid")).unwrap();
+    let gone = Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{}", bg.trim())).exists() {
+        assert!(
+            Instant::now() < gone,
+            "the hook's background job still runs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The server still takes pushes the hook accepts.
     git(&work, &["checkout", "-q", "main"]);
     let c4 = commit_files(&work, &[("d.txt", "four\n")], "four");
@@ -212,6 +224,11 @@ fn a_pre_receive_callout_accepts_refuses_hangs_and_is_down() {
     refused(
         Answer::Hang,
         "remote: error: pre-receive check timed out after 2s",
+    );
+    // A redirect (to a login page that would say 200) is not followed.
+    refused(
+        Answer::Redirect("/login".into()),
+        "pre-receive hook declined",
     );
     // (The first server keeps the store's directory alive.)
     let store = server.store().clone();

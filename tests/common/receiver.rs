@@ -14,6 +14,9 @@ pub enum Answer {
     Status(u16, String),
     /// Never (holds the connection for two minutes).
     Hang,
+    /// `302 Found` to this location (for a POST; a GET gets 200 and a
+    /// login page, as behind an SSO proxy).
+    Redirect(String),
 }
 
 /// One request received.
@@ -134,6 +137,7 @@ fn serve(conn: TcpStream, answer: &Mutex<Answer>, received: &Mutex<Vec<Received>
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
     }
+    let is_get = line.starts_with("GET ");
     let mut headers = Vec::new();
     let mut length = 0usize;
     loop {
@@ -157,7 +161,11 @@ fn serve(conn: TcpStream, answer: &Mutex<Answer>, received: &Mutex<Vec<Received>
     if reader.read_exact(&mut body).is_err() {
         return;
     }
-    let answer = answer.lock().unwrap().clone();
+    let mut answer = answer.lock().unwrap().clone();
+    if is_get && matches!(answer, Answer::Redirect(_)) {
+        // Where the redirect leads: a page that says 200.
+        answer = Answer::Status(200, "<html>please log in</html>".into());
+    }
     let index = {
         let mut r = received.lock().unwrap();
         r.push(Received {
@@ -169,6 +177,15 @@ fn serve(conn: TcpStream, answer: &Mutex<Answer>, received: &Mutex<Vec<Received>
     };
     match answer {
         Answer::Hang => std::thread::sleep(Duration::from_secs(120)),
+        Answer::Redirect(location) => {
+            let mut conn = conn;
+            let _ = write!(
+                conn,
+                "HTTP/1.1 302 Found\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+            let _ = conn.flush();
+            received.lock().unwrap()[index].answered = Some(302);
+        }
         Answer::Status(status, text) => {
             let mut conn = conn;
             let _ = write!(

@@ -150,6 +150,11 @@ impl std::fmt::Display for Grant {
 
 /// Whether a token name is acceptable.
 pub(crate) fn check_name(name: &str) -> Result<()> {
+    check_name_of("token", name)
+}
+
+/// Whether `name` is acceptable as the name of a `what` (token, webhook).
+pub(crate) fn check_name_of(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -159,7 +164,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Invalid(format!(
-            "invalid token name {name:?}: 1 to 64 letters, digits, '.', '_' or '-'"
+            "invalid {what} name {name:?}: 1 to 64 letters, digits, '.', '_' or '-'"
         )))
     }
 }
@@ -315,7 +320,7 @@ impl AccessDoc {
     /// Adds a webhook (its name must be new; its URL `http://` or
     /// `https://` with a host).
     pub fn add_webhook(&mut self, hook: Webhook) -> Result<()> {
-        check_name(&hook.name)?;
+        check_name_of("webhook", &hook.name)?;
         let rest = hook
             .url
             .strip_prefix("https://")

@@ -36,6 +36,9 @@ use crate::webhook::RefUpdateJson;
 /// Metric: deliveries by result.
 pub const DELIVERIES: &str = "gitstow_webhook_deliveries_total";
 
+/// Outbox entries handled at once.
+pub const PARALLEL_ENTRIES: usize = 8;
+
 /// Longest wait between two attempts, in seconds.
 pub const MAX_BACKOFF_SECS: u64 = 600;
 
@@ -126,25 +129,44 @@ impl Worker {
     }
 
     /// One pass over the outbox; returns when the next retry is due.
-    fn scan(&self) -> Result<Option<u64>, Box<dyn std::error::Error>> {
+    fn scan(&self) -> Result<Option<u64>, Box<dyn std::error::Error + Send + Sync>> {
         let keys = self.store.list(OUTBOX_PREFIX)?;
         if keys.is_empty() {
             return Ok(None);
         }
         let (doc, _) = gitstow_access::load(self.store.as_ref())?;
-        let mut next_due: Option<u64> = None;
-        for key in keys {
-            match self.entry(&key, &doc) {
-                Ok(Some(due)) => next_due = Some(next_due.map_or(due, |d| d.min(due))),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(key, error = %e, "webhook outbox entry not handled"),
+        // Entries are handled PARALLEL_ENTRIES at a time, so one slow
+        // receiver does not hold back every other event.
+        let next_due = std::sync::Mutex::new(None::<u64>);
+        let queue = std::sync::Mutex::new(keys.into_iter());
+        std::thread::scope(|s| {
+            for _ in 0..PARALLEL_ENTRIES {
+                s.spawn(|| loop {
+                    let Some(key) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else {
+                        return;
+                    };
+                    match self.entry(&key, &doc) {
+                        Ok(Some(due)) => {
+                            let mut next = next_due.lock().unwrap_or_else(|e| e.into_inner());
+                            *next = Some(next.map_or(due, |d| d.min(due)));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(key, error = %e, "webhook outbox entry not handled")
+                        }
+                    }
+                });
             }
-        }
-        Ok(next_due)
+        });
+        Ok(next_due.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Handles one entry; returns when it is next due, if it stays.
-    fn entry(&self, key: &str, doc: &AccessDoc) -> Result<Option<u64>, Box<dyn std::error::Error>> {
+    fn entry(
+        &self,
+        key: &str,
+        doc: &AccessDoc,
+    ) -> Result<Option<u64>, Box<dyn std::error::Error + Send + Sync>> {
         let Some((bytes, etag)) = self.store.get(key)? else {
             return Ok(None);
         };
@@ -193,16 +215,45 @@ impl Worker {
         let now = crate::now_secs();
         let body = serde_json::to_vec(&entry.event).expect("an event encodes");
         let event = &entry.event;
+        // Each due delivery at once: a slow receiver does not delay the others.
+        let results: Vec<Option<Result<(), crate::webhook::DeliveryError>>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = entry
+                    .deliveries
+                    .iter()
+                    .map(|d| {
+                        let hook = doc.webhooks.iter().find(|w| w.name == d.webhook);
+                        let due = d.next_attempt <= now;
+                        let body = &body;
+                        s.spawn(move || {
+                            let hook = hook.filter(|_| due)?;
+                            Some(crate::webhook::post(
+                                &self.agent,
+                                &hook.url,
+                                &hook.secret,
+                                &event.id,
+                                body,
+                            ))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or(None))
+                    .collect()
+            });
+        let mut results = results.into_iter();
         entry.deliveries.retain_mut(|d| {
+            let result = results.next().flatten();
             if d.next_attempt > now {
                 return true;
             }
-            let Some(hook) = doc.webhooks.iter().find(|w| w.name == d.webhook) else {
+            let Some(result) = result else {
                 tracing::info!(webhook = d.webhook, event = event.id, "webhook removed; delivery dropped");
                 return false;
             };
             d.attempts += 1;
-            match crate::webhook::post(&self.agent, &hook.url, &hook.secret, &event.id, &body) {
+            match result {
                 Ok(()) => {
                     tracing::info!(
                         webhook = d.webhook,
@@ -235,7 +286,7 @@ impl Worker {
         key: &str,
         entry: &Entry,
         claimed: ETag,
-    ) -> Result<Option<u64>, Box<dyn std::error::Error>> {
+    ) -> Result<Option<u64>, Box<dyn std::error::Error + Send + Sync>> {
         if entry.deliveries.is_empty() {
             self.store.delete(key)?;
             return Ok(None);

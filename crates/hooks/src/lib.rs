@@ -32,6 +32,9 @@ pub(crate) fn agent(timeout: std::time::Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
+        // A redirect is an answer, not an acceptance: following one turns
+        // the POST into a GET of a page (a login page) that says 200.
+        .max_redirects(0)
         .user_agent(concat!("gitstow/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()

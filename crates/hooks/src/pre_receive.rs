@@ -30,6 +30,9 @@ use gitstow_receive::hooks::{PreReceive, PushInfo, Verdict};
 /// and dropped).
 pub const MAX_OUTPUT: usize = 64 << 10;
 
+/// Appended where a check's output was cut at [`MAX_OUTPUT`].
+const TRUNCATED: &[u8] = b"\n(pre-receive output cut at 64 KiB)\n";
+
 /// What a callout receives (JSON).
 #[derive(Debug, serde::Serialize)]
 pub struct CheckRequest<'a> {
@@ -135,6 +138,9 @@ impl Executable {
                             let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
                             let room = MAX_OUTPUT.saturating_sub(out.len());
                             out.extend_from_slice(&buf[..n.min(room)]);
+                            if n > room && room > 0 {
+                                out.extend_from_slice(TRUNCATED);
+                            }
                         }
                     }
                 }
@@ -142,8 +148,15 @@ impl Executable {
             });
         }
         let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break Some(status);
+            if exited(child.id()) {
+                // What it left running in its group (a background job that
+                // holds the output pipe) goes with it; the hook is not reaped
+                // yet, so its pid (the group's id) cannot have been reused.
+                // SAFETY: kill(2) on the group the child leads; no memory involved.
+                unsafe {
+                    libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+                }
+                break Some(child.wait()?);
             }
             if started.elapsed() >= self.timeout {
                 // The whole group: a shell's children too.
@@ -180,6 +193,22 @@ impl Executable {
             }
         };
         Ok(Verdict { accepted, output })
+    }
+}
+
+/// Whether the child `pid` has exited, without reaping it (`waitid` with
+/// `WNOWAIT`).
+fn exited(pid: u32) -> bool {
+    // SAFETY: waitid(2) writes only into `info`, a zeroed siginfo_t we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        r == 0 && info.si_pid() != 0
     }
 }
 
@@ -246,13 +275,23 @@ impl PreReceive for Callout {
         let read = response
             .into_body()
             .into_reader()
-            .take(MAX_OUTPUT as u64)
+            .take(MAX_OUTPUT as u64 + 1)
             .read_to_end(&mut output);
+        if output.len() > MAX_OUTPUT {
+            output.truncate(MAX_OUTPUT);
+            output.extend_from_slice(TRUNCATED);
+        }
         if let Err(e) = read {
             tracing::warn!(url = %self.url, error = %e, "pre-receive callout's answer cut short");
             if matches!(status, 200..=299) {
                 // Half an answer is no acceptance.
-                return refusal("pre-receive check failed");
+                let timed_out =
+                    e.kind() == std::io::ErrorKind::TimedOut || e.to_string().contains("timeout");
+                return refusal(&if timed_out {
+                    format!("pre-receive check timed out after {}", human(self.timeout))
+                } else {
+                    "pre-receive check failed".into()
+                });
             }
         }
         if !output.is_empty() && !output.ends_with(b"\n") {

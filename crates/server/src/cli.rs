@@ -431,8 +431,23 @@ fn serve(args: ServeArgs) -> i32 {
     if let Some(t) = args.threads {
         receive.threads = t.max(1);
     }
-    let hook_timeout = std::time::Duration::from_secs(args.pre_receive_timeout.max(1));
+    if args.pre_receive_timeout == 0 || args.webhook_timeout == 0 {
+        eprintln!("gitstow: --pre-receive-timeout and --webhook-timeout must be at least 1");
+        return 2;
+    }
+    let hook_timeout = std::time::Duration::from_secs(args.pre_receive_timeout);
     if let Some(path) = &args.pre_receive_hook {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
+            _ => {
+                eprintln!(
+                    "gitstow: --pre-receive-hook {}: not an executable file (every push would be refused)",
+                    path.display()
+                );
+                return 2;
+            }
+        }
         receive.pre_receive = Some(Arc::new(gitstow_hooks::pre_receive::Executable {
             path: path.clone(),
             timeout: hook_timeout,

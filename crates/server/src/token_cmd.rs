@@ -36,8 +36,9 @@ pub enum TokenCommand {
         /// PATTERN:LEVEL, repeatable: `org/project:read`, `org/*:write`
         /// (every repository under org/), `*:admin` (every repository, and
         /// the server endpoints). Levels: read (clone, fetch), write (also
-        /// push, including force-pushes and deletions, and create), admin
-        /// (also /metrics and /debug/pprof/heap when granted on `*`).
+        /// push and create; a force-push or deletion of a protected ref, by
+        /// default HEAD's branch and tags, needs admin), admin (also
+        /// /metrics and /debug/pprof/heap when granted on `*`).
         #[arg(long = "grant", required = true)]
         grants: Vec<String>,
         /// How long it works: `90d`, `12h`, `30min` (default: until revoked).

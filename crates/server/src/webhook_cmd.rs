@@ -60,6 +60,25 @@ pub enum WebhookCommand {
     },
 }
 
+/// `url` without what may be a credential: the user information
+/// (`user:password@`) and the query are shown as `***`.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_owned(),
+    };
+    let path = match path.split_once('?') {
+        Some((p, _)) => format!("{p}?***"),
+        None => path.to_owned(),
+    };
+    format!("{scheme}://{host}{path}")
+}
+
 /// Runs a webhook command; returns the exit code.
 pub fn webhook_main(args: WebhookArgs) -> i32 {
     match args.command {
@@ -93,13 +112,14 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
                 secret: secret.clone(),
             };
             gitstow_access::update(s, |doc| doc.add_webhook(hook.clone()))?;
+            let shown = redact_url(&url);
             if generated {
                 println!(
-                    "added webhook '{name}': pushes to {repos} are POSTed to {url}; its signing secret, shown only now:"
+                    "added webhook '{name}': pushes to {repos} are POSTed to {shown}; its signing secret, shown only now:"
                 );
                 println!("{secret}");
             } else {
-                println!("added webhook '{name}': pushes to {repos} are POSTed to {url}");
+                println!("added webhook '{name}': pushes to {repos} are POSTed to {shown}");
             }
             Ok(())
         }),
@@ -111,7 +131,12 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             }
             println!("{:<24} {:<24} URL", "NAME", "REPOSITORIES");
             for w in &doc.webhooks {
-                println!("{:<24} {:<24} {}", w.name, w.repos, w.url);
+                println!(
+                    "{:<24} {:<24} {}",
+                    w.name,
+                    w.repos.as_str(),
+                    redact_url(&w.url)
+                );
             }
             Ok(())
         }),
@@ -123,5 +148,20 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             println!("removed webhook '{name}'");
             Ok(())
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(
+            super::redact_url("https://u:p@ci.example:8443/hook?token=x"),
+            "https://***@ci.example:8443/hook?***"
+        );
+        assert_eq!(
+            super::redact_url("http://ci.example/hook"),
+            "http://ci.example/hook"
+        );
     }
 }
