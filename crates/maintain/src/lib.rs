@@ -20,7 +20,9 @@
 //! `docs/plans/0004-maintenance.md`.
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod compact;
+pub mod fsck;
 pub mod gc;
 pub mod graph;
 pub mod lease;

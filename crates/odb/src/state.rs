@@ -95,6 +95,10 @@ pub struct RepoState {
     /// What the last GC left, if it still holds (see [`Closure`]); `None` is
     /// always safe.
     pub closure: Option<Closure>,
+    /// The repository was deleted (`gitstow repo delete`): it has no refs
+    /// and no containers, serves as not found, and a push re-creates it.
+    /// Maintenance removes the state once the deleted containers are gone.
+    pub deleted: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -114,6 +118,9 @@ struct StateFile {
     /// Absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     closure: Option<ClosureFile>,
+    /// Absent unless the repository was deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    deleted: bool,
 }
 
 /// A state object that could not be decoded.
@@ -167,6 +174,7 @@ impl RepoState {
                 tips: c.tips.iter().map(ObjectId::to_string).collect(),
                 containers: c.containers.clone(),
             }),
+            deleted: self.deleted,
         };
         encode_json(&file)
     }
@@ -218,6 +226,7 @@ impl RepoState {
                     })
                 })
                 .transpose()?,
+            deleted: file.deleted,
         })
     }
 

@@ -383,6 +383,8 @@ impl Transaction<'_> {
                 }
             }
         }
+        // A push to a deleted repository re-creates it.
+        next.deleted = false;
         next.containers.extend(self.containers.iter().cloned());
         if !brought_back.is_empty() {
             // Objects no ref reached when the GC ran are live again.

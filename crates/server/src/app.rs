@@ -385,7 +385,8 @@ async fn load_state(
     let states = app.states.clone();
     let loaded = tokio::task::spawn_blocking(move || repo.load_shared_state(&states)).await;
     match loaded {
-        Ok(Ok(v)) => Ok(v.map(|v| v.state)),
+        // A deleted repository (`gitstow repo delete`) is not found.
+        Ok(Ok(v)) => Ok(v.map(|v| v.state).filter(|s| !s.deleted)),
         Ok(Err(e)) => Err(server_error(
             &format!("reading the state of repository {name}"),
             &e,

@@ -39,6 +39,10 @@ pub enum Command {
     Access(crate::token_cmd::AccessArgs),
     /// Announce pushes to HTTP receivers (signed JSON events).
     Webhook(crate::webhook_cmd::WebhookArgs),
+    /// List, create, delete repositories; set HEAD.
+    Repo(crate::repo_cmd::RepoArgs),
+    /// Check stored repositories: containers, indexes, objects, reachability.
+    Fsck(crate::repo_cmd::FsckArgs),
 }
 
 /// Where repositories live, as `serve` and the admin commands take it.
@@ -278,6 +282,8 @@ pub fn main() -> i32 {
         Command::Token(args) => crate::token_cmd::token_main(args),
         Command::Access(args) => crate::token_cmd::access_main(args),
         Command::Webhook(args) => crate::webhook_cmd::webhook_main(args),
+        Command::Repo(args) => crate::repo_cmd::repo_main(args),
+        Command::Fsck(args) => crate::repo_cmd::fsck_main(args),
     }
 }
 

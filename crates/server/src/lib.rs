@@ -15,6 +15,7 @@
 //! - [`maintain_cmd`]: `gitstow maintain`.
 //! - [`token_cmd`]: `gitstow token` and `gitstow access`.
 //! - [`webhook_cmd`]: `gitstow webhook`.
+//! - [`repo_cmd`]: `gitstow repo` and `gitstow fsck`.
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
 //! - [`limits`]: process limits set at start (open files).
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
@@ -32,6 +33,7 @@ pub mod maintain_cmd;
 pub mod maintenance;
 pub mod metrics;
 pub mod queue;
+pub mod repo_cmd;
 pub mod repo_name;
 pub mod request_log;
 pub mod response;

@@ -1,0 +1,234 @@
+//! `gitstow repo` and `gitstow fsck`: repositories from the command line,
+//! through the same state compare-and-swap as pushes
+//! ([`gitstow_maintain::admin`], [`gitstow_maintain::fsck`]), so they are
+//! safe while servers run.
+
+use std::sync::Arc;
+
+use clap::Subcommand;
+use gitstow_odb::{IndexCache, Repository};
+use gitstow_store::ObjectStore;
+
+use crate::cli::StoreArgs;
+use crate::token_cmd::{run, Failure};
+
+/// `gitstow repo …`.
+#[derive(Debug, clap::Args)]
+pub struct RepoArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: RepoCommand,
+}
+
+/// Repository commands.
+#[derive(Debug, Subcommand)]
+pub enum RepoCommand {
+    /// List the repositories (name, refs, containers, bytes, HEAD). Lists
+    /// the store's keys under PREFIX: on S3 one request per 1,000 keys.
+    List {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only names starting with this (`org/`).
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Create an empty repository (for servers run with --no-auto-create).
+    Create {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `org/project`.
+        name: String,
+        /// The branch HEAD names.
+        #[arg(long, default_value = "main")]
+        head: String,
+    },
+    /// Delete a repository: its refs are gone at once (clones and fetches
+    /// get "not found"; a push re-creates it where servers auto-create);
+    /// its containers are deleted by maintenance after the grace period,
+    /// so fetches in flight finish.
+    Delete {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `org/project`.
+        name: String,
+    },
+    /// Refused: an object store cannot rename a repository's keys at once.
+    /// Push a mirror to the new name, then delete the old one (see README).
+    Rename {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The current name.
+        old: String,
+        /// The new name.
+        new: String,
+    },
+    /// Point HEAD (the branch `git clone` checks out) at BRANCH, which must
+    /// exist.
+    SetHead {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `org/project`.
+        name: String,
+        /// `main`, `release/1.0` (under refs/heads/).
+        branch: String,
+    },
+}
+
+/// `gitstow fsck`.
+#[derive(Debug, clap::Args)]
+pub struct FsckArgs {
+    /// The store and its S3 settings.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The repository to check.
+    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    pub repo: Option<String>,
+    /// Check every repository of the store.
+    #[arg(long)]
+    pub all: bool,
+}
+
+fn open_repo(store: &Arc<dyn ObjectStore>, name: &str) -> Result<Repository, Failure> {
+    let name = name.strip_suffix(".git").unwrap_or(name);
+    crate::repo_name::validate(name)?;
+    Ok(Repository::new(
+        store.clone(),
+        name,
+        IndexCache::with_limit(100_000),
+    ))
+}
+
+fn admin_options() -> gitstow_maintain::Options {
+    gitstow_maintain::Options::default()
+}
+
+/// The names of the repositories under `prefix`.
+fn names(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<Vec<String>, Failure> {
+    Ok(store
+        .list(prefix)?
+        .iter()
+        .filter_map(|k| k.strip_suffix(".git/state"))
+        .filter(|n| crate::repo_name::validate(n).is_ok())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Runs a repo command; returns the exit code.
+pub fn repo_main(args: RepoArgs) -> i32 {
+    match args.command {
+        RepoCommand::List { store, prefix } => run(&store, |s| {
+            let mut any = false;
+            for name in names(s, &prefix)? {
+                let repo = open_repo(s, &name)?;
+                let Some(sum) = gitstow_maintain::admin::summary(&repo)? else {
+                    continue;
+                };
+                if !any {
+                    println!(
+                        "{:<32} {:>6} {:>10} {:>14}  HEAD",
+                        "NAME", "REFS", "CONTAINERS", "BYTES"
+                    );
+                    any = true;
+                }
+                println!(
+                    "{:<32} {:>6} {:>10} {:>14}  {}",
+                    name,
+                    sum.refs,
+                    sum.containers,
+                    sum.bytes,
+                    sum.head.as_deref().unwrap_or("-")
+                );
+            }
+            if !any {
+                println!("no repositories");
+            }
+            Ok(())
+        }),
+        RepoCommand::Create { store, name, head } => run(&store, |s| {
+            let repo = open_repo(s, &name)?;
+            gitstow_protocol::check_ref_format(&format!("refs/heads/{head}"))
+                .map_err(|_| format!("invalid branch name {head:?}"))?;
+            gitstow_maintain::admin::create(&repo, &head)?;
+            println!(
+                "created repository '{}' (HEAD: refs/heads/{head})",
+                repo.name()
+            );
+            Ok(())
+        }),
+        RepoCommand::Delete { store, name } => run(&store, |s| {
+            let repo = open_repo(s, &name)?;
+            let retired = gitstow_maintain::admin::delete(&repo, &admin_options())?;
+            println!(
+                "deleted repository '{}': its {retired} containers are removed by maintenance after the grace period",
+                repo.name()
+            );
+            Ok(())
+        }),
+        RepoCommand::Rename { store, old, new } => run(&store, |_| {
+            Err(Failure::from(format!(
+                "cannot rename {old:?} to {new:?}: an object store has no atomic rename of a \
+                 repository's keys. Instead: git clone --mirror the old URL, git push --mirror to \
+                 the new one, then gitstow repo delete {old}"
+            )))
+        }),
+        RepoCommand::SetHead {
+            store,
+            name,
+            branch,
+        } => run(&store, |s| {
+            let repo = open_repo(s, &name)?;
+            let branch = branch.strip_prefix("refs/heads/").unwrap_or(&branch);
+            gitstow_maintain::admin::set_head(&repo, branch, &admin_options())?;
+            println!("{}: HEAD -> refs/heads/{branch}", repo.name());
+            Ok(())
+        }),
+    }
+}
+
+/// Runs `gitstow fsck`; returns the exit code: 0 sound, 1 damage found (or
+/// a failure), 2 the store cannot be opened.
+pub fn fsck_main(args: FsckArgs) -> i32 {
+    let mut damaged = false;
+    let code = run(&args.store, |s| {
+        let list = match &args.repo {
+            Some(name) => vec![name.clone()],
+            None => names(s, "")?,
+        };
+        for name in list {
+            let repo = open_repo(s, &name)?;
+            let Some(report) = gitstow_maintain::fsck::fsck(&repo)? else {
+                return Err(Failure::from(format!(
+                    "repository '{}' not found",
+                    repo.name()
+                )));
+            };
+            for p in &report.problems {
+                println!("{}: {p}", repo.name());
+            }
+            println!(
+                "{}: {} containers, {} objects checked, {} reachable: {}",
+                repo.name(),
+                report.containers,
+                report.objects,
+                report.reachable,
+                if report.problems.is_empty() {
+                    "ok".to_owned()
+                } else {
+                    format!("{} problems", report.problems.len())
+                }
+            );
+            damaged |= !report.problems.is_empty();
+        }
+        Ok(())
+    });
+    if code == 0 && damaged {
+        1
+    } else {
+        code
+    }
+}

@@ -1,0 +1,229 @@
+//! The operator's repository commands with the real `git`, on the local
+//! store and on S3: the default branch a first push sets (main, else
+//! master, else the first branch), `gitstow repo set-head` changing what a
+//! clone checks out, `repo create` for a server without auto-create, `repo
+//! list`, `repo delete` (not found at once, containers retired for the
+//! grace period, a push re-creates it), `repo rename` refused with the way
+//! round; and `gitstow fsck` finding each kind of damage planted in a copy.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::*;
+
+fn out(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn head_of(url: &str) -> String {
+    let refs = ls_remote_symref(url);
+    refs.lines()
+        .find_map(|l| l.strip_prefix("ref: "))
+        .and_then(|l| l.split('\t').next())
+        .unwrap_or_else(|| panic!("no HEAD symref in {refs}"))
+        .to_owned()
+}
+
+fn ls_remote_symref(url: &str) -> String {
+    let tmp = std::env::temp_dir();
+    let o = git(&tmp, &["ls-remote", "--symref", url, "HEAD"]);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A work tree with `branches` (the first made from the root commit).
+fn work_with(dir: &Path, branches: &[&str]) {
+    init_repo(dir);
+    commit_files(dir, &[("a.txt", "one\n")], "one");
+    for b in branches.iter().filter(|b| **b != "main") {
+        git(dir, &["branch", "-f", b]);
+    }
+    if !branches.contains(&"main") {
+        git(dir, &["checkout", "-q", branches[0]]);
+        git(dir, &["branch", "-D", "main"]);
+    }
+}
+
+#[test]
+fn the_default_branch_and_the_repo_commands() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let store = server.store().clone();
+    let tmp = tempfile::tempdir().unwrap();
+    for (repo, branches, want) in [
+        (
+            "with-main",
+            &["ag/x", "main", "master"][..],
+            "refs/heads/main",
+        ),
+        (
+            "with-master",
+            &["ag/bstr-migration", "master", "zz"][..],
+            "refs/heads/master",
+        ),
+        ("neither", &["dev", "ag/first"][..], "refs/heads/ag/first"),
+    ] {
+        let w = tmp.path().join(repo);
+        work_with(&w, branches);
+        git(&w, &["push", "-q", "--mirror", &server.url(repo)]);
+        assert_eq!(head_of(&server.url(repo)), want, "{repo}");
+    }
+
+    // set-head: what a clone checks out.
+    let o = store.admin(&["repo", "set-head", "with-master", "zz"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let clone = tmp.path().join("clone");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            &server.url("with-master"),
+            clone.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(git_out(&clone, &["symbolic-ref", "HEAD"]), "refs/heads/zz");
+    let o = store.admin(&["repo", "set-head", "with-master", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(out(&o).contains("has no branch 'nope'"), "{}", out(&o));
+
+    // list.
+    let o = store.admin(&["repo", "list"]);
+    let listed = out(&o);
+    for name in ["with-main", "with-master", "neither"] {
+        assert!(listed.contains(name), "{listed}");
+    }
+    assert!(listed.contains("refs/heads/zz"), "{listed}");
+    let o = store.admin(&["repo", "list", "--prefix", "with-"]);
+    assert!(!out(&o).contains("neither"), "{}", out(&o));
+
+    // delete: not found at once, containers retired, a push re-creates it.
+    let ids: Vec<String> = store
+        .repo_state("neither")
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.id.clone())
+        .collect();
+    let o = store.admin(&["repo", "delete", "neither"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let gone = git_cmd(tmp.path())
+        .args(["ls-remote", &server.url("neither")])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success());
+    assert!(out(&gone).contains("not found"), "{}", out(&gone));
+    let retired: Vec<String> = store.retired("neither").into_iter().map(|r| r.id).collect();
+    for id in &ids {
+        assert!(retired.contains(id), "{id} not retired: {retired:?}");
+    }
+    assert!(!out(&store.admin(&["repo", "list"])).contains("neither"));
+    let o = store.admin(&["repo", "delete", "neither"]);
+    assert!(out(&o).contains("not found"), "{}", out(&o));
+    let w = tmp.path().join("neither");
+    git(&w, &["push", "-q", &server.url("neither"), "dev"]);
+    assert!(ls_remote(&server.url("neither")).contains("refs/heads/dev"));
+
+    // rename: refused, saying what to do instead.
+    let o = store.admin(&["repo", "rename", "with-main", "renamed"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(out(&o).contains("push --mirror"), "{}", out(&o));
+}
+
+#[test]
+fn repo_create_serves_a_server_without_auto_create() {
+    let server = Server::start_with(&["--no-auto-create", "--no-maintenance"]);
+    let store = server.store().clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    init_repo(&w);
+    commit_files(&w, &[("a.txt", "one\n")], "one");
+    let refused = git_cmd(&w)
+        .args(["push", &server.url("org/new"), "main"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let o = store.admin(&["repo", "create", "org/new"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let o = store.admin(&["repo", "create", "org/new"]);
+    assert!(out(&o).contains("exists already"), "{}", out(&o));
+    let o = store.admin(&["repo", "create", "../escape"]);
+    assert!(!o.status.success());
+    git(&w, &["push", "-q", &server.url("org/new"), "main"]);
+    assert_eq!(head_of(&server.url("org/new")), "refs/heads/main");
+}
+
+#[test]
+fn fsck_finds_each_kind_of_damage() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let store = server.store().clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    init_repo(&w);
+    for i in 0..20 {
+        let text: String = (0..200).map(|l| format!("line {l} of {i}\n")).collect();
+        commit_files(
+            &w,
+            &[("a.txt", &text), (&format!("f{i}"), &text)],
+            &format!("c{i}"),
+        );
+    }
+    for name in ["sound", "truncated", "no-index", "no-bin", "corrupt"] {
+        git(&w, &["push", "-q", &server.url(name), "main"]);
+    }
+    let o = store.admin(&["fsck", "--repo", "sound"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(out(&o).contains(": ok"), "{}", out(&o));
+
+    let s = store.open();
+    let bin = |name: &str| {
+        let id = store.repo_state(name).unwrap().containers[0].id.clone();
+        (
+            format!("{name}.git/containers/{id}.bin"),
+            format!("{name}.git/containers/{id}.idx"),
+        )
+    };
+    use gitstow_store::PutCondition;
+    let (b, _) = bin("truncated");
+    let (bytes, _) = s.get(&b).unwrap().unwrap();
+    s.put(&b, &bytes[..bytes.len() / 2], PutCondition::None)
+        .unwrap();
+    let (_, i) = bin("no-index");
+    s.delete(&i).unwrap();
+    let (b, i) = bin("no-bin");
+    s.delete(&b).unwrap();
+    s.delete(&i).unwrap();
+    let (b, _) = bin("corrupt");
+    let (mut bytes, _) = s.get(&b).unwrap().unwrap();
+    let mid = bytes.len() / 2;
+    for x in &mut bytes[mid..mid + 8] {
+        *x ^= 0x5a;
+    }
+    s.put(&b, &bytes, PutCondition::None).unwrap();
+
+    for (name, want) in [
+        ("truncated", "(truncated)"),
+        ("no-index", "index unreadable"),
+        ("no-bin", "missing container"),
+        ("corrupt", "error: "),
+    ] {
+        let o = store.admin(&["fsck", "--repo", name]);
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {text}");
+        assert!(text.contains(want), "{name}: want {want:?} in {text}");
+        assert!(text.contains("problems"), "{name}: {text}");
+    }
+    // Missing containers leave objects the refs reach missing, in git's words.
+    let o = store.admin(&["fsck", "--repo", "no-bin"]);
+    assert!(out(&o).contains("invalid sha1 pointer"), "{}", out(&o));
+    // --all checks every repository and fails when one is damaged.
+    let o = store.admin(&["fsck", "--all"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(out(&o).contains("sound: "), "{}", out(&o));
+    let o = store.admin(&["fsck", "--repo", "absent"]);
+    assert!(out(&o).contains("not found"), "{}", out(&o));
+}
