@@ -145,9 +145,10 @@ fn membench_measures_every_phase_and_writes_its_report() {
         "## Sequential pushes",
         "## Concurrency sweep",
         "## Targets",
-        "- **(2) ",
-        "- **(3) ",
-        "- **(5) ",
+        "- **peak memory of a push: ",
+        "- **bytes allocated per pack byte: ",
+        "- **memory under concurrent pushes: ",
+        "*Why:* ",
         &s.machine.git_version,
         &s.machine.daemon_version,
     ] {

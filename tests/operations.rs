@@ -142,6 +142,47 @@ fn the_access_log_in_json_names_the_token_never_the_secret() {
         .any(|v| v["fields"]["status"] == 404 && v["fields"]["path"] == "/nothing-here"));
 }
 
+/// `serve --config FILE`: the file's flags apply, the command line's win.
+#[test]
+fn a_config_file_sets_flags_and_the_command_line_overrides_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("gitstow.toml");
+    std::fs::write(
+        &config,
+        // listen: overridden by the harness's --listen 127.0.0.1:0.
+        "listen = \"127.0.0.1:1\"\nmax-pack-size = \"1000\"\nno_maintenance = true\nlog-format = \"json\"\n",
+    )
+    .unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
+    assert_ne!(server.port(), 1);
+    let resp = http(
+        server.port(),
+        "POST",
+        "/app.git/git-receive-pack",
+        &[("Content-Type", "application/x-git-receive-pack-request")],
+        &vec![b'0'; 5000],
+    );
+    assert_eq!(
+        resp.status,
+        413,
+        "max-pack-size from the file: {}",
+        resp.text()
+    );
+    assert!(
+        server.logs().lines().any(|l| l.starts_with('{')),
+        "JSON logs from the file"
+    );
+
+    // A key that is not a flag is refused, naming it.
+    std::fs::write(&config, "no-such-flag = 1\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--no-such-flag"));
+}
+
 #[test]
 fn health_endpoints_need_no_credentials_and_follow_the_store() {
     let mut server = Server::start_with(&["--no-maintenance"]);

@@ -225,3 +225,50 @@ fn one_branch_has_exactly_one_winner_per_round() {
     );
     fsck(&check);
 }
+
+/// The container cache of each daemon is its own: with the default
+/// settings, daemons of one store on one host take `DIR`, `DIR-1`, … (they
+/// used to share one directory, each deleting the other's downloads at
+/// start and applying its own cap to both).
+#[test]
+fn daemons_on_one_host_take_cache_directories_of_their_own() {
+    let cluster = Cluster::new("cache");
+    let dirs: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| {
+            let logs = s.logs();
+            let line = logs
+                .lines()
+                .find(|l| l.contains("container cache"))
+                .unwrap_or_else(|| panic!("no cache line in {logs}"))
+                .to_owned();
+            line.split("dir=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = dirs.iter().collect();
+    assert_eq!(distinct.len(), DAEMONS, "{dirs:?}");
+    assert!(dirs[1].starts_with(dirs[0].as_str()), "{dirs:?}");
+    // Every daemon serves from its own cache.
+    for (i, s) in cluster.servers.iter().enumerate() {
+        let dst = cluster.tmp.path().join(format!("check{i}"));
+        git(
+            cluster.tmp.path(),
+            &["clone", "--quiet", &s.url("cache"), dst.to_str().unwrap()],
+        );
+    }
+    for d in &dirs {
+        let cached = std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            })
+            .count();
+        assert!(cached > 0, "nothing cached in {d}");
+    }
+}

@@ -291,12 +291,7 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
     write_outputs(out, &summary, &samples)?;
     note(&format!("report: {}", out.join("report.md").display()));
     for t in &summary.targets {
-        note(&format!(
-            "target ({}) {}: {}",
-            t.id,
-            report::verdict(t),
-            t.detail
-        ));
+        note(&format!("{} {}: {}", t.name, report::verdict(t), t.detail));
     }
     if !summary.failures.is_empty() {
         bail!(

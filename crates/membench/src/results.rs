@@ -185,11 +185,18 @@ pub struct PhaseSpan {
     pub end_ms: u64,
 }
 
-/// A target of issue #4, evaluated.
+/// A check of the measured figures against a threshold, evaluated.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Target {
-    /// The issue's number for it (2, 3, 5).
+    /// A stable number (2: peak memory of a push, 3: bytes allocated per
+    /// pack byte, 5: memory under concurrent pushes).
     pub id: u32,
+    /// What it measures, in words.
+    #[serde(default)]
+    pub name: String,
+    /// Why the threshold is what it is.
+    #[serde(default)]
+    pub why: String,
     /// What it says.
     pub rule: String,
     /// `Some(true)` PASS, `Some(false)` FAIL, `None` not evaluated.

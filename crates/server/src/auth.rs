@@ -60,9 +60,13 @@ pub struct AuthConfig {
     pub enforce: bool,
 }
 
-/// After a failed read of the access document, requests are refused (503)
-/// without reading again for this long.
+/// After a failed read of the access document, it is not read again for
+/// this long (requests use the copy kept, or are refused with 503).
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
+
+/// How old the copy kept may be and still be used while the document
+/// cannot be read; beyond it, requests are refused with 503.
+pub const MAX_STALE: Duration = Duration::from_secs(30);
 
 /// Who made a request, once it is allowed.
 #[derive(Debug, Clone, Default)]
@@ -130,9 +134,11 @@ impl Auth {
             .failed_at
             .is_some_and(|t| t.elapsed() < RETRY_AFTER_ERROR)
         {
-            return Err(gitstow_access::Error::Invalid(
-                "the access document could not be read a moment ago".into(),
-            ));
+            return self.stale(&cached).ok_or_else(|| {
+                gitstow_access::Error::Invalid(
+                    "the access document could not be read a moment ago".into(),
+                )
+            });
         }
         let store = self.store.clone();
         let etag = cached.etag.clone();
@@ -156,6 +162,10 @@ impl Auth {
         match read {
             Err(e) => {
                 cached.failed_at = Some(Instant::now());
+                if let Some(doc) = self.stale(&cached) {
+                    tracing::warn!(error = %e, "reading the access document failed; using the copy read {:?} ago", cached.read_at.map(|t| t.elapsed()).unwrap_or_default());
+                    return Ok(doc);
+                }
                 return Err(e);
             }
             Ok(Some((doc, etag))) => {
@@ -167,6 +177,17 @@ impl Auth {
         cached.failed_at = None;
         cached.read_at = Some(Instant::now());
         Ok(cached.doc.clone())
+    }
+
+    /// The copy kept, while it is younger than [`MAX_STALE`] (or six
+    /// refresh intervals, if longer): a store that fails for a moment (or a
+    /// process out of file descriptors) does not refuse every request.
+    fn stale(&self, cached: &Cached) -> Option<Arc<AccessDoc>> {
+        let bound = MAX_STALE.max(self.config.refresh * 6);
+        cached
+            .read_at
+            .is_some_and(|t| t.elapsed() < bound)
+            .then(|| cached.doc.clone())
     }
 
     /// Whether `peer` has failed too often lately.

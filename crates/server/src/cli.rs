@@ -30,6 +30,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve repositories over smart HTTP.
+    #[command(args_override_self = true)]
     Serve(Box<ServeArgs>),
     /// Maintain repositories: merge containers, delete what is past its grace period.
     Maintain(crate::maintain_cmd::MaintainArgs),
@@ -84,6 +85,41 @@ pub struct StoreArgs {
     pub s3_retry_deadline: f64,
 }
 
+/// A size: plain bytes (`1048576`) or a number with a unit: `KiB`, `MiB`,
+/// `GiB`, `TiB` (powers of 1024; `K`, `M`, `G`, `T` too) or `KB`, `MB`,
+/// `GB`, `TB` (powers of 1000); case-insensitive, a space allowed.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim(), t[split..].trim().to_ascii_lowercase());
+    let scale: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit (want bytes, KiB, MiB, GiB, KB, MB, GB)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: not a size (e.g. 2GiB, 500MB, 1048576)"))?;
+    let bytes = value * scale as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("{text:?}: out of range"));
+    }
+    Ok(bytes as u64)
+}
+
 /// A positive, finite number of seconds.
 fn secs(v: f64) -> std::time::Duration {
     std::time::Duration::try_from_secs_f64(v.max(0.001)).unwrap_or(std::time::Duration::MAX)
@@ -110,6 +146,12 @@ impl StoreArgs {
 /// Arguments of `gitstow serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
+    /// Read flags from this TOML file first (`listen = "0.0.0.0:8080"`,
+    /// `max-pack-size = "8GiB"`, `no-maintenance = true`: every flag of
+    /// serve, named without its dashes); flags on the command line
+    /// override the file's.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Address to listen on (port 0 picks a free port; the chosen address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -117,11 +159,14 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     /// Directory of the local cache of immutable containers, used with s3:// stores
-    /// (default: a directory per store under the system temp dir).
+    /// (default: a directory per store under the system temp dir). Each
+    /// process claims its directory: a second instance on the host takes
+    /// DIR-1, a third DIR-2, … (logged).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Size bound of the container cache in bytes.
-    #[arg(long, default_value_t = 2 << 30)]
+    /// Size bound of the container cache: bytes, or with a unit (`2GiB`,
+    /// `500MB`).
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub cache_size: u64,
     /// Objects the in-memory cache of decoded container indexes holds, over
     /// all repositories (about 80 bytes each; the indexes loaded longest ago
@@ -139,11 +184,12 @@ pub struct ServeArgs {
     /// Refuse pushes to repositories that do not exist yet (404) instead of creating them.
     #[arg(long)]
     pub no_auto_create: bool,
-    /// Largest push request body (commands + pack) in bytes.
-    #[arg(long, default_value_t = 8 << 30)]
+    /// Largest push request body (commands + pack): bytes, or with a unit
+    /// (`8GiB`).
+    #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
     pub max_pack_size: u64,
-    /// Largest single object in a push, in bytes.
-    #[arg(long, default_value_t = 2 << 30)]
+    /// Largest single object in a push: bytes, or with a unit (`2GiB`).
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub max_object_size: u64,
     /// Resolver threads per push (default: the number of cores).
     #[arg(long)]
@@ -275,7 +321,14 @@ pub fn init_logging(format: LogFormat) {
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
     crate::alloc::tune_libc_malloc();
-    let cli = Cli::parse();
+    let args = match crate::config_file::expand(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("gitstow: {e}");
+            return 2;
+        }
+    };
+    let cli = Cli::parse_from(args);
     match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Maintain(args) => crate::maintain_cmd::main(args),
@@ -306,8 +359,10 @@ fn open_store(args: &ServeArgs) -> gitstow_store::Result<Arc<dyn gitstow_store::
         .cache_dir
         .clone()
         .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store.url));
-    tracing::info!(dir = %dir.display(), max_bytes = args.cache_size, "container cache");
-    Ok(with_container_cache(store, dir, args.cache_size))
+    let cached = gitstow_store::CachedStore::new(store, dir, args.cache_size, is_immutable_key);
+    // The directory this process claimed (another instance may hold the default).
+    tracing::info!(dir = %cached.dir().display(), max_bytes = args.cache_size, "container cache");
+    Ok(Arc::new(cached))
 }
 
 /// `store` behind a local cache of its immutable objects
@@ -700,4 +755,21 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutdown requested: finishing in-flight requests");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes_take_units() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("2 gib"), Ok(2 << 30));
+        assert_eq!(parse_bytes("500MB"), Ok(500_000_000));
+        assert_eq!(parse_bytes("1.5K"), Ok(1536));
+        assert!(parse_bytes("2 GiBs").is_err());
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("-1").is_err());
+    }
 }

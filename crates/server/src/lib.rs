@@ -2,6 +2,7 @@
 //! bridge from async HTTP to the blocking receive-pack / upload-pack engines.
 //!
 //! - [`cli`]: `gitstow serve` flags and start-up.
+//! - [`config_file`]: `serve --config FILE` (flags from TOML).
 //! - [`listen`]: the accept loop: connection caps and header timeouts.
 //! - [`app`]: the smart-HTTP routes (gitprotocol-http(5)).
 //! - [`auth`]: tokens in requests, checked against the access document.
@@ -26,6 +27,7 @@ pub mod app;
 pub mod auth;
 pub mod body;
 pub mod cli;
+pub mod config_file;
 pub mod leftovers;
 pub mod limits;
 pub mod listen;

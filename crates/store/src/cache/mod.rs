@@ -85,6 +85,47 @@ pub struct CachedStore {
     populated: AtomicU64,
     evictions: AtomicU64,
     bytes_downloaded: AtomicU64,
+    /// The `flock` that makes `dir` this process's (see [`claim_dir`]).
+    _claim: Option<File>,
+}
+
+/// Most directories tried by [`claim_dir`].
+const CLAIM_SLOTS: usize = 64;
+
+/// Takes a cache directory for this process: `dir` if no other live
+/// process holds it, else the first free of `dir-1`, `dir-2`, …: each
+/// process has a directory of its own (its downloads, its size cap), and a
+/// restarted process takes over a dead one's files. The claim is an
+/// exclusive `flock` on `<dir>/.lock`, held as long as the returned file
+/// is open. `None` (and `dir` as is) when no directory can be locked.
+pub fn claim_dir(dir: &Path) -> (PathBuf, Option<File>) {
+    for n in 0..CLAIM_SLOTS {
+        let candidate = if n == 0 {
+            dir.to_owned()
+        } else {
+            let mut name = dir.file_name().unwrap_or_default().to_owned();
+            name.push(format!("-{n}"));
+            dir.with_file_name(name)
+        };
+        if fs::create_dir_all(&candidate).is_err() {
+            break;
+        }
+        let Ok(file) = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(candidate.join(".lock"))
+        else {
+            break;
+        };
+        if file.try_lock().is_ok() {
+            if n > 0 {
+                tracing::info!(dir = %candidate.display(), taken = %dir.display(), "the cache directory is another process's; using one of this process's own");
+            }
+            return (candidate, Some(file));
+        }
+    }
+    (dir.to_owned(), None)
 }
 
 impl std::fmt::Debug for CachedStore {
@@ -133,14 +174,18 @@ impl CachedStore {
     ///
     /// Files left in `dir` by an earlier run are adopted (and evicted down to
     /// `max_bytes`); temp files of interrupted downloads are removed. If
-    /// `dir` cannot be created, the store still works, reading through.
+    /// `dir` cannot be created, the store still works, reading through. If
+    /// another live process uses `dir`, this one takes `dir-1` (or the next
+    /// free one: see [`claim_dir`]); [`CachedStore::dir`] says which.
     pub fn new(
         inner: Arc<dyn ObjectStore>,
         dir: PathBuf,
         max_bytes: u64,
         immutable: fn(&str) -> bool,
     ) -> Self {
+        let (dir, claim) = claim_dir(&dir);
         let store = CachedStore {
+            _claim: claim,
             inner,
             dir,
             max_bytes,

@@ -253,3 +253,20 @@ fn file_names_round_trip() {
     assert_eq!(dir, default_cache_dir("s3://a/p"));
     assert_ne!(dir, default_cache_dir("s3://b/p"));
 }
+
+/// Two processes (here: two caches) on one default directory: the second
+/// takes a directory of its own; once the first is gone, its directory is
+/// taken again.
+#[test]
+fn each_cache_claims_a_directory_of_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(FsStore::new(tmp.path().join("store")).unwrap());
+    let dir = tmp.path().join("cache");
+    let first = CachedStore::new(inner.clone(), dir.clone(), 1 << 20, immutable);
+    let second = CachedStore::new(inner.clone(), dir.clone(), 1 << 20, immutable);
+    assert_eq!(first.dir(), dir.as_path());
+    assert_eq!(second.dir(), tmp.path().join("cache-1").as_path());
+    drop(first);
+    let third = CachedStore::new(inner, dir.clone(), 1 << 20, immutable);
+    assert_eq!(third.dir(), dir.as_path());
+}
