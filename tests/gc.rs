@@ -189,7 +189,7 @@ fn a_thin_push_onto_garbage_brings_it_back() {
             .logs()
             .lines()
             .rev()
-            .find(|l| l.contains("receive-pack"))
+            .find(|l| l.contains("receive-pack") && l.contains("thin_bases="))
             .is_some_and(|l| l.contains("thin_bases=") && !l.contains("thin_bases=0")),
         "the push was not thin against garbage:\n{}",
         server.logs()

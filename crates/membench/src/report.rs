@@ -37,15 +37,15 @@ pub fn evaluate_targets(s: &Summary) -> Vec<Target> {
         let (name, why) = match t.id {
             2 => (
                 "peak memory of a push",
-                "a push must fit a small server whatever the pack: at most 64 MiB plus 100 bytes                  per object (the per-object tables), and never more than 128 MiB",
+                "a push must fit a small server whatever the pack: at most 64 MiB plus 100 bytes per object (the per-object tables), and never more than 128 MiB",
             ),
             3 => (
                 "bytes allocated per pack byte",
-                "allocation is CPU time and fragmentation: resolving every delta once should                  allocate about the pack's size, not many times it. On packs of a few MiB the                  fixed costs of a push (request, state, buffers) dominate and this check can                  fail while nothing grows with the pack",
+                "allocation is CPU time and fragmentation: resolving every delta once should allocate about the pack's size, not many times it. On packs of a few MiB the fixed costs of a push (request, state, buffers) dominate and this check can fail while nothing grows with the pack",
             ),
             _ => (
                 "memory under concurrent pushes",
-                "K pushes at once must cost at most K times one push: nothing shared may grow                  faster than the pushes themselves",
+                "K pushes at once must cost at most K times one push: nothing shared may grow faster than the pushes themselves",
             ),
         };
         t.name = name.into();

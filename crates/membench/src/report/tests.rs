@@ -140,15 +140,19 @@ fn targets_pass_and_fail_with_their_figures() {
 
     let md = markdown(&s);
     assert!(
-        md.contains("- **(2) FAIL** push: anon rise ≤ 128 MiB and ≤ 64 MiB + 100 B × objects"),
+        md.contains(
+            "- **peak memory of a push: FAIL** — push: anon rise ≤ 128 MiB and ≤ 64 MiB + 100 B × objects"
+        ),
         "{md}"
     );
     assert!(
-        md.contains("- **(3) PASS** push: bytes allocated ≤ 3 × pack bytes"),
+        md.contains(
+            "- **bytes allocated per pack byte: PASS** — push: bytes allocated ≤ 3 × pack bytes"
+        ),
         "{md}"
     );
     assert!(
-        md.contains("- **(5) FAIL** concurrency: anon rise at K=8 ≤ 8 × rise at K=1"),
+        md.contains("- **memory under concurrent pushes: FAIL** — concurrency: anon rise at K=8 ≤ 8 × rise at K=1"),
         "{md}"
     );
     // push 1's row: wall, CPU, VmHWM 112, anon 100, file 12, rises 80 (idle) and 30 (start),
@@ -196,7 +200,11 @@ fn without_metrics_or_steps_targets_are_not_evaluated() {
         .contains("gitstow_allocated_bytes_total"));
     assert_eq!(s.targets[2].pass, None);
     let md = markdown(&s);
-    assert!(md.contains("- **(3) N/A**"), "{md}");
+    assert!(
+        md.contains("- **bytes allocated per pack byte: N/A**"),
+        "{md}"
+    );
+    assert!(md.contains("*Why:* "), "{md}");
     assert!(md.contains("- the spool is memory-mapped now"));
     assert!(!md.contains("push spool is not memory-mapped"));
     // allocation cells are dashes
