@@ -36,7 +36,7 @@ pub enum Command {
     Maintain(crate::maintain_cmd::MaintainArgs),
     /// Create, list and revoke access tokens.
     Token(crate::token_cmd::TokenArgs),
-    /// Show access control; allow or deny anonymous read.
+    /// Show access control; allow or deny anonymous read; protect refs.
     Access(crate::token_cmd::AccessArgs),
     /// Announce pushes to HTTP receivers (signed JSON events).
     Webhook(crate::webhook_cmd::WebhookArgs),
