@@ -183,6 +183,38 @@ fn a_config_file_sets_flags_and_the_command_line_overrides_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--no-such-flag"));
 }
 
+/// SIGTERM with `--drain-delay`: `/readyz` says 503 at once while requests
+/// are still served; then the process stops.
+#[test]
+fn draining_answers_not_ready_while_it_still_serves() {
+    let mut server = Server::start_with(&["--drain-delay", "3", "--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a", "a\n")], "one");
+    let url = server.url("app");
+    git(&work, &["push", "-q", &url, "main"]);
+    assert_eq!(http(server.port(), "GET", "/readyz", &[], b"").status, 200);
+    let pid = server.pid().unwrap().to_string();
+    let started = std::time::Instant::now();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let resp = http(server.port(), "GET", "/readyz", &[], b"");
+    assert_eq!(
+        (resp.status, resp.text().as_str()),
+        (503, "shutting down\n")
+    );
+    assert_eq!(http(server.port(), "GET", "/healthz", &[], b"").status, 200);
+    assert!(ls_remote(&url).contains("refs/heads/main"), "still serving");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    let status = server.terminate(std::time::Duration::from_secs(10));
+    assert!(status.is_some(), "still running after the drain");
+    assert!(server.logs().contains("draining"), "{}", server.logs());
+}
+
 #[test]
 fn health_endpoints_need_no_credentials_and_follow_the_store() {
     let mut server = Server::start_with(&["--no-maintenance"]);

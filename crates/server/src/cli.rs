@@ -218,6 +218,12 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM/SIGINT before the process exits.
     #[arg(long, default_value_t = 300)]
     pub shutdown_grace: u64,
+    /// Seconds after SIGTERM/SIGINT during which the server still accepts
+    /// and serves requests while /readyz answers 503, so a load balancer
+    /// takes it out of rotation before it stops listening (then
+    /// --shutdown-grace begins).
+    #[arg(long, default_value_t = 0)]
+    pub drain_delay: u64,
     /// Directory for spool and staging files (default: the system temp dir);
     /// each process works in its own `gitstow-serve-<pid>-*` directory
     /// there, and removes those of processes that died.
@@ -653,9 +659,14 @@ fn serve(args: ServeArgs) -> i32 {
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let stopping = app.clone();
+        let drain = std::time::Duration::from_secs(args.drain_delay);
         let graceful = async move {
             shutdown_signal().await;
             stopping.shutting_down();
+            if !drain.is_zero() {
+                tracing::info!(drain_secs = drain.as_secs(), "draining: /readyz answers 503; still serving");
+                tokio::time::sleep(drain).await;
+            }
             let _ = stop_tx.send(());
         };
         tracing::info!(
