@@ -149,8 +149,9 @@ impl S3Store {
             .build()
             .map_err(|e| Error::io(config.bucket.clone(), e))?;
         let client = {
+            let conf = sdk_config(&config, &runtime);
             let _guard = runtime.enter();
-            Client::from_conf(sdk_config(&config))
+            Client::from_conf(conf)
         };
         let backoff = Backoff {
             max_attempts: config.max_attempts,
@@ -645,19 +646,58 @@ impl ObjectStore for S3Store {
     }
 }
 
-/// The SDK client configuration for `config` (credentials already checked).
-fn sdk_config(config: &S3Config) -> aws_sdk_s3::Config {
-    let credentials = Credentials::new(
-        config.access_key.clone().unwrap_or_default(),
-        config.secret_key.clone().unwrap_or_default(),
-        config.session_token.clone(),
-        None,
-        "gitstow",
-    );
+/// The credentials of `config`: its static keys, or else AWS's default
+/// credential chain (environment, `AWS_PROFILE` and the shared config and
+/// credentials files, web identity (EKS), ECS and EC2 instance roles, SSO),
+/// which refreshes temporary credentials before they expire.
+fn credentials_provider(
+    config: &S3Config,
+    runtime: &tokio::runtime::Runtime,
+) -> aws_sdk_s3::config::SharedCredentialsProvider {
+    use aws_sdk_s3::config::SharedCredentialsProvider;
+    match (&config.access_key, &config.secret_key) {
+        (Some(key), Some(secret)) => SharedCredentialsProvider::new(Credentials::new(
+            key.clone(),
+            secret.clone(),
+            config.session_token.clone(),
+            None,
+            "gitstow",
+        )),
+        _ => {
+            let chain = runtime.block_on(
+                aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
+                    .region(Region::new(config.region_or_default().to_owned()))
+                    .build(),
+            );
+            SharedCredentialsProvider::new(chain)
+        }
+    }
+}
+
+/// The region of `config`: as given (flag or `AWS_REGION`), else the
+/// profile's (`AWS_PROFILE` in the shared config file), else `us-east-1`.
+/// (Not the instance metadata service: a probe of it would hold every
+/// start off EC2.)
+fn region(config: &S3Config, runtime: &tokio::runtime::Runtime) -> Region {
+    if let Some(r) = &config.region {
+        return Region::new(r.clone());
+    }
+    let from_profile = runtime.block_on(async {
+        use aws_config::meta::region::ProvideRegion;
+        aws_config::profile::ProfileFileRegionProvider::builder()
+            .build()
+            .region()
+            .await
+    });
+    from_profile.unwrap_or_else(|| Region::new(config.region_or_default().to_owned()))
+}
+
+/// The SDK client configuration for `config`.
+fn sdk_config(config: &S3Config, runtime: &tokio::runtime::Runtime) -> aws_sdk_s3::Config {
     let mut builder = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(config.region_or_default().to_owned()))
-        .credentials_provider(credentials)
+        .region(region(config, runtime))
+        .credentials_provider(credentials_provider(config, runtime))
         .force_path_style(config.path_style)
         .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
         .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
@@ -732,7 +772,7 @@ mod tests {
 
     #[test]
     fn new_refuses_incomplete_config_without_network() {
-        let err = S3Store::new(S3Config::new("b", "")).unwrap_err();
+        let err = S3Store::new(S3Config::new("", "")).unwrap_err();
         assert!(matches!(err, Error::Config { .. }), "{err:?}");
     }
 

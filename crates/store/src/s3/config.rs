@@ -269,13 +269,9 @@ impl S3Config {
         }
         match (&self.access_key, &self.secret_key) {
             (Some(_), Some(_)) => {}
-            (None, None) => {
-                return bad(format!(
-                    "no S3 credentials for bucket {:?}: set AWS_ACCESS_KEY_ID and \
-                     AWS_SECRET_ACCESS_KEY (or pass --s3-access-key and --s3-secret-key)",
-                    self.bucket
-                ))
-            }
+            // The AWS credential chain (profiles, web identity, ECS, IMDS,
+            // SSO) finds them, or the first request says it found none.
+            (None, None) => {}
             (Some(_), None) => return bad("an S3 access key without a secret key".into()),
             (None, Some(_)) => return bad("an S3 secret key without an access key".into()),
         }
@@ -503,7 +499,7 @@ mod tests {
             Err(Error::Config { reason }) => reason,
             other => panic!("expected Config error, got {other:?}"),
         };
-        assert!(reason(&c).starts_with("no S3 credentials"));
+        c.validate().unwrap(); // no keys: the credential chain's
         c.access_key = Some("a".into());
         assert_eq!(reason(&c), "an S3 access key without a secret key");
         c.secret_key = Some("s".into());

@@ -67,12 +67,38 @@ where
     }
 }
 
+/// Whether the request failed because the credential chain found no
+/// credentials (an error of the credentials provider in its sources).
+fn no_credentials<E>(err: &SdkError<E>) -> bool
+where
+    E: StdError + 'static,
+{
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.downcast_ref::<aws_credential_types::provider::error::CredentialsError>()
+            .is_some()
+        {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
 /// Sort a failed request.
 pub(crate) fn classify<E>(err: &SdkError<E>) -> Failure
 where
     E: ProvideErrorMetadata + StdError + 'static,
 {
     let message = describe(err);
+    if no_credentials(err) {
+        // Retrying will not make credentials appear.
+        return Failure::Fatal(format!(
+            "no usable S3 credentials (looked at --s3-access-key/--s3-secret-key, \
+             AWS_ACCESS_KEY_ID, the profile of AWS_PROFILE, web identity, ECS and EC2 \
+             instance roles, SSO): {message}"
+        ));
+    }
     match err {
         SdkError::ConstructionFailure(_) => Failure::Fatal(message),
         SdkError::TimeoutError(_) | SdkError::ResponseError(_) => Failure::Transient {
