@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use gitstow_odb::{IndexCache, Repository, StateCache};
@@ -70,22 +70,22 @@ pub struct Config {
 /// Shared state of all requests.
 #[derive(Debug)]
 pub struct App {
-    store: Arc<dyn ObjectStore>,
-    indexes: Arc<IndexCache>,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) indexes: Arc<IndexCache>,
     states: Arc<StateCache>,
-    pushes: WorkQueue,
+    pub(crate) pushes: WorkQueue,
     fetches: WorkQueue,
     /// Who may do what.
     auth: crate::auth::Auth,
     /// Where fetch work allocates (see [`crate::alloc::WorkArena`]).
     fetch_arena: crate::alloc::WorkArena,
-    maintenance: Option<Arc<crate::maintenance::Maintenance>>,
+    pub(crate) maintenance: Option<Arc<crate::maintenance::Maintenance>>,
     /// Delivers recorded push events to webhooks (`None`: it could not start).
-    webhooks: Option<gitstow_hooks::deliver::Deliverer>,
+    pub(crate) webhooks: Option<gitstow_hooks::deliver::Deliverer>,
     /// `/healthz`, `/readyz`.
     health: crate::request_log::Health,
-    metrics: Option<Metrics>,
-    config: Config,
+    pub(crate) metrics: Option<Metrics>,
+    pub(crate) config: Config,
 }
 
 impl App {
@@ -127,7 +127,7 @@ impl App {
         })
     }
 
-    fn repo(&self, name: &str) -> Repository {
+    pub(crate) fn repo(&self, name: &str) -> Repository {
         Repository::new(self.store.clone(), name, self.indexes.clone())
     }
 
@@ -145,93 +145,6 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(axum::middleware::from_fn(crate::request_log::log))
 }
 
-/// A router with only the operator's endpoints (`--metrics-listen`).
-pub fn operator_router(app: Arc<App>) -> Router {
-    Router::new().fallback(operator).with_state(app)
-}
-
-async fn operator(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Response {
-    operator_endpoint(&app, &method, uri.path())
-        .await
-        .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
-}
-
-/// Whether `path` is one of the operator's endpoints.
-fn is_operator_endpoint(path: &str) -> bool {
-    matches!(path, "/metrics" | "/debug/pprof/heap")
-}
-
-/// `/metrics` and `/debug/pprof/heap`, or `None` for any other path. On the
-/// main listener, with access control on, they need a `*:admin` token; on
-/// `--metrics-listen` (the operator's own network) nothing.
-async fn operator_endpoint(app: &App, method: &Method, path: &str) -> Option<Response> {
-    if !is_operator_endpoint(path) {
-        return None;
-    }
-    if method != Method::GET {
-        return Some(error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"));
-    }
-    Some(match path {
-        "/metrics" => match &app.metrics {
-            Some(metrics) => {
-                let mut resp = Response::new(Body::from(metrics.render()));
-                resp.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                );
-                resp
-            }
-            None => error(StatusCode::NOT_FOUND, "metrics are not enabled"),
-        },
-        _ => heap_profile().await,
-    })
-}
-
-/// A pprof heap profile from jemalloc's sampling profiler (`jemalloc_pprof`),
-/// if `--heap-profiling` activated it.
-async fn heap_profile() -> Response {
-    let off = || {
-        error(
-            StatusCode::NOT_FOUND,
-            "heap profiling is off: start gitstow serve with --heap-profiling",
-        )
-    };
-    let Some(ctl) = jemalloc_pprof::PROF_CTL.as_ref() else {
-        return off();
-    };
-    let mut ctl = ctl.lock().await;
-    if !ctl.activated() {
-        return off();
-    }
-    match ctl.dump_pprof() {
-        Ok(profile) => {
-            let mut resp = Response::new(Body::from(profile));
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static("application/octet-stream"),
-            );
-            resp.headers_mut().insert(
-                header::CONTENT_DISPOSITION,
-                header::HeaderValue::from_static("attachment; filename=\"heap.pb.gz\""),
-            );
-            resp
-        }
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("heap profile failed: {e}"),
-        ),
-    }
-}
-
-/// Turns jemalloc's profiler on (`prof.active`); the binary starts it built in but
-/// inactive (see [`crate::alloc::MALLOC_CONF`]).
-pub async fn activate_heap_profiling() -> Result<(), String> {
-    let ctl = jemalloc_pprof::PROF_CTL
-        .as_ref()
-        .ok_or("jemalloc was started without prof:true")?;
-    ctl.lock().await.activate().map_err(|e| e.to_string())
-}
-
 fn wants_v2(headers: &HeaderMap) -> bool {
     headers
         .get("git-protocol")
@@ -239,7 +152,7 @@ fn wants_v2(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.split(':').any(|p| p.trim() == "version=2"))
 }
 
-fn is_gzip(headers: &HeaderMap) -> bool {
+pub(crate) fn is_gzip(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -249,14 +162,14 @@ fn is_gzip(headers: &HeaderMap) -> bool {
         })
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn body_error(e: BodyError) -> Response {
+pub(crate) fn body_error(e: BodyError) -> Response {
     match e {
         BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
         BodyError::TimedOut(_) | BodyError::TooSlow(_) => {
@@ -293,12 +206,12 @@ async fn route(
     if let Some(resp) = app.health.answer(uri.path(), &app.store).await {
         return resp;
     }
-    if is_operator_endpoint(uri.path()) {
+    if crate::operator::is_operator_endpoint(uri.path()) {
         if let Err(resp) = app.auth.check(&headers, peer, None, Level::Admin).await {
             return resp;
         }
     }
-    if let Some(resp) = operator_endpoint(&app, &method, uri.path()).await {
+    if let Some(resp) = crate::operator::operator_endpoint(&app, &method, uri.path()).await {
         return resp;
     }
     let Some(route) = repo_name::route(uri.path()) else {
@@ -343,7 +256,7 @@ async fn route(
         (Route::ReceivePack(_), Method::POST) => {
             match expect_content_type(&headers, "application/x-git-receive-pack-request") {
                 Some(resp) => resp,
-                None => receive_pack(app, name, principal, headers, body).await,
+                None => crate::push::receive_pack(app, name, principal, headers, body).await,
             }
         }
         (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
@@ -377,7 +290,7 @@ fn service_from_query(query: &str) -> Option<Service> {
         .and_then(Service::from_name)
 }
 
-async fn load_state(
+pub(crate) async fn load_state(
     app: &Arc<App>,
     name: &str,
 ) -> Result<Option<Arc<gitstow_odb::RepoState>>, Response> {
@@ -398,7 +311,7 @@ async fn load_state(
 /// A server-side failure while `context`: the error and its chain go to the
 /// log; the client gets a 500 (503 when the server is out of space) whose
 /// body names no path and no internal error.
-fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
+pub(crate) fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
     tracing::error!(error = %e, "{context} failed");
     if gitstow_store::is_unavailable(e) {
         return busy_error("the store does not answer, try again later".into());
@@ -408,7 +321,7 @@ fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Respons
 
 /// What [`server_error`] answers: 503 with `Retry-After` when the server is
 /// out of space, else 500.
-fn server_failure(out_of_space: bool) -> Response {
+pub(crate) fn server_failure(out_of_space: bool) -> Response {
     if out_of_space {
         return busy_error("the server is out of space, try again later".into());
     }
@@ -419,14 +332,14 @@ fn server_failure(out_of_space: bool) -> Response {
 }
 
 /// HTTP 503 with `Retry-After: 60` and `message` (git shows it as `remote: …`).
-fn busy_error(message: String) -> Response {
+pub(crate) fn busy_error(message: String) -> Response {
     let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, message);
     resp.headers_mut()
         .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
     resp
 }
 
-fn not_found(name: &str) -> Response {
+pub(crate) fn not_found(name: &str) -> Response {
     error(
         StatusCode::NOT_FOUND,
         format!("repository '{name}.git' not found"),
@@ -614,203 +527,4 @@ async fn upload_pack(
         },
     )
     .await
-}
-
-async fn receive_pack(
-    app: Arc<App>,
-    name: String,
-    principal: Principal,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    if !app.config.auto_create {
-        match load_state(&app, &name).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return not_found(&name),
-            Err(resp) => return resp,
-        }
-    }
-    let limit = app.config.max_push_bytes;
-    if let Some(declared) = content_length(&headers) {
-        if declared > limit.saturating_mul(2) {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("push of {declared} bytes exceeds the limit of {limit} bytes"),
-            );
-        }
-    }
-    let staging_dir = app.config.receive.staging_dir.clone();
-    let spooled = match body::spool(
-        body,
-        is_gzip(&headers),
-        limit,
-        staging_dir.as_deref(),
-        app.config.body_pace,
-    )
-    .await
-    {
-        Ok(s) => s,
-        Err(BodyError::Spool { error, head }) => {
-            return spool_failed(app, &name, error, head).await
-        }
-        Err(e) => return body_error(e),
-    };
-    let received = spooled.file.metadata().ok().map(|m| m.len());
-    metrics::counter!(m::RECEIVED_BYTES, "service" => "receive-pack")
-        .increment(received.unwrap_or(0));
-    // git's probe before a large push (a lone flush-pkt, `http.postBuffer`)
-    // answers at once: it is not a push, so it neither queues nor counts.
-    let probe = received.is_some_and(|n| n <= 4);
-    // The body is on disk; wait here (not while reading it) for a push slot.
-    let slot = if probe {
-        None
-    } else {
-        Some(app.pushes.admit().await)
-    };
-    let repo = app.repo(&name);
-    let mut opts = app.config.receive.clone();
-    opts.protect = principal
-        .protect
-        .map(|refs| gitstow_receive::protect::Protect { refs });
-    opts.pusher = principal.token.clone();
-    if !principal.webhooks.is_empty() {
-        match &app.webhooks {
-            Some(d) => {
-                let outbox: Arc<dyn gitstow_receive::hooks::Notify> =
-                    Arc::new(d.outbox(principal.webhooks));
-                opts.notify = Some(outbox);
-            }
-            None => {
-                // Refused rather than landed unannounced.
-                tracing::error!(
-                    repo = name,
-                    "push refused: webhook deliveries are not running"
-                );
-                return error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "server unavailable, try again later",
-                );
-            }
-        }
-    }
-    let maintenance = app.maintenance.clone();
-    let token = principal.token;
-    response::stream(
-        "receive-pack",
-        "application/x-git-receive-pack-result",
-        move |out| {
-            let started = std::time::Instant::now();
-            let request = spooled.file;
-            let (result, _slot) = match slot {
-                None => (
-                    gitstow_receive::receive_pack(&repo, &request, out, &opts),
-                    None,
-                ),
-                Some(Err(busy)) => {
-                    tracing::warn!(repo = repo.name(), error = %busy, "push refused: queue timeout");
-                    let r = gitstow_receive::refuse_pack(&request, out, &busy.to_string(), &opts);
-                    (r, None)
-                }
-                Some(Ok(slot)) if spooled.truncated => {
-                    let r = gitstow_receive::refuse_pack(
-                        &request,
-                        out,
-                        "pack exceeds maximum allowed size",
-                        &opts,
-                    );
-                    (r, Some(slot))
-                }
-                Some(Ok(slot)) => (
-                    gitstow_receive::receive_pack(&repo, &request, out, &opts),
-                    Some(slot),
-                ),
-            };
-            if !probe {
-                record_push(&result, started);
-            }
-            if let (Some(maintenance), Ok(o)) = (&maintenance, &result) {
-                if o.updated > 0 {
-                    maintenance.after_push(repo.name());
-                }
-            }
-            match &result {
-                // git's probe before a large push is not a push.
-                Ok(_) if probe => {}
-                Ok(o) => tracing::info!(
-                    repo = repo.name(),
-                    token = token.as_deref(),
-                    commands = o.commands,
-                    updated = o.updated,
-                    pack_bytes = o.pack_bytes,
-                    objects = o.objects,
-                    deltas = o.deltas,
-                    thin_bases = o.thin_bases,
-                    staged = o.staged,
-                    containers = o.containers,
-                    state_retries = o.state_retries,
-                    unpack_error = o.unpack_error.as_deref(),
-                    ms = started.elapsed().as_millis() as u64,
-                    "receive-pack"
-                ),
-                Err(e) => tracing::warn!(repo = repo.name(), error = %e, "receive-pack failed"),
-            }
-            result
-        },
-        |e: gitstow_receive::Error| match e {
-            gitstow_receive::Error::Protocol(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
-            other => server_error("receive-pack", &other),
-        },
-    )
-    .await
-}
-
-/// Answers a push whose body the spool could not hold in the protocol, from
-/// the command list at its start: `unpack server out of space, try again
-/// later` (or an internal error) and `ng <ref> unpacker error` for each
-/// command, as git's receive-pack reports a failed index-pack; the details
-/// go to the log. A command list longer than [`body::SPOOL_HEAD`] gets the
-/// same reason as an HTTP 503/500.
-async fn spool_failed(
-    app: Arc<App>,
-    name: &str,
-    spool_error: std::io::Error,
-    head: Vec<u8>,
-) -> Response {
-    tracing::error!(repo = name, error = %spool_error, "spooling the push failed");
-    let out_of_space = gitstow_store::is_out_of_space(&spool_error);
-    let reason = gitstow_receive::server_reason(out_of_space);
-    let opts = app.config.receive.clone();
-    let started = std::time::Instant::now();
-    response::stream(
-        "receive-pack",
-        "application/x-git-receive-pack-result",
-        move |out| {
-            let result = gitstow_receive::refuse_pack(&head[..], out, reason, &opts);
-            record_push(&result, started);
-            result
-        },
-        move |_: gitstow_receive::Error| server_failure(out_of_space),
-    )
-    .await
-}
-
-/// Push figures for `/metrics`.
-fn record_push(
-    result: &Result<gitstow_receive::Outcome, gitstow_receive::Error>,
-    started: std::time::Instant,
-) {
-    metrics::histogram!(m::PUSH_DURATION).record(started.elapsed().as_secs_f64());
-    let label = match result {
-        Ok(o) if o.unpack_error.is_none() && o.updated == o.commands => "ok",
-        Ok(_) => "refused",
-        Err(_) => "error",
-    };
-    metrics::counter!(m::PUSHES, "result" => label).increment(1);
-    if let Ok(o) = result {
-        metrics::counter!(m::OBJECTS_RESOLVED).increment(o.objects);
-        metrics::counter!(m::DELTAS_RESOLVED).increment(o.deltas);
-        metrics::counter!(m::CONTAINERS_UPLOADED).increment(o.containers as u64);
-        metrics::counter!(m::CONTAINER_BYTES_UPLOADED).increment(o.container_bytes);
-        metrics::counter!(m::STATE_CAS_RETRIES).increment(u64::from(o.state_retries));
-    }
 }

@@ -604,7 +604,7 @@ fn serve(args: ServeArgs) -> i32 {
     };
     runtime.block_on(async move {
         if heap_profiling {
-            if let Err(e) = app::activate_heap_profiling().await {
+            if let Err(e) = crate::operator::activate_heap_profiling().await {
                 eprintln!("gitstow: --heap-profiling: {e}");
                 return 2;
             }
@@ -648,7 +648,7 @@ fn serve(args: ServeArgs) -> i32 {
         let store_for_stats = store.clone();
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {
-            let router = app::operator_router(app.clone());
+            let router = crate::operator::operator_router(app.clone());
             let maddr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
             tracing::info!(addr = %maddr, "metrics listener");
             tokio::spawn(async move {

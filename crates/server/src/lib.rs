@@ -5,6 +5,8 @@
 //! - [`config_file`]: `serve --config FILE` (flags from TOML).
 //! - [`listen`]: the accept loop: connection caps and header timeouts.
 //! - [`app`]: the smart-HTTP routes (gitprotocol-http(5)).
+//! - [`push`]: the receive-pack route.
+//! - [`operator`]: `/metrics`, `/debug/pprof/heap`.
 //! - [`auth`]: tokens in requests, checked against the access document.
 //! - [`body`]: request bodies (plain, chunked, gzip) with size bounds.
 //! - [`response`]: streaming a blocking producer as the response body.
@@ -34,6 +36,8 @@ pub mod listen;
 pub mod maintain_cmd;
 pub mod maintenance;
 pub mod metrics;
+pub mod operator;
+pub mod push;
 pub mod queue;
 pub mod repo_cmd;
 pub mod repo_name;
