@@ -49,3 +49,5 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// The line (prefix) `gitstow serve` prints on stdout once it accepts
 /// connections; the port follows.
 const LISTENING: &str = "gitstow listening on http://127.0.0.1:";
+/// The same line when the server serves TLS (`--tls-cert`).
+const LISTENING_TLS: &str = "gitstow listening on https://127.0.0.1:";

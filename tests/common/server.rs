@@ -346,7 +346,11 @@ impl Server {
                 let Some(sender) = tx.as_ref() else {
                     continue; // keep draining stdout so the server never blocks on it
                 };
-                if let Some(rest) = line.trim().strip_prefix(LISTENING) {
+                if let Some(rest) = line
+                    .trim()
+                    .strip_prefix(LISTENING)
+                    .or_else(|| line.trim().strip_prefix(LISTENING_TLS))
+                {
                     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
                     let port = digits
                         .parse::<u16>()

@@ -155,6 +155,16 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the chosen address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Serve HTTPS with this certificate chain (PEM, the server's
+    /// certificate first, then intermediates); needs --tls-key. The pair is
+    /// loaded again when the files change (checked at most every 30 s), so
+    /// a renewal needs no restart. /metrics on --metrics-listen stays plain
+    /// HTTP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// The store and its S3 settings.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -609,6 +619,18 @@ fn serve(args: ServeArgs) -> i32 {
                 return 2;
             }
         }
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => match crate::tls::acceptor(cert, key) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot serve TLS");
+                    eprintln!("gitstow: cannot serve TLS: {e}");
+                    return 2;
+                }
+            },
+            _ => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let listener = match tokio::net::TcpListener::bind(args.listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -633,7 +655,7 @@ fn serve(args: ServeArgs) -> i32 {
         {
             use std::io::Write;
             let mut stdout = std::io::stdout();
-            let _ = writeln!(stdout, "gitstow listening on http://{addr}");
+            let _ = writeln!(stdout, "gitstow listening on {scheme}://{addr}");
             if let Some(Ok(maddr)) = metrics_listener.as_ref().map(|l| l.local_addr()) {
                 let _ = writeln!(stdout, "gitstow metrics on http://{maddr}/metrics");
             }
@@ -675,7 +697,7 @@ fn serve(args: ServeArgs) -> i32 {
             header_timeout_secs = conn_limits.header_timeout.as_secs(),
             "connection limits"
         );
-        let served = crate::listen::serve(listener, app::router(app), conn_limits, graceful);
+        let served = crate::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
         let grace = std::time::Duration::from_secs(args.shutdown_grace);
         // In-flight requests get `grace` after the signal; then the process exits anyway
         // (an idle keep-alive or a half-sent request must not hold it forever).

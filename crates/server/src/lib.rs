@@ -43,5 +43,6 @@ pub mod repo_cmd;
 pub mod repo_name;
 pub mod request_log;
 pub mod response;
+pub mod tls;
 pub mod token_cmd;
 pub mod webhook_cmd;

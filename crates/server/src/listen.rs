@@ -148,11 +148,14 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 }
 
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves,
-/// then waits for open connections to finish their requests.
+/// then waits for open connections to finish their requests. With `tls`,
+/// each connection's TLS handshake (see [`crate::tls`]) must end within
+/// `limits.header_timeout`, and HTTP is spoken inside it.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
     let open = Arc::new(Mutex::new(Open::default()));
@@ -201,10 +204,41 @@ pub async fn serve(
                 req
             },
         ));
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let watcher = graceful.watcher();
+        let http = http.clone();
+        let tls = tls.clone();
+        let handshake_timeout = limits.header_timeout;
         tokio::spawn(async move {
             let _held = held;
-            if let Err(e) = conn.await {
+            let ended = match tls {
+                None => {
+                    let conn = http.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(conn).await
+                }
+                Some(acceptor) => {
+                    let stream = match tokio::time::timeout(
+                        handshake_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let conn = http.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(conn).await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended");
             }
         });

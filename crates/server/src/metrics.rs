@@ -35,6 +35,9 @@ pub const CONNECTIONS_OPEN: &str = "gitstow_connections_open";
 /// Counter: connections answered 503 at once (`--max-connections`,
 /// `--max-connections-per-address`).
 pub const CONNECTIONS_REFUSED: &str = "gitstow_connections_refused_total";
+/// Counter: TLS handshakes that failed or did not end within
+/// `--header-timeout` (`--tls-cert`).
+pub const TLS_HANDSHAKE_FAILURES: &str = "gitstow_tls_handshake_failures_total";
 /// Gauge: upload-pack requests running (past the queue).
 pub const FETCHES_IN_FLIGHT: &str = "gitstow_fetches_in_flight";
 /// Gauge: upload-pack requests waiting for a fetch slot.
@@ -180,6 +183,7 @@ impl Metrics {
             PUSH_QUEUE_TIMEOUTS,
             FETCH_QUEUE_TIMEOUTS,
             CONNECTIONS_REFUSED,
+            TLS_HANDSHAKE_FAILURES,
             AUTH_FAILURES,
             MAINTENANCE_BYTES_REWRITTEN,
             MAINTENANCE_CONTAINERS_MERGED,
@@ -320,6 +324,10 @@ fn describe() {
     describe_counter!(
         CONNECTIONS_REFUSED,
         "Connections answered 503 at once for being over a connection cap."
+    );
+    describe_counter!(
+        TLS_HANDSHAKE_FAILURES,
+        "TLS handshakes that failed or did not end within --header-timeout."
     );
     describe_counter!(
         AUTH_FAILURES,
