@@ -32,6 +32,7 @@ fn membench_measures_every_phase_and_writes_its_report() {
     cfg.work_dir = Some(tmp.path().join("work"));
     cfg.idle = Duration::from_millis(1200);
     cfg.seq_pushes = 2;
+    cfg.fixed_pushes = 2;
     cfg.gap = Duration::from_millis(500);
     cfg.conc_steps = vec![1, 2];
     cfg.settle = Duration::from_secs(1);
@@ -84,6 +85,24 @@ fn membench_measures_every_phase_and_writes_its_report() {
         assert_eq!(got, want, "refs of {repo}");
     }
 
+    // The small pushes: one commit each, landed, with their own figures.
+    assert_eq!(s.fixed.len(), 2);
+    assert_eq!(s.fixed_pack.objects, 3, "{:?}", s.fixed_pack);
+    for p in &s.fixed {
+        assert_eq!(p.error, None);
+        let refs = ls_remote(&server.url(p.repo.strip_suffix(".git").unwrap()));
+        assert_eq!(
+            refs.lines()
+                .filter(|l| l.ends_with("\trefs/heads/main"))
+                .count(),
+            1,
+            "{refs}"
+        );
+        assert!(p.span.allocated_bytes.unwrap() > 0, "{p:?}");
+    }
+    let split = gitstow_membench::split::split(s).expect("fixed and per-byte costs");
+    assert!(split.allocated_per_byte.unwrap() > 0.0, "{split:?}");
+
     // Per-push figures.
     assert_eq!(s.seq.len(), 2);
     for p in &s.seq {
@@ -124,7 +143,7 @@ fn membench_measures_every_phase_and_writes_its_report() {
     }
     assert!(s.settled_anon_kb.unwrap() > 0);
     let phases: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(phases, ["idle", "seq", "conc", "settle"]);
+    assert_eq!(phases, ["idle", "fixed", "seq", "conc", "settle"]);
     assert_eq!(
         s.targets.iter().map(|t| t.id).collect::<Vec<_>>(),
         vec![2, 3, 5]
@@ -142,7 +161,9 @@ fn membench_measures_every_phase_and_writes_its_report() {
     let md = fs::read_to_string(out.join("report.md")).unwrap();
     for needle in [
         "## Idle baseline",
+        "## Pushes of one small commit",
         "## Sequential pushes",
+        "## Fixed and per-byte costs",
         "## Concurrency sweep",
         "## Targets",
         "- **peak memory of a push: ",
@@ -164,7 +185,7 @@ fn membench_measures_every_phase_and_writes_its_report() {
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), result.samples.len());
     assert!(rows.iter().all(|r| r.len() == 15), "{csv}");
-    for phase in ["idle", "seq", "conc", "settle"] {
+    for phase in ["idle", "fixed", "seq", "conc", "settle"] {
         assert!(
             rows.iter().any(|r| r[1] == phase),
             "no {phase} rows in samples.csv"
@@ -193,7 +214,7 @@ fn membench_measures_every_phase_and_writes_its_report() {
     let svg = fs::read_to_string(out.join("plot.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("</svg>") && svg.contains("<rect"));
     let repos_txt = fs::read_to_string(out.join("repos.txt")).unwrap();
-    assert_eq!(repos_txt.lines().count(), 5, "{repos_txt}");
+    assert_eq!(repos_txt.lines().count(), 2 + 5, "{repos_txt}");
     for repo in &repos {
         let line = repos_txt
             .lines()

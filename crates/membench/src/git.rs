@@ -99,6 +99,35 @@ pub fn make_mirror(source: &str, dest: &Path, refspecs: &[String]) -> Result<()>
     Ok(())
 }
 
+/// The branch a small repository of [`make_small`] is pushed as.
+pub const SMALL_REFSPEC: &str = "HEAD:refs/heads/main";
+
+/// Makes `dest`, a repository of one commit of one small file (three
+/// objects), whose push measures the fixed cost of a push; returns its
+/// size as [`pack_stats`] gives it.
+pub fn make_small(dest: &Path) -> Result<PackStats> {
+    let mut cmd = git_cmd();
+    cmd.args(["init", "--quiet"]).arg(dest);
+    run(cmd, "git init")?;
+    std::fs::write(dest.join("README"), "one small commit\n")
+        .with_context(|| format!("writing into {}", dest.display()))?;
+    let mut cmd = git_cmd();
+    cmd.arg("-C").arg(dest).args(["add", "README"]);
+    run(cmd, "git add")?;
+    let mut cmd = git_cmd();
+    cmd.arg("-C")
+        .arg(dest)
+        .args([
+            "-c",
+            "user.name=membench",
+            "-c",
+            "user.email=membench@localhost",
+        ])
+        .args(["commit", "--quiet", "-m", "one small commit"]);
+    run(cmd, "git commit")?;
+    pack_stats(&dest.join(".git"))
+}
+
 /// Parses `git count-objects -v` output, given the bytes of the `.pack`
 /// files (git's `size-pack` counts the `.idx` files too, and is rounded).
 pub fn parse_count_objects(text: &str, pack_file_bytes: u64) -> PackStats {

@@ -2,8 +2,9 @@
 //!
 //! [`run`] starts `gitstow serve` on a store of its own, makes one local
 //! copy of a source repository, and pushes it with the real `git` into fresh
-//! repositories: an idle baseline, sequential pushes, a concurrency sweep,
-//! a settle period. A background sampler reads the daemon's `/proc` figures
+//! repositories: an idle baseline, pushes of one small commit (the fixed
+//! cost of a push), sequential pushes, a concurrency sweep, a settle
+//! period. A background sampler reads the daemon's `/proc` figures
 //! (proc(5)) and its `/metrics` every interval; heap profiles are taken on
 //! new RSS highs. The results go to an output directory: `report.md`,
 //! `samples.csv`, `summary.json`, `plot.svg`, `profiles/`, `daemon.log`,
@@ -26,6 +27,7 @@ pub mod report;
 pub mod results;
 pub mod sampler;
 pub mod scrape;
+pub mod split;
 
 pub use results::{RunResult, Summary};
 
@@ -53,6 +55,10 @@ pub struct Config {
     pub idle: Duration,
     /// Sequential pushes.
     pub seq_pushes: usize,
+    /// Pushes of one small commit before the sequential pushes: the fixed
+    /// cost of a push (request, state, buffers), told apart from what grows
+    /// with the pack.
+    pub fixed_pushes: usize,
     /// Idle gap after each push or step (the retained memory is read at its end).
     pub gap: Duration,
     /// Concurrency steps: K pushes started at once.
@@ -81,6 +87,7 @@ impl Config {
             work_dir: None,
             idle: Duration::from_secs(3),
             seq_pushes: 3,
+            fixed_pushes: 3,
             gap: Duration::from_secs(2),
             conc_steps: vec![1, 2, 4, 8],
             settle: Duration::from_secs(5),
@@ -118,7 +125,7 @@ pub fn utc_timestamp(t: SystemTime) -> (String, String) {
 /// ratios to K=1; then evaluates the targets.
 pub fn derive(summary: &mut Summary) {
     let idle = summary.idle.rss_anon_kb as i64;
-    for p in &mut summary.seq {
+    for p in summary.fixed.iter_mut().chain(&mut summary.seq) {
         p.span.rise_anon_kb = p.span.rss_anon_peak_kb as i64 - idle;
     }
     for c in &mut summary.conc {
@@ -199,6 +206,7 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
         settings: results::Settings {
             idle_secs: cfg.idle.as_secs_f64(),
             seq_pushes: cfg.seq_pushes,
+            fixed_pushes: cfg.fixed_pushes,
             gap_secs: cfg.gap.as_secs_f64(),
             conc_steps: cfg.conc_steps.clone(),
             settle_secs: cfg.settle.as_secs_f64(),
@@ -227,6 +235,10 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
         pack.objects,
         pack.pack_bytes as f64 / 1048576.0
     ));
+    let small = work.join("small");
+    if cfg.fixed_pushes > 0 {
+        summary.fixed_pack = git::make_small(&small)?;
+    }
 
     let store = cfg
         .store
@@ -268,6 +280,7 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
         sampler: &sampler,
         mirror,
         pack,
+        small,
         repos,
         started: wall,
     }
@@ -278,6 +291,7 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
     samples.sort_by_key(|s| s.t_ms);
 
     summary.idle = results::Baseline::from_samples(&samples);
+    summary.fixed = outcome.fixed;
     summary.seq = outcome.seq;
     summary.conc = outcome.conc;
     summary.phases = outcome.phases;

@@ -44,6 +44,11 @@ struct Cli {
     /// Pushes made one after another.
     #[arg(long, default_value_t = 3)]
     seq_pushes: usize,
+    /// Pushes of one small commit made first, each into a new repository:
+    /// what a push costs whatever its size (the report subtracts it to
+    /// give the cost per pack byte); 0 skips them.
+    #[arg(long, default_value_t = 3)]
+    fixed_pushes: usize,
     /// Idle gap after each push and each concurrency step, in seconds (the retained memory
     /// is read at its end).
     #[arg(long, default_value_t = 2.0)]
@@ -83,6 +88,7 @@ fn config(cli: Cli) -> Result<gitstow_membench::Config, String> {
     cfg.work_dir = cli.work_dir;
     cfg.idle = secs(cli.idle_secs, "--idle-secs")?;
     cfg.seq_pushes = cli.seq_pushes;
+    cfg.fixed_pushes = cli.fixed_pushes;
     cfg.gap = secs(cli.gap_secs, "--gap-secs")?;
     cfg.conc_steps = cli.conc_steps;
     cfg.settle = secs(cli.settle_secs, "--settle-secs")?;

@@ -1,5 +1,5 @@
-//! The run plan against a running daemon: `idle` baseline, `seq` pushes one
-//! at a time, the `conc` sweep (K pushes at once), `settle`. Each push or
+//! The run plan against a running daemon: `idle` baseline, `fixed` pushes
+//! of one small commit, `seq` pushes one at a time, the `conc` sweep (K pushes at once), `settle`. Each push or
 //! step is a measured [`Span`]: the kernel's peak is reset before it, the
 //! sampler's window tracks its peaks, and the retained memory is read one
 //! gap after it.
@@ -21,6 +21,8 @@ use crate::Config;
 /// later, once the idle baseline is known).
 #[derive(Debug, Default)]
 pub struct PlanOutcome {
+    /// Pushes of one small commit.
+    pub fixed: Vec<SeqPush>,
     /// Sequential pushes.
     pub seq: Vec<SeqPush>,
     /// Concurrency steps.
@@ -50,6 +52,9 @@ pub struct Plan<'a> {
     pub mirror: PathBuf,
     /// Size of what each push sends.
     pub pack: PackStats,
+    /// The repository of one small commit the `fixed` pushes send
+    /// ([`git::make_small`]).
+    pub small: PathBuf,
     /// `repos.txt`, written as pushes end.
     pub repos: File,
     /// When the run started (for progress lines).
@@ -77,13 +82,24 @@ impl Plan<'_> {
             std::thread::sleep(p.cfg.idle);
         });
         let plan_ok = |out: &PlanOutcome| !out.daemon_died;
-        if self.cfg.seq_pushes > 0 {
+        if self.cfg.fixed_pushes > 0 {
+            self.phase(&mut out, "fixed", |p, out| {
+                for i in 1..=p.cfg.fixed_pushes {
+                    if !plan_ok(out) {
+                        break;
+                    }
+                    let push = p.one_push(Kind::Fixed, i, out);
+                    out.fixed.push(push);
+                }
+            });
+        }
+        if self.cfg.seq_pushes > 0 && plan_ok(&out) {
             self.phase(&mut out, "seq", |p, out| {
                 for i in 1..=p.cfg.seq_pushes {
                     if !plan_ok(out) {
                         break;
                     }
-                    let push = p.seq_push(i, out);
+                    let push = p.one_push(Kind::Seq, i, out);
                     out.seq.push(push);
                 }
             });
@@ -211,22 +227,35 @@ impl Plan<'_> {
         (span, outcomes)
     }
 
-    fn seq_push(&mut self, index: usize, out: &mut PlanOutcome) -> SeqPush {
+    /// One push of phase `kind`, the `index`th, into a new repository.
+    fn one_push(&mut self, kind: Kind, index: usize, out: &mut PlanOutcome) -> SeqPush {
+        let (phase, total, source, refspecs, pack) = match kind {
+            Kind::Fixed => (
+                "fixed",
+                self.cfg.fixed_pushes,
+                self.small.clone(),
+                vec![git::SMALL_REFSPEC.to_owned()],
+                self.fixed_pack(),
+            ),
+            Kind::Seq => (
+                "seq",
+                self.cfg.seq_pushes,
+                self.mirror.clone(),
+                self.cfg.refspecs.clone(),
+                self.pack,
+            ),
+        };
         let (name, url) = self.new_repo();
         let step = format!("push-{index}");
-        self.progress(&format!(
-            "seq push {index}/{} → {name}",
-            self.cfg.seq_pushes
-        ));
-        let (span, mut outcomes) = self.measure("seq", &step, || {
-            vec![git::push(&self.mirror, &url, &self.cfg.refspecs)]
-        });
+        self.progress(&format!("{phase} push {index}/{total} → {name}"));
+        let (span, mut outcomes) =
+            self.measure(phase, &step, || vec![git::push(&source, &url, &refspecs)]);
         let outcome = outcomes.pop().expect("one push");
-        self.record_repo("seq", &step, &name, &outcome);
+        self.record_repo(phase, &step, &name, &outcome);
         let error = outcome.error.clone();
         match &error {
             None => self.progress(&format!(
-                "seq push {index} done: {:.2} s, CPU {:.2} s, VmHWM {:.1} MiB, RssAnon peak {:.1} MiB, \
+                "{phase} push {index} done: {:.2} s, CPU {:.2} s, VmHWM {:.1} MiB, RssAnon peak {:.1} MiB, \
                  retained anon {}",
                 outcome.wall_s,
                 span.cpu_s,
@@ -235,17 +264,22 @@ impl Plan<'_> {
                 span.retained_anon_kb
                     .map_or("unknown".into(), |kb| format!("{:.1} MiB", mib(kb)))
             )),
-            Some(e) => self.fail(out, format!("seq push {index} into {name} failed: {e}")),
+            Some(e) => self.fail(out, format!("{phase} push {index} into {name} failed: {e}")),
         }
         let wall = outcome.wall_s.max(1e-9);
         SeqPush {
             index,
             repo: name,
             error,
-            pack_mb_per_s: self.pack.pack_bytes as f64 / 1e6 / wall,
-            objects_per_s: self.pack.objects as f64 / wall,
+            pack_mb_per_s: pack.pack_bytes as f64 / 1e6 / wall,
+            objects_per_s: pack.objects as f64 / wall,
             span,
         }
+    }
+
+    /// What a push of the small repository sends.
+    fn fixed_pack(&self) -> PackStats {
+        git::pack_stats(&self.small.join(".git")).unwrap_or_default()
     }
 
     fn conc_step(&mut self, k: usize, out: &mut PlanOutcome) -> ConcStep {
@@ -293,6 +327,15 @@ impl Plan<'_> {
             out.failures.push(msg);
         }
     }
+}
+
+/// The phases made of single pushes.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// One small commit: the fixed cost of a push.
+    Fixed,
+    /// The whole input.
+    Seq,
 }
 
 /// Starts one `git push` per repository at the same moment and waits for all.

@@ -66,6 +66,9 @@ pub struct Settings {
     pub idle_secs: f64,
     /// Sequential pushes.
     pub seq_pushes: usize,
+    /// Pushes of one small commit, measuring the fixed cost of a push.
+    #[serde(default)]
+    pub fixed_pushes: usize,
     /// Gap after each push or step, s.
     pub gap_secs: f64,
     /// Concurrency levels.
@@ -220,6 +223,13 @@ pub struct Summary {
     pub settings: Settings,
     /// Idle baseline.
     pub idle: Baseline,
+    /// Pushes of one small commit (what every push costs whatever its
+    /// size), made before the sequential pushes.
+    #[serde(default)]
+    pub fixed: Vec<SeqPush>,
+    /// What each of the `fixed` pushes sends.
+    #[serde(default)]
+    pub fixed_pack: crate::git::PackStats,
     /// Sequential pushes.
     pub seq: Vec<SeqPush>,
     /// Concurrency sweep.
@@ -250,7 +260,7 @@ impl Summary {
 }
 
 /// The median of `values` (the lower middle one for an even count).
-fn median(mut values: Vec<u64>) -> Option<u64> {
+pub fn median(mut values: Vec<u64>) -> Option<u64> {
     values.sort_unstable();
     values.get(values.len().saturating_sub(1) / 2).copied()
 }

@@ -340,3 +340,61 @@ fn utc_timestamps() {
     let leap = std::time::UNIX_EPOCH + std::time::Duration::from_secs(951_782_400); // 2000-02-29
     assert_eq!(crate::utc_timestamp(leap).1, "2000-02-29T00:00:00Z");
 }
+
+#[test]
+fn a_small_push_is_subtracted_as_the_fixed_cost() {
+    // Input pushes allocate 350 and 175 MiB of a 100 MiB pack: 3.5 × fails
+    // the check on the whole; small pushes allocating 80 MiB (and using
+    // 0.5 s of CPU, rising 10 MiB) are what any push costs.
+    let mut s = synthetic(Some(350 << 20));
+    assert_eq!(s.targets[1].pass, Some(false));
+    s.fixed = (1..=3)
+        .map(|i| SeqPush {
+            index: i,
+            repo: format!("small-{i}.git"),
+            span: Span {
+                cpu_s: 0.5,
+                rise_from_start_kb: 10 * MIB_KB as i64,
+                allocated_bytes: Some(80 << 20),
+                ..Span::default()
+            },
+            ..SeqPush::default()
+        })
+        .collect();
+    s.fixed_pack = PackStats {
+        objects: 3,
+        pack_bytes: 12_288,
+    };
+    crate::derive(&mut s);
+    let t = &s.targets[1];
+    assert_eq!(t.pass, Some(true), "{t:?}");
+    assert!(
+        t.detail
+            .contains("350.0 MiB allocated − 80.0 MiB of a small push = 2.70 × pack"),
+        "{}",
+        t.detail
+    );
+    let x = crate::split::split(&s).unwrap();
+    assert_eq!(x.fixed_pushes, 3);
+    assert_eq!(x.fixed_allocated, Some(80 << 20));
+    // Medians of the two input pushes (lower middle): 175 MiB, 1.5 s CPU,
+    // 30 MiB rise; beyond the fixed part: 95 MiB, 1 s, 20 MiB.
+    assert_eq!(x.allocated_per_byte, Some(0.95));
+    assert!((x.cpu_s_per_mib - 0.01).abs() < 1e-9, "{x:?}");
+    assert_eq!(x.rise_per_object, 20.0 * 1048576.0 / 10_000.0);
+    let md = markdown(&s);
+    assert!(md.contains("## Pushes of one small commit"), "{md}");
+    assert!(md.contains("## Fixed and per-byte costs"), "{md}");
+    assert!(
+        md.contains("| daemon CPU | 0.500 s | 0.010 s per MiB of pack |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| allocated | 80.0 MiB | 0.95 bytes per pack byte |"),
+        "{md}"
+    );
+    // Without small pushes nothing is subtracted and there is no split.
+    let plain = synthetic(Some(350 << 20));
+    assert!(crate::split::split(&plain).is_none());
+    assert!(!markdown(&plain).contains("Fixed and per-byte"));
+}
