@@ -10,7 +10,22 @@ use crate::app::{self, Config};
 
 /// gitstow: a git smart-HTTP server that keeps repositories in object storage.
 #[derive(Debug, Parser)]
-#[command(name = "gitstow", version, about)]
+#[command(
+    name = "gitstow",
+    version,
+    about,
+    after_help = "\
+Start here:
+  gitstow serve --store file://./gitstow-data        serve on 127.0.0.1:8080
+  git push http://127.0.0.1:8080/app.git main        a push creates the repository
+  gitstow token create --name me --grant '*:admin'   before serving beyond loopback
+
+Every command that reads the store takes --store and the --s3-* flags.
+Environment: GITSTOW_LOG (log filter, default info), and for S3 the AWS
+variables, profiles and roles (see `gitstow serve --help`).
+`gitstow help COMMAND` or `gitstow COMMAND --help` for each command; the
+README covers deployment, TLS, backups and what the store holds."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -30,7 +45,32 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve repositories over smart HTTP.
-    #[command(args_override_self = true)]
+    #[command(
+        args_override_self = true,
+        after_long_help = "\
+Endpoints (besides the repositories' smart-HTTP routes):
+  GET /healthz   200 while the process runs (no credentials, no store access)
+  GET /readyz    200 when the store answered within the last seconds; 503 while
+                 shutting down or with the store down
+  GET /metrics   Prometheus text (also on --metrics-listen)
+
+Signals: SIGTERM or SIGINT start a shutdown (--drain-delay, then
+--shutdown-grace for requests in flight, then exit).
+
+Environment:
+  GITSTOW_LOG            log filter (tracing's EnvFilter syntax), default info;
+                         the access log is target gitstow::access
+  GITSTOW_HEAP_PROFILING=1  as --heap-profiling
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN   static S3 keys
+  AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE,
+  AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN, container and instance roles, SSO:
+                         AWS's credential chain, used when no static keys are given
+  AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
+  AWS_S3_FORCE_PATH_STYLE   defaults of the --s3-* flags
+
+Exit status: 0 after a shutdown, 1 when the address or runtime cannot be had,
+2 on a bad setting, a store that cannot be opened or TLS files that do not load."
+    )]
     Serve(Box<ServeArgs>),
     /// Maintain repositories: merge containers, delete what is past its grace period.
     Maintain(crate::maintain_cmd::MaintainArgs),
@@ -43,6 +83,9 @@ pub enum Command {
     /// List, create, delete repositories; set HEAD.
     Repo(crate::repo_cmd::RepoArgs),
     /// Check stored repositories: containers, indexes, objects, reachability.
+    #[command(
+        after_help = "Exit status: 0 sound, 1 damage found (or a check that failed), 2 the store cannot be opened."
+    )]
     Fsck(crate::repo_cmd::FsckArgs),
 }
 
@@ -64,7 +107,9 @@ pub struct StoreArgs {
     /// (default: AWS_S3_FORCE_PATH_STYLE, else on exactly when an endpoint is set).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub s3_path_style: Option<bool>,
-    /// S3 access key id (default: AWS_ACCESS_KEY_ID).
+    /// S3 access key id (default: AWS_ACCESS_KEY_ID; with no keys given,
+    /// AWS's credential chain: AWS_PROFILE and the shared files, web
+    /// identity, container and instance roles, SSO).
     #[arg(long)]
     pub s3_access_key: Option<String>,
     /// S3 secret access key (default: AWS_SECRET_ACCESS_KEY, which keeps it out of `ps`).
@@ -188,7 +233,7 @@ pub struct ServeArgs {
     /// 100 bytes a ref).
     #[arg(long, default_value_t = gitstow_odb::state_cache::DEFAULT_STATE_CACHE_BYTES)]
     pub state_cache_size: usize,
-    /// Log format on stderr.
+    /// Log format on stderr (what is logged: GITSTOW_LOG, default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Refuse pushes to repositories that do not exist yet (404) instead of creating them.
