@@ -419,3 +419,54 @@ fn a_fetch_flood_is_held_to_the_fetch_cap() {
         .unwrap_or_else(|| panic!("no fetch queue wait in:\n{metrics}"));
     assert!(waited > 0.2, "the flood did not queue: {waited} s waited");
 }
+
+#[test]
+fn a_request_over_the_line_limit_gets_an_err_line_git_shows() {
+    if Server::is_canonical() {
+        return; // git has no such limit
+    }
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let tip = commit_files(&work, &[("a", "1")], "one");
+    git(&work, &["push", "--quiet", &server.url("many"), "main"]);
+    let want = format!("want {tip}");
+    let body = v2_fetch(std::iter::repeat_n(want.as_str(), 1_000_001).chain(["done"]));
+    let resp = http(
+        server.port(),
+        "POST",
+        "/many.git/git-upload-pack",
+        &[
+            ("Content-Type", "application/x-git-upload-pack-request"),
+            ("Git-Protocol", "version=2"),
+        ],
+        &body,
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let text = resp.text();
+    assert!(
+        text.contains("ERR upload-pack: request too large: more than 1000000 lines"),
+        "{}",
+        &text[..text.len().min(300)]
+    );
+    // The same in v0, and the server still serves.
+    let mut v0 = Vec::new();
+    for _ in 0..1_000_001 {
+        v0.extend(pkt(format!("{want}\n").as_bytes()));
+    }
+    v0.extend_from_slice(FLUSH);
+    let resp = http(
+        server.port(),
+        "POST",
+        "/many.git/git-upload-pack",
+        &[("Content-Type", "application/x-git-upload-pack-request")],
+        &v0,
+    );
+    assert!(
+        resp.text().contains("ERR upload-pack: request too large"),
+        "{}",
+        resp.status
+    );
+    assert!(ls_remote(&server.url("many")).contains(&tip));
+}

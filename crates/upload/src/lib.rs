@@ -22,7 +22,7 @@ pub mod walk;
 use std::io::{BufWriter, Read, Write};
 
 use gitstow_odb::{RepoState, Repository};
-use gitstow_protocol::fetch::{read_command_v2, read_upload_request_v0, FetchArgsV2};
+use gitstow_protocol::fetch::{read_command_v2, read_upload_request_v0, FetchArgsV2, FetchError};
 use gitstow_protocol::pktline::{write_flush, write_text, PktReader};
 use gitstow_protocol::sideband::{write_band, Band, SideBandWriter};
 use gitstow_protocol::{write_error, write_shallow_info, write_shallow_update_v0, LsRefsArgs};
@@ -32,7 +32,8 @@ use gitstow_protocol::{write_error, write_shallow_info, write_shallow_update_v0,
 pub struct Options {
     /// Bytes of the delta-base cache used while walking and writing.
     pub cache_bytes: usize,
-    /// Most pkt-lines in one request.
+    /// Most pkt-lines in one request (wants, haves, shallows and the
+    /// rest): beyond it the client gets an `ERR` line (see [`too_long`]).
     pub max_request_lines: usize,
 }
 
@@ -109,8 +110,10 @@ pub fn serve_v0(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let req = read_upload_request_v0(&mut reader, opts.max_request_lines)
-        .map_err(|e| Error::Protocol(e.to_string()))?;
+    let req = match read_upload_request_v0(&mut reader, opts.max_request_lines) {
+        Ok(req) => req,
+        Err(e) => return too_long(e, out).map(|()| Outcome::default()),
+    };
     let db = repo.objects(state)?;
     let mut outcome = Outcome {
         wants: req.wants.len(),
@@ -362,6 +365,21 @@ fn objects_to_send(
 
 /// Answers git's `ERR upload-pack: not our ref <oid>` for the first want the
 /// repository lacks (the client prints it as "remote error: …"); true if it did.
+/// A request that could not be read: over the line limit, git's `ERR`
+/// line (`fatal: remote error: upload-pack: …`, as upload-pack answers
+/// what it refuses) and `Ok`; anything else a [`Error::Protocol`].
+fn too_long(e: FetchError, out: &mut dyn Write) -> Result<(), Error> {
+    let FetchError::TooManyLines { max } = e else {
+        return Err(Error::Protocol(e.to_string()));
+    };
+    write_error(
+        &mut &mut *out,
+        &format!("upload-pack: request too large: more than {max} lines (wants, haves, shallows)"),
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
 fn refused_unknown_want(
     db: &gitstow_odb::ObjectDb,
     wants: &[gix_hash::ObjectId],
@@ -485,10 +503,10 @@ pub fn serve_v2(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let Some(cmd) = read_command_v2(&mut reader, opts.max_request_lines)
-        .map_err(|e| Error::Protocol(e.to_string()))?
-    else {
-        return Ok(Outcome::default());
+    let cmd = match read_command_v2(&mut reader, opts.max_request_lines) {
+        Ok(Some(cmd)) => cmd,
+        Ok(None) => return Ok(Outcome::default()),
+        Err(e) => return too_long(e, out).map(|()| Outcome::default()),
     };
     match cmd.command.as_str() {
         "ls-refs" => {
