@@ -256,3 +256,41 @@ fn health_endpoints_need_no_credentials_and_follow_the_store() {
         assert_eq!(resp.status, 200, "ready again");
     }
 }
+
+/// A local store's directory that vanishes under a running server (a volume
+/// unmounted): not ready, git told the store does not answer, nothing
+/// written into a new directory in its place; served again once it is back.
+#[test]
+fn a_local_store_that_vanishes_is_not_created_again() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let TestStore::Fs(dir) = server.store().clone() else {
+        panic!("this test moves the local store's directory: run it on the fs store")
+    };
+    let port = server.port();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "one\n")], "one");
+    let url = server.url("app");
+    git(&work, &["push", "-q", &url, "main"]);
+
+    let moved = dir.with_extension("moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let resp = http(port, "GET", "/readyz", &[], b"");
+    assert_eq!(resp.status, 503, "{}", resp.text());
+    let err = git_fail(&work, &["push", &url, "main:other"]);
+    assert!(err.contains("the store does not answer"), "{err}");
+    let err = git_fail(&work, &["ls-remote", &url]);
+    assert!(err.contains("the store does not answer"), "{err}");
+    assert!(
+        !dir.exists(),
+        "the server created the store directory again"
+    );
+
+    std::fs::rename(&moved, &dir).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(http(port, "GET", "/readyz", &[], b"").status, 200);
+    git(&work, &["push", "-q", &url, "main:other"]);
+    assert!(ls_remote(&url).contains("refs/heads/other"));
+}

@@ -14,7 +14,8 @@
 //! a valid token without the right `403` with a one-line reason git shows
 //! as `remote: …`. An address with [`MAX_FAILURES`] failed attempts within
 //! [`FAILURE_WINDOW`] gets `429` for further failed attempts until the window
-//! has passed (a valid token is still served). No secret is ever logged or
+//! has passed (a valid token is still served). IPv6 clients count per /64
+//! (a host holds a whole /64 and can rotate within it), see [`counted_as`]. No secret is ever logged or
 //! answered.
 
 use std::collections::HashMap;
@@ -86,6 +87,8 @@ struct Cached {
     etag: Option<ETag>,
     read_at: Option<Instant>,
     failed_at: Option<Instant>,
+    /// Whether the last failed read was a store that did not answer.
+    failed_unavailable: bool,
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +118,7 @@ impl Auth {
                 etag: None,
                 read_at: None,
                 failed_at: None,
+                failed_unavailable: false,
             }),
             failures: Mutex::new(Failures::default()),
         }
@@ -135,9 +139,12 @@ impl Auth {
             .is_some_and(|t| t.elapsed() < RETRY_AFTER_ERROR)
         {
             return self.stale(&cached).ok_or_else(|| {
-                gitstow_access::Error::Invalid(
-                    "the access document could not be read a moment ago".into(),
-                )
+                gitstow_access::Error::Store(gitstow_store::Error::Backend {
+                    op: "get",
+                    key: gitstow_access::ACCESS_KEY.into(),
+                    message: "the access document could not be read a moment ago".into(),
+                    unavailable: cached.failed_unavailable,
+                })
             });
         }
         let store = self.store.clone();
@@ -162,6 +169,7 @@ impl Auth {
         match read {
             Err(e) => {
                 cached.failed_at = Some(Instant::now());
+                cached.failed_unavailable = unavailable(&e);
                 if let Some(doc) = self.stale(&cached) {
                     tracing::warn!(error = %e, "reading the access document failed; using the copy read {:?} ago", cached.read_at.map(|t| t.elapsed()).unwrap_or_default());
                     return Ok(doc);
@@ -192,6 +200,7 @@ impl Auth {
 
     /// Whether `peer` has failed too often lately.
     fn blocked(&self, peer: IpAddr) -> bool {
+        let peer = counted_as(peer);
         let f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         f.by_address
             .get(&peer)
@@ -200,6 +209,7 @@ impl Auth {
 
     /// Counts a failed attempt from `peer`.
     fn failed(&self, peer: IpAddr) {
+        let peer = counted_as(peer);
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if f.by_address.len() >= MAX_TRACKED && !f.by_address.contains_key(&peer) {
             f.by_address
@@ -237,6 +247,11 @@ impl Auth {
             Ok(doc) => doc,
             Err(e) => {
                 tracing::error!(error = %e, "reading the access document failed");
+                if unavailable(&e) {
+                    return Err(crate::app::busy_error(
+                        "the store does not answer, try again later".into(),
+                    ));
+                }
                 return Err(error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "access control is unavailable, try again later",
@@ -397,9 +412,64 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Whether reading the access document failed because the store did not
+/// answer (the access error is transparent over the store's).
+fn unavailable(e: &gitstow_access::Error) -> bool {
+    matches!(e, gitstow_access::Error::Store(se) if gitstow_store::is_unavailable(se))
+}
+
+/// The address failed attempts of `peer` count against: an IPv4 address
+/// itself (also when mapped into IPv6, `::ffff:a.b.c.d`), an IPv6 address's
+/// /64 network (its last 64 bits zeroed).
+pub fn counted_as(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => peer,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !u128::from(u64::MAX),
+            )),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_clients_count_per_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(counted_as(a), counted_as(b));
+        assert_ne!(counted_as(a), counted_as(c));
+        assert_eq!(counted_as(a), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        assert_eq!(counted_as(v4), v4);
+        assert_eq!(counted_as("::ffff:192.0.2.7".parse().unwrap()), v4);
+        assert_ne!(counted_as("192.0.2.8".parse().unwrap()), v4);
+        // A client rotating within its /64 is held back like one address.
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::open(&format!("file://{}", dir.path().display())).unwrap();
+        let auth = Auth::new(
+            store,
+            AuthConfig {
+                refresh: Duration::from_secs(5),
+                enforce: true,
+            },
+        );
+        for i in 0..MAX_FAILURES {
+            let peer = IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from_be_bytes([0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0])
+                    + i as u128,
+            ));
+            assert!(!auth.blocked(peer));
+            auth.failed(peer);
+        }
+        assert!(auth.blocked(b));
+        assert!(!auth.blocked(c));
+    }
 
     fn with(value: &[u8]) -> HeaderMap {
         let mut h = HeaderMap::new();

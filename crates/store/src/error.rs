@@ -57,7 +57,7 @@ pub enum Error {
     /// A remote backend (S3) refused a request or could not be reached,
     /// after the retries the backend allows (see
     /// [`S3Config::max_attempts`](crate::S3Config::max_attempts)).
-    #[error("{op} of key {key:?} failed: {message}")]
+    #[error("{op} of {key:?} failed: {message}")]
     Backend {
         /// The operation, e.g. `"get"`, `"put"`, `"upload_part"`.
         op: &'static str,

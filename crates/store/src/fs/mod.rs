@@ -101,6 +101,11 @@ impl OpenFiles {
 #[derive(Debug)]
 pub struct FsStore {
     root: PathBuf,
+    /// The root directory's device and inode when the store was opened:
+    /// a root that vanished or was replaced (a volume unmounted under a
+    /// running server) makes operations fail instead of writing a new
+    /// store into the mount point.
+    root_id: (u64, u64),
     scratch: ScratchDir,
     open_files: Mutex<OpenFiles>,
 }
@@ -135,7 +140,9 @@ impl FsStore {
             tracing::warn!(error = %e, "sweeping .gitstow-tmp failed");
         }
         let scratch = ScratchDir::create(&root.join(TMP_DIR), SCRATCH_PREFIX).map_err(io)?;
+        let meta = fs::metadata(&root).map_err(io)?;
         Ok(FsStore {
+            root_id: (meta.dev(), meta.ino()),
             root,
             scratch,
             open_files: Mutex::default(),
@@ -186,6 +193,29 @@ impl FsStore {
         self.root.join(key)
     }
 
+    /// Whether the root is still the directory the store opened; else an
+    /// unavailable-store error (`op` on `key`), before anything below the
+    /// root is created again or an absence is reported.
+    fn check_root(&self, op: &'static str, key: &str) -> Result<()> {
+        match fs::metadata(&self.root) {
+            Ok(m) if m.is_dir() && (m.dev(), m.ino()) == self.root_id => Ok(()),
+            found => Err(Error::Backend {
+                op,
+                key: key.to_owned(),
+                message: format!(
+                    "the store directory {} {} since the store was opened",
+                    self.root.display(),
+                    if found.is_ok() {
+                        "was replaced"
+                    } else {
+                        "is gone"
+                    }
+                ),
+                unavailable: true,
+            }),
+        }
+    }
+
     /// Open the object at `key` for reading; `None` when there is no regular
     /// file there (absent, a directory, or below a file).
     fn forget_open(&self, key: &str) {
@@ -223,7 +253,10 @@ impl FsStore {
     fn open_object(&self, key: &str) -> Result<Option<(File, Metadata)>> {
         let file = match File::open(self.object_path(key)) {
             Ok(file) => file,
-            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) if is_absent(&e) => {
+                self.check_root("get", key)?;
+                return Ok(None);
+            }
             Err(e) => return Err(Error::io(key, e)),
         };
         let meta = file.metadata().map_err(|e| Error::io(key, e))?;
@@ -244,6 +277,7 @@ impl FsStore {
     /// A fresh temp file in this store's scratch directory, recreating that
     /// directory if it vanished.
     fn temp_file(&self, key: &str) -> Result<NamedTempFile> {
+        self.check_root("put", key)?;
         let dir = self.scratch.path();
         let builder = |dir: &Path| tempfile::Builder::new().prefix("put-").tempfile_in(dir);
         match builder(dir) {
@@ -292,6 +326,7 @@ impl FsStore {
         etag: ETag,
         condition: PutCondition,
     ) -> Result<ETag> {
+        self.check_root("put", key)?;
         let _lock = KeyLock::acquire(&self.root.join(LOCK_DIR), key)?;
         let holds = match &condition {
             PutCondition::None => true,
@@ -427,6 +462,7 @@ impl ObjectStore for FsStore {
         } else {
             self.object_path(dir_key)
         };
+        self.check_root("list", prefix)?;
         let mut keys = Vec::new();
         let mut pending = vec![(start, dir_key.to_owned(), true)];
         while let Some((dir, dir_key, top)) = pending.pop() {
@@ -472,6 +508,7 @@ impl ObjectStore for FsStore {
     fn delete(&self, key: &str) -> Result<()> {
         validate_key(key)?;
         self.forget_open(key);
+        self.check_root("delete", key)?;
         let _lock = KeyLock::acquire(&self.root.join(LOCK_DIR), key)?;
         let path = self.object_path(key);
         match fs::remove_file(&path) {

@@ -30,6 +30,35 @@ fn new_creates_root_and_internal_dirs() {
 }
 
 #[test]
+fn a_root_that_vanished_or_was_replaced_fails_and_is_not_recreated() {
+    let (dir, store) = store();
+    store.put("r.git/state", b"s", PutCondition::None).unwrap();
+    let away = dir.path().join("away");
+    fs::rename(store.root(), &away).unwrap();
+    let unavailable = |r: Result<()>| {
+        let e = r.unwrap_err();
+        assert!(crate::is_unavailable(&e), "{e}");
+        assert!(e.to_string().contains("is gone"), "{e}");
+    };
+    unavailable(store.get("r.git/state").map(drop));
+    unavailable(store.head("x").map(drop));
+    unavailable(store.list("").map(drop));
+    unavailable(store.put("r.git/state", b"t", PutCondition::None).map(drop));
+    unavailable(store.delete("r.git/state"));
+    assert!(!store.root().exists(), "the root was created again");
+    // An empty directory mounted in its place is not the store either.
+    fs::create_dir(store.root()).unwrap();
+    let e = store.get("r.git/state").unwrap_err();
+    assert!(e.to_string().contains("was replaced"), "{e}");
+    assert!(store.put("a", b"a", PutCondition::None).is_err());
+    assert_eq!(fs::read_dir(store.root()).unwrap().count(), 0);
+    // Back in place: served again.
+    fs::remove_dir(store.root()).unwrap();
+    fs::rename(&away, store.root()).unwrap();
+    assert_eq!(store.get("r.git/state").unwrap().unwrap().0, b"s");
+}
+
+#[test]
 fn put_get_head_list_delete_roundtrip() {
     let (_dir, store) = store();
     let etag = store

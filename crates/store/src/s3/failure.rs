@@ -85,6 +85,24 @@ where
     false
 }
 
+/// Which profile in which files the credential chain read (as aws-config
+/// picks them: `AWS_PROFILE`, `AWS_SHARED_CREDENTIALS_FILE`,
+/// `AWS_CONFIG_FILE`, else `default` in `~/.aws/`).
+fn profile_looked_at() -> String {
+    let var = |name: &str, default: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_owned())
+    };
+    format!(
+        "profile {:?} in {} and {}",
+        var("AWS_PROFILE", "default"),
+        var("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
+        var("AWS_CONFIG_FILE", "~/.aws/config")
+    )
+}
+
 /// Sort a failed request.
 pub(crate) fn classify<E>(err: &SdkError<E>) -> Failure
 where
@@ -92,11 +110,17 @@ where
 {
     let message = describe(err);
     if no_credentials(err) {
-        // Retrying will not make credentials appear.
+        // Retrying will not make credentials appear. The request never
+        // left: what the chain's last provider said, not the endpoint.
+        let mut root: &dyn StdError = err;
+        while let Some(next) = root.source() {
+            root = next;
+        }
         return Failure::Fatal(format!(
             "no usable S3 credentials (looked at --s3-access-key/--s3-secret-key, \
-             AWS_ACCESS_KEY_ID, the profile of AWS_PROFILE, web identity, ECS and EC2 \
-             instance roles, SSO): {message}"
+             AWS_ACCESS_KEY_ID, {}, web identity, ECS and EC2 instance roles, SSO); \
+             the last one said: {root}",
+            profile_looked_at()
         ));
     }
     match err {
