@@ -227,3 +227,61 @@ fn fsck_finds_each_kind_of_damage() {
     let o = store.admin(&["fsck", "--repo", "absent"]);
     assert!(out(&o).contains("not found"), "{}", out(&o));
 }
+
+#[test]
+fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let store = server.store().clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    init_repo(&w);
+    commit_files(&w, &[("a.txt", "one\n")], "one");
+    for name in ["a/one", "b/two", "c/three"] {
+        git(&w, &["push", "-q", &server.url(name), "main"]);
+    }
+    let o = store.admin(&["repo", "delete", "b/two"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        out(&o).contains("its 1 container is removed"),
+        "{}",
+        out(&o)
+    );
+    let o = store.admin(&["fsck", "--all"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("a/one: ") && text.contains("c/three: "),
+        "{text}"
+    );
+    assert!(!text.contains("b/two"), "{text}");
+    // Neither --repo nor --all: refused by the parser.
+    let o = store.admin(&["fsck"]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+
+    // A mistyped local store path: refused, and not created.
+    if let TestStore::Fs(_) = store {
+        let missing = tmp.path().join("no-such-store");
+        let url = format!("file://{}", missing.display());
+        for cmd in [
+            &["fsck", "--all", "--store", &url][..],
+            &["repo", "list", "--store", &url],
+            &["token", "list", "--store", &url],
+            &["access", "show", "--store", &url],
+        ] {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+                .args(cmd)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", out(&o));
+            assert!(out(&o).contains("does not exist"), "{cmd:?}: {}", out(&o));
+        }
+        assert!(!missing.exists(), "a read-only command created the store");
+        // repo create starts a store.
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+            .args(["repo", "create", "first", "--store", &url])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", out(&o));
+        assert!(missing.is_dir());
+    }
+}

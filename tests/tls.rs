@@ -84,7 +84,10 @@ fn git_pushes_and_clones_over_https_and_bad_clients_do_not_hold_connections() {
     assert_eq!(git_out(&clone, &["rev-parse", "HEAD"]).trim(), head);
     fsck(&clone);
 
-    // Plain HTTP to the TLS port: no HTTP answer, the connection closed.
+    // Plain HTTP to the TLS port: told to use https, as git shows it.
+    let plain_url = url.replacen("https://", "http://", 1);
+    let err = git_fail(tmp.path(), &["ls-remote", &plain_url]);
+    assert!(err.contains("400"), "{err}");
     let mut plain = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
     plain
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -94,10 +97,10 @@ fn git_pushes_and_clones_over_https_and_bad_clients_do_not_hold_connections() {
         .unwrap();
     let mut answer = Vec::new();
     let _ = plain.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
     assert!(
-        !answer.starts_with(b"HTTP/"),
-        "plain HTTP answered: {}",
-        String::from_utf8_lossy(&answer)
+        answer.starts_with("HTTP/1.1 400") && answer.contains("use an https:// URL"),
+        "plain HTTP answered: {answer}"
     );
 
     // A client that connects and never starts the handshake is closed by

@@ -186,6 +186,18 @@ impl StoreArgs {
         };
         gitstow_store::open_with(&self.url, &s3)
     }
+
+    /// For a local store whose directory does not exist, why a command
+    /// that only works on an existing store refuses it.
+    pub fn missing_local_directory(&self) -> Option<String> {
+        let path = gitstow_store::local_root(&self.url)?;
+        (!path.is_dir()).then(|| {
+            format!(
+                "store directory {} does not exist (`gitstow serve`, `token create` and `repo create` create it)",
+                path.display()
+            )
+        })
+    }
 }
 
 /// Arguments of `gitstow serve`.
@@ -237,7 +249,7 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Refuse pushes to repositories that do not exist yet (404) instead of creating them.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub no_auto_create: bool,
     /// Largest push request body (commands + pack): bytes, or with a unit
     /// (`8GiB`).
@@ -288,7 +300,7 @@ pub struct ServeArgs {
     /// (everyone may then read, push, force-push and delete everywhere).
     /// Without it, such a start is refused; once a token exists (`gitstow
     /// token create`), access control is on and this flag changes nothing.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub insecure_no_auth: bool,
     /// Seconds a read of the access document (tokens, grants) is used
     /// before it is read again from the store: the longest a created,
@@ -343,7 +355,7 @@ pub struct ServeArgs {
     /// Turn automatic maintenance off (by default each push that commits queues
     /// its repository for geometric compaction and the deletion of containers
     /// past their grace period).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub no_maintenance: bool,
     /// Seconds a container stays in the store after no state names it any
     /// more (a fetch on an older state reads it that long; a push has that
@@ -360,14 +372,16 @@ pub struct ServeArgs {
     pub gc_interval: u64,
     /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
     /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub heap_profiling: bool,
 }
 
 /// Sets up tracing on stderr in `format` (`GITSTOW_LOG` filters, default `info`).
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GITSTOW_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // The AWS SDK's INFO lines (credentials loaded, with the key id)
+        // are noise in a server's log.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,aws_config=warn"));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -390,6 +404,16 @@ pub fn main() -> i32 {
         }
     };
     let cli = Cli::parse_from(args);
+    if !matches!(cli.command, Command::Serve(_)) {
+        // The admin commands print listings: `gitstow repo list | head`
+        // ends them quietly, as SIGPIPE ends other Unix tools (Rust
+        // ignores it, and a print to a closed pipe would panic).
+        // SAFETY: at start, before any thread exists; SIG_DFL is a valid
+        // disposition for SIGPIPE.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Maintain(args) => crate::maintain_cmd::main(args),

@@ -11,6 +11,8 @@
 //! max-pack-size = "8GiB"
 //! pre-receive-timeout = 20
 //! no-maintenance = true          # a switch: true gives it, false leaves it out
+//!                                # (`--no-maintenance=false` on the command line
+//!                                # turns a file's switch off)
 //! ```
 //!
 //! The file's flags go before the command line's, and a flag given twice
@@ -58,6 +60,11 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let mut flags: Vec<OsString> = Vec::new();
     for (key, value) in &table {
         let flag = format!("--{}", key.replace('_', "-"));
+        if flag == "--config" {
+            return Err(format!(
+                "--config {shown}: a config file cannot name another (config = …)"
+            ));
+        }
         let mut push = |v: &toml::Value| -> Result<(), String> {
             match v {
                 toml::Value::String(s) => flags.extend([flag.clone().into(), s.into()]),
@@ -141,5 +148,34 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(e.contains("not TOML"), "{e}");
+        std::fs::write(&file, "config = \"other.toml\"\n").unwrap();
+        let e = expand(args(&[
+            "gitstow",
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+        ]))
+        .unwrap_err();
+        assert!(e.contains("cannot name another"), "{e}");
+    }
+
+    #[test]
+    fn the_command_line_turns_a_switch_of_the_file_off() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gitstow.toml");
+        std::fs::write(&file, "no-maintenance = true\n").unwrap();
+        let parse = |extra: &[&str]| {
+            let mut a = vec!["gitstow", "serve", "--config", file.to_str().unwrap()];
+            a.extend_from_slice(extra);
+            let cli = crate::cli::Cli::try_parse_from(expand(args(&a)).unwrap()).unwrap();
+            match cli.command {
+                crate::cli::Command::Serve(s) => s.no_maintenance,
+                _ => unreachable!(),
+            }
+        };
+        assert!(parse(&[]));
+        assert!(!parse(&["--no-maintenance=false"]));
+        assert!(parse(&["--no-maintenance"]));
     }
 }

@@ -125,6 +125,25 @@ async fn refuse(mut stream: TcpStream, reason: &'static str) {
     .await;
 }
 
+/// Answers a plain HTTP request on the TLS port: `400`, the reason, close
+/// (lingering, as [`refuse`]).
+async fn plain_http_on_tls(mut stream: TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let body = "this server speaks HTTPS on this port: use an https:// URL\n";
+    let response = format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+}
+
 /// Whether an `accept` error concerns only the connection being accepted
 /// (the next `accept` may succeed at once), as axum's serve treats them.
 fn is_connection_error(e: &std::io::Error) -> bool {
@@ -216,11 +235,26 @@ pub async fn serve(
                     watcher.watch(conn).await
                 }
                 Some(acceptor) => {
-                    let stream = match tokio::time::timeout(
-                        handshake_timeout,
-                        acceptor.accept(stream),
-                    )
-                    .await
+                    // A TLS handshake starts with 0x16; a letter is plain
+                    // HTTP sent to the HTTPS port: say so, as nginx does.
+                    let deadline = tokio::time::Instant::now() + handshake_timeout;
+                    let mut first = [0u8; 1];
+                    match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+                        Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
+                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
+                            tracing::debug!(%peer, "plain HTTP on the TLS port");
+                            plain_http_on_tls(stream).await;
+                            return;
+                        }
+                        Ok(Ok(1)) => {}
+                        _ => {
+                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
+                            tracing::debug!(%peer, "no TLS handshake within the header timeout");
+                            return;
+                        }
+                    }
+                    let stream = match tokio::time::timeout_at(deadline, acceptor.accept(stream))
+                        .await
                     {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {

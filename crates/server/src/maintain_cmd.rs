@@ -63,11 +63,9 @@ pub fn main(args: MaintainArgs) -> i32 {
     crate::cli::init_logging(args.log_format);
     // A typo in a local store's path would otherwise read as an empty store
     // (and opening it would create the directory).
-    if let Some(path) = gitstow_store::local_root(&args.store.url) {
-        if !path.is_dir() {
-            eprintln!("gitstow: store directory {path:?} does not exist");
-            return 2;
-        }
+    if let Some(why) = args.store.missing_local_directory() {
+        eprintln!("gitstow: {why}");
+        return 2;
     }
     let store = match args.store.open() {
         Ok(s) => s,

@@ -10,7 +10,7 @@ use gitstow_odb::{IndexCache, Repository};
 use gitstow_store::ObjectStore;
 
 use crate::cli::StoreArgs;
-use crate::token_cmd::{run, Failure};
+use crate::token_cmd::{run, run_creating, Failure};
 
 /// `gitstow repo …`.
 #[derive(Debug, clap::Args)]
@@ -81,12 +81,13 @@ pub enum RepoCommand {
 
 /// `gitstow fsck`.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["repo", "all"])))]
 pub struct FsckArgs {
     /// The store and its S3 settings.
     #[command(flatten)]
     pub store: StoreArgs,
     /// The repository to check.
-    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    #[arg(long)]
     pub repo: Option<String>,
     /// Check every repository of the store.
     #[arg(long)]
@@ -149,7 +150,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             }
             Ok(())
         }),
-        RepoCommand::Create { store, name, head } => run(&store, |s| {
+        RepoCommand::Create { store, name, head } => run_creating(&store, |s| {
             let repo = open_repo(s, &name)?;
             gitstow_protocol::check_ref_format(&format!("refs/heads/{head}"))
                 .map_err(|_| format!("invalid branch name {head:?}"))?;
@@ -164,8 +165,9 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             let repo = open_repo(s, &name)?;
             let retired = gitstow_maintain::admin::delete(&repo, &admin_options())?;
             println!(
-                "deleted repository '{}': its {retired} containers are removed by maintenance after the grace period",
-                repo.name()
+                "deleted repository '{}': its {retired} container{} removed by maintenance after the grace period",
+                repo.name(),
+                if retired == 1 { " is" } else { "s are" }
             );
             Ok(())
         }),
@@ -199,14 +201,28 @@ pub fn fsck_main(args: FsckArgs) -> i32 {
             Some(name) => vec![name.clone()],
             None => names(s, "")?,
         };
+        let mut checked = 0;
         for name in list {
             let repo = open_repo(s, &name)?;
-            let Some(report) = gitstow_maintain::fsck::fsck(&repo)? else {
-                return Err(Failure::from(format!(
-                    "repository '{}' not found",
-                    repo.name()
-                )));
+            let report = match gitstow_maintain::fsck::fsck(&repo) {
+                Ok(Some(report)) => report,
+                // Deleted since it was listed, or marked deleted: nothing to check.
+                Ok(None) if args.all => continue,
+                Ok(None) => {
+                    return Err(Failure::from(format!(
+                        "repository '{}' not found",
+                        repo.name()
+                    )))
+                }
+                // The others are still checked; the exit code says it.
+                Err(e) if args.all => {
+                    println!("{}: error: cannot be checked: {e}", repo.name());
+                    damaged = true;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
             };
+            checked += 1;
             for p in &report.problems {
                 println!("{}: {p}", repo.name());
             }
@@ -223,6 +239,9 @@ pub fn fsck_main(args: FsckArgs) -> i32 {
                 }
             );
             damaged |= !report.problems.is_empty();
+        }
+        if checked == 0 && args.all && !damaged {
+            println!("no repositories");
         }
         Ok(())
     });

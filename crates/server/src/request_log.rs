@@ -2,7 +2,8 @@
 //! operator watches from outside.
 //!
 //! Every request on the main listener gets one log line (target
-//! `gitstow::access`, level INFO, in the server's `--log-format`) when its
+//! `gitstow::access`, level INFO — DEBUG for `/healthz` and `/readyz`
+//! answered 200 — in the server's `--log-format`) when its
 //! response has been sent in full or the client went away: `method`,
 //! `path` (at most 256 bytes; the query is kept, it names the service),
 //! `repo` and `service` when the request reached one, `status`,
@@ -187,8 +188,13 @@ struct Line {
 impl Line {
     fn write(&self, bytes_out: u64) {
         metrics::gauge!(m::HTTP_IN_FLIGHT).decrement(1.0);
-        tracing::info!(
+        // A load balancer's probes that pass would fill the log: DEBUG.
+        let probe = self.status == 200 && matches!(self.path.as_str(), "/healthz" | "/readyz");
+        macro_rules! line {
+            ($level:expr) => {
+                tracing::event!(
             target: "gitstow::access",
+            $level,
             method = %self.method,
             path = %self.path,
             repo = self.logged.repo.as_deref(),
@@ -200,7 +206,14 @@ impl Line {
             client = self.client.map(|c| c.to_string()),
             token = self.logged.token.as_deref(),
             "request"
-        );
+                )
+            };
+        }
+        if probe {
+            line!(tracing::Level::DEBUG);
+        } else {
+            line!(tracing::Level::INFO);
+        }
     }
 }
 

@@ -135,7 +135,7 @@ pub fn token_main(args: TokenArgs) -> i32 {
             name,
             grants,
             expires,
-        } => run(&store, |s| create(s, &name, &grants, expires.as_deref())),
+        } => run_creating(&store, |s| create(s, &name, &grants, expires.as_deref())),
         TokenCommand::List { store } => run(&store, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             print_tokens(&doc);
@@ -255,8 +255,23 @@ pub fn access_main(args: AccessArgs) -> i32 {
 }
 
 /// Opens the store and runs `f`; errors go to stderr with exit code 1 (2
-/// when the store cannot be opened).
+/// when the store cannot be opened, or is a local directory that does not
+/// exist: a mistyped path would otherwise read as an empty store and be
+/// created).
 pub(crate) fn run(
+    store: &StoreArgs,
+    f: impl FnOnce(&std::sync::Arc<dyn gitstow_store::ObjectStore>) -> Result<(), Failure>,
+) -> i32 {
+    if let Some(why) = store.missing_local_directory() {
+        eprintln!("gitstow: {why}");
+        return 2;
+    }
+    run_creating(store, f)
+}
+
+/// [`run`] for the commands that may start a store (`token create`, `repo
+/// create`): a local store's directory is created if missing.
+pub(crate) fn run_creating(
     store: &StoreArgs,
     f: impl FnOnce(&std::sync::Arc<dyn gitstow_store::ObjectStore>) -> Result<(), Failure>,
 ) -> i32 {
