@@ -177,6 +177,33 @@ fn a_failing_store_is_reported_without_internals() {
     );
 }
 
+/// A container upload the store does not answer: git is told so (not
+/// "internal server error"), and nothing changes.
+#[test]
+fn a_store_that_does_not_answer_an_upload_is_said_so() {
+    if Server::is_canonical() {
+        return;
+    }
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(store_dir.path());
+    let server = Server::start_on(
+        Some(&store),
+        &["--no-maintenance"],
+        &[("GITSTOW_FAULTS", "put_file:.bin:unavailable")],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "c1");
+    let said = git_fail(&work, &["push", &server.url("stalled"), "main"]);
+    assert!(
+        said.contains("remote unpack failed: the store does not answer, try again later")
+            && said.contains("main -> main (unpacker error)"),
+        "{said}"
+    );
+    assert!(!said.contains("injected"), "{said}");
+}
+
 /// `--max-concurrent-fetches 1`: a clone holding the one slot (its reads
 /// of the store slowed to 3 s by fault injection) makes the next fetch
 /// wait, and after `--fetch-queue-timeout` git is told why (an `ERR`

@@ -168,7 +168,7 @@ enum UnpackFailure {
     /// [`server_reason`].
     Server {
         detail: String,
-        out_of_space: bool,
+        reason: &'static str,
     },
 }
 
@@ -177,16 +177,20 @@ impl UnpackFailure {
     fn server(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
         UnpackFailure::Server {
             detail: format!("{what}: {e}"),
-            out_of_space: gitstow_store::is_out_of_space(e),
+            reason: server_reason(e),
         }
     }
 }
 
 /// What a client is told of a server-side failure (an `unpack` line, an
 /// `ERR` line): never a path or an error chain (those are in the log).
-pub fn server_reason(out_of_space: bool) -> &'static str {
-    if out_of_space {
+/// Out of space (`ENOSPC`, `EDQUOT` anywhere in `e`'s chain), a store that
+/// does not answer, or anything else.
+pub fn server_reason(e: &(dyn std::error::Error + 'static)) -> &'static str {
+    if gitstow_store::is_out_of_space(e) {
         "server out of space, try again later"
+    } else if gitstow_store::is_unavailable(e) {
+        "the store does not answer, try again later"
     } else {
         "internal server error, try again later"
     }
@@ -252,12 +256,9 @@ pub fn receive_pack(
                     tracing::info!(repo = repo.name(), %reason, "push refused at unpack");
                     reason
                 }
-                UnpackFailure::Server {
-                    detail,
-                    out_of_space,
-                } => {
+                UnpackFailure::Server { detail, reason } => {
                     tracing::error!(repo = repo.name(), error = %detail, "push failed at unpack");
-                    server_reason(out_of_space).to_owned()
+                    reason.to_owned()
                 }
             };
             outcome.unpack_error = Some(reason.clone());
@@ -629,7 +630,7 @@ fn decide(
                 Err(e) => {
                     // Nothing committed: a notice that could be lost is not promised.
                     tracing::error!(repo = repo.name(), error = %e, "recording the push's notice failed");
-                    let reason = server_reason(gitstow_store::is_out_of_space(&e));
+                    let reason = server_reason(&e);
                     return Ok(vec![
                         RefStatus::Rejected(format!(
                             "failed to update ref: {reason}"
@@ -675,7 +676,7 @@ fn decide(
             // git's words ("failed to update ref"), and why only as far as
             // the client can act on it: the details are in the log.
             tracing::error!(repo = repo.name(), error = %e, "ref transaction failed");
-            let reason = server_reason(gitstow_store::is_out_of_space(&e));
+            let reason = server_reason(&e);
             vec![
                 RefStatus::Rejected(format!("failed to update ref: {reason}"));
                 push.commands.len()

@@ -440,7 +440,7 @@ async fn upload_pack(
             tracing::error!(repo = %name, error = %e, "spooling the fetch request failed");
             return response::git_error(
                 "application/x-git-upload-pack-result",
-                gitstow_receive::server_reason(gitstow_store::is_out_of_space(&e)),
+                gitstow_receive::server_reason(&e),
             );
         }
         Err(e) => return body_error(e),

@@ -178,7 +178,7 @@ async fn spool_failed(
 ) -> Response {
     tracing::error!(repo = name, error = %spool_error, "spooling the push failed");
     let out_of_space = gitstow_store::is_out_of_space(&spool_error);
-    let reason = gitstow_receive::server_reason(out_of_space);
+    let reason = gitstow_receive::server_reason(&spool_error);
     let opts = app.config.receive.clone();
     let started = std::time::Instant::now();
     response::stream(

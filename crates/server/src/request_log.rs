@@ -189,7 +189,8 @@ impl Line {
     fn write(&self, bytes_out: u64) {
         metrics::gauge!(m::HTTP_IN_FLIGHT).decrement(1.0);
         // A load balancer's probes that pass would fill the log: DEBUG.
-        let probe = self.status == 200 && matches!(self.path.as_str(), "/healthz" | "/readyz");
+        let probe = self.status == 200
+            && matches!(self.path.split('?').next(), Some("/healthz" | "/readyz"));
         macro_rules! line {
             ($level:expr) => {
                 tracing::event!(

@@ -4,7 +4,9 @@
 //! A spec is a `;`-separated list of rules `OP:KEY-SUBSTRING:ACTION[:TIMES[:SKIP]]`:
 //! - `OP`: `put`, `put_file`, `get`, `get_range`, `head`, `list`, `delete` or `*`;
 //! - `KEY-SUBSTRING`: the rule applies to keys containing it (empty: every key);
-//! - `ACTION`: `fail` (an I/O error, nothing done), `fail-after` (the request
+//! - `ACTION`: `fail` (an I/O error, nothing done), `unavailable` (a store
+//!   that does not answer: [`Error::Backend`] with `unavailable`, nothing
+//!   done), `fail-after` (the request
 //!   is carried out, then an I/O error is returned: the ambiguous failure of a
 //!   timeout after the server applied a write), `delay=<ms>`, `kill` (the
 //!   process sends itself SIGKILL before the request: a crash at that point)
@@ -29,6 +31,8 @@ use crate::{ETag, Error, ObjectMeta, ObjectStore, PutCondition, Result, StoreMet
 pub enum Action {
     /// Return an I/O error without doing anything.
     Fail,
+    /// Return an unavailable-store error without doing anything.
+    Unavailable,
     /// Do the request, then return an I/O error.
     FailAfter,
     /// Sleep, then do the request.
@@ -106,6 +110,7 @@ pub fn parse(spec: &str) -> std::result::Result<Vec<Rule>, String> {
             }
             let action = match parts[2] {
                 "fail" => Action::Fail,
+                "unavailable" => Action::Unavailable,
                 "fail-after" => Action::FailAfter,
                 "kill" => Action::Kill,
                 "kill-after" => Action::KillAfter,
@@ -163,6 +168,12 @@ impl FaultyStore {
         match action {
             None => f(),
             Some(Action::Fail) => Err(injected()),
+            Some(Action::Unavailable) => Err(Error::Backend {
+                op: "injected",
+                key: key.to_owned(),
+                message: "injected: the store does not answer".into(),
+                unavailable: true,
+            }),
             Some(Action::FailAfter) => {
                 let _ = f();
                 Err(injected())
