@@ -43,6 +43,7 @@ pub mod repo_cmd;
 pub mod repo_name;
 pub mod request_log;
 pub mod response;
+pub mod serve_cmd;
 pub mod tls;
 pub mod token_cmd;
 pub mod webhook_cmd;

@@ -98,7 +98,11 @@ pub fn main(args: MaintainArgs) -> i32 {
     // commit graphs read every commit and tree), not by one ranged GET an
     // object.
     let store = if gitstow_store::is_s3_url(&args.store.url) {
-        crate::cli::with_container_cache(store, scratch.path().join("cache"), MAINTAIN_CACHE_BYTES)
+        crate::serve_cmd::with_container_cache(
+            store,
+            scratch.path().join("cache"),
+            MAINTAIN_CACHE_BYTES,
+        )
     } else {
         store
     };

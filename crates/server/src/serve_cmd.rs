@@ -1,0 +1,607 @@
+//! `gitstow serve`: its flags, and the start of a server: the store (with
+//! the container cache on S3), access control's exposure check, TLS, the
+//! listeners, maintenance and the webhook deliverer, then the shutdown
+//! sequence (drain, grace, hard deadline).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::app::{self, Config};
+use crate::cli::{init_logging, parse_bytes, with_faults, LogFormat, StoreArgs};
+
+/// Arguments of `gitstow serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Read flags from this TOML file first (`listen = "0.0.0.0:8080"`,
+    /// `max-pack-size = "8GiB"`, `no-maintenance = true`: every flag of
+    /// serve, named without its dashes); flags on the command line
+    /// override the file's.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Serve HTTPS with this certificate chain (PEM, the server's
+    /// certificate first, then intermediates); needs --tls-key. The pair is
+    /// loaded again when the files change (checked at most every 30 s), so
+    /// a renewal needs no restart. /metrics on --metrics-listen stays plain
+    /// HTTP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The store and its S3 settings.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Directory of the local cache of immutable containers, used with s3:// stores
+    /// (default: a directory per store under the system temp dir). Each
+    /// process claims its directory: a second instance on the host takes
+    /// DIR-1, a third DIR-2, … (logged).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Size bound of the container cache: bytes, or with a unit (`2GiB`,
+    /// `500MB`).
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    pub cache_size: u64,
+    /// Objects the in-memory cache of decoded container indexes holds, over
+    /// all repositories (about 80 bytes each; the indexes loaded longest ago
+    /// are dropped first).
+    #[arg(long, default_value_t = gitstow_odb::repository::DEFAULT_INDEX_CACHE_OBJECTS)]
+    pub index_cache_size: usize,
+    /// Bytes of decoded repository states kept in memory, over all
+    /// repositories (a state is reused while its version is unchanged; about
+    /// 100 bytes a ref).
+    #[arg(long, default_value_t = gitstow_odb::state_cache::DEFAULT_STATE_CACHE_BYTES)]
+    pub state_cache_size: usize,
+    /// Log format on stderr (what is logged: GITSTOW_LOG, default `info`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Refuse pushes to repositories that do not exist yet (404) instead of creating them.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub no_auto_create: bool,
+    /// Largest push request body (commands + pack): bytes, or with a unit
+    /// (`8GiB`).
+    #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
+    pub max_pack_size: u64,
+    /// Largest single object in a push: bytes, or with a unit (`2GiB`).
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    pub max_object_size: u64,
+    /// Resolver threads per push (default: the number of cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds a request body may go without a byte before the request is dropped (HTTP 408).
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
+    /// Bytes per second a request body must average once it has taken
+    /// --idle-timeout seconds (else HTTP 408); 0 turns the check off.
+    #[arg(long, default_value_t = 1024)]
+    pub min_body_rate: u64,
+    /// Open connections at most; beyond it a new connection is answered 503
+    /// at once (default: half of the open-files limit left after 256
+    /// descriptors).
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Open connections from one client address at most, beyond it 503
+    /// (default: no cap beyond --max-connections; set it when clients
+    /// connect directly, not through a proxy or a large NAT).
+    #[arg(long)]
+    pub max_connections_per_address: Option<usize>,
+    /// Seconds a connection gets to send a whole request head; also how long
+    /// an idle keep-alive connection stays open.
+    #[arg(long, default_value_t = 30)]
+    pub header_timeout: u64,
+    /// Seconds in-flight requests get to finish after SIGTERM/SIGINT before the process exits.
+    #[arg(long, default_value_t = 300)]
+    pub shutdown_grace: u64,
+    /// Seconds after SIGTERM/SIGINT during which the server still accepts
+    /// and serves requests while /readyz answers 503, so a load balancer
+    /// takes it out of rotation before it stops listening (then
+    /// --shutdown-grace begins).
+    #[arg(long, default_value_t = 0)]
+    pub drain_delay: u64,
+    /// Directory for spool and staging files (default: the system temp dir);
+    /// each process works in its own `gitstow-serve-<pid>-*` directory
+    /// there, and removes those of processes that died.
+    #[arg(long)]
+    pub tmp_dir: Option<std::path::PathBuf>,
+    /// Serve on an address beyond loopback while no access token exists
+    /// (everyone may then read, push, force-push and delete everywhere).
+    /// Without it, such a start is refused; once a token exists (`gitstow
+    /// token create`), access control is on and this flag changes nothing.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub insecure_no_auth: bool,
+    /// Seconds a read of the access document (tokens, grants) is used
+    /// before it is read again from the store: the longest a created,
+    /// revoked or expired token takes to count on this instance.
+    #[arg(long, default_value_t = 5)]
+    pub access_refresh: u64,
+    /// A pre-receive hook: a program run for each push after its pack is
+    /// checked and before anything is stored, as git runs hooks/pre-receive
+    /// (stdin: `<old> <new> <ref>` lines; GIT_PUSH_OPTION_COUNT and
+    /// GIT_PUSH_OPTION_<i>; also GITSTOW_REPOSITORY and GITSTOW_PUSHER, the
+    /// token's name; no other environment). Exit 0 accepts; anything else
+    /// refuses every ref with `pre-receive hook declined`. Its output is
+    /// shown to the pusher.
+    #[arg(long, value_name = "PATH", conflicts_with = "pre_receive_url")]
+    pub pre_receive_hook: Option<PathBuf>,
+    /// A pre-receive callout: each push's ref updates and push options are
+    /// POSTed here as JSON ({"repository", "pusher", "ref_updates": [{"ref",
+    /// "old", "new"}], "push_options"}) after its pack is checked and before
+    /// anything is stored; a 2xx answer accepts, any other refuses. The
+    /// answer's body (text) is shown to the pusher.
+    #[arg(long, value_name = "URL")]
+    pub pre_receive_url: Option<String>,
+    /// Seconds the pre-receive hook or callout may take; after it the push is
+    /// refused (the hook's process group is killed).
+    #[arg(long, default_value_t = 30)]
+    pub pre_receive_timeout: u64,
+    /// Seconds one webhook delivery may take before it counts as failed (and
+    /// is retried later).
+    #[arg(long, default_value_t = 10)]
+    pub webhook_timeout: u64,
+    /// Pushes resolved at once; later pushes wait in a queue (default: one per
+    /// core, and no more than one per 512 MiB of memory).
+    #[arg(long)]
+    pub max_concurrent_pushes: Option<usize>,
+    /// Seconds a push may wait in the queue before it is refused with "server busy".
+    #[arg(long, default_value_t = 600)]
+    pub push_queue_timeout: u64,
+    /// Upload-pack requests (fetches, clones, ls-refs) served at once; later
+    /// ones wait in a queue with their body read, at most 64 KiB of it in
+    /// memory (default: two per core, and
+    /// no more than one per 256 MiB of a quarter of the memory).
+    #[arg(long)]
+    pub max_concurrent_fetches: Option<usize>,
+    /// Seconds a fetch may wait in the queue before it is refused with an
+    /// ERR line git shows as "remote error: server busy: …".
+    #[arg(long, default_value_t = 60)]
+    pub fetch_queue_timeout: u64,
+    /// Also serve /metrics and /debug/pprof/heap on this address (they are always
+    /// on the main listener too).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Turn automatic maintenance off (by default each push that commits queues
+    /// its repository for geometric compaction and the deletion of containers
+    /// past their grace period).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub no_maintenance: bool,
+    /// Seconds a container stays in the store after no state names it any
+    /// more (a fetch on an older state reads it that long; a push has that
+    /// long from its first upload to its commit).
+    #[arg(long, default_value_t = 86_400)]
+    pub maintenance_grace: u64,
+    /// Seconds between scans of a repository's containers for orphans (left
+    /// by failed or killed pushes); a scan lists the repository's containers.
+    #[arg(long, default_value_t = 86_400)]
+    pub maintenance_scan_interval: u64,
+    /// Seconds between garbage collections of a repository by automatic
+    /// maintenance (0: never; run `gitstow maintain --gc` instead).
+    #[arg(long, default_value_t = 7 * 86_400)]
+    pub gc_interval: u64,
+    /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
+    /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub heap_profiling: bool,
+}
+
+/// Whether `key` names an immutable object: a container (`.bin`), its index
+/// (`.idx`), commit graph (`.graph`) or a closure's bitmaps (`.bitmap`), all
+/// named by a container's content hash.
+fn is_immutable_key(key: &str) -> bool {
+    [".bin", ".idx", ".graph", ".bitmap"]
+        .iter()
+        .any(|ext| key.ends_with(ext))
+}
+
+/// Open the store `args.store` names; an S3 store gets the local container cache in front.
+fn open_store(args: &ServeArgs) -> gitstow_store::Result<Arc<dyn gitstow_store::ObjectStore>> {
+    let store = args.store.open()?;
+    if !gitstow_store::is_s3_url(&args.store.url) {
+        return Ok(store);
+    }
+    let dir = args
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store.url));
+    let cached = gitstow_store::CachedStore::new(store, dir, args.cache_size, is_immutable_key);
+    // The directory this process claimed (another instance may hold the default).
+    tracing::info!(dir = %cached.dir().display(), max_bytes = args.cache_size, "container cache");
+    Ok(Arc::new(cached))
+}
+
+/// `store` behind a local cache of its immutable objects
+/// ([`is_immutable_key`]) in `dir`, of at most `max_bytes`.
+pub(crate) fn with_container_cache(
+    store: Arc<dyn gitstow_store::ObjectStore>,
+    dir: PathBuf,
+    max_bytes: u64,
+) -> Arc<dyn gitstow_store::ObjectStore> {
+    Arc::new(gitstow_store::CachedStore::new(
+        store,
+        dir,
+        max_bytes,
+        is_immutable_key,
+    ))
+}
+
+fn maintenance_config(
+    args: &ServeArgs,
+    staging_dir: &std::path::Path,
+) -> crate::maintenance::MaintenanceConfig {
+    let grace = std::time::Duration::from_secs(args.maintenance_grace);
+    let options = gitstow_maintain::Options {
+        grace,
+        scan_interval: std::time::Duration::from_secs(args.maintenance_scan_interval),
+        gc_interval: (args.gc_interval > 0)
+            .then(|| std::time::Duration::from_secs(args.gc_interval)),
+        staging_dir: Some(staging_dir.to_owned()),
+        // Tests only: widen the window between a merge's read of the state and its commit.
+        test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis),
+        ..Default::default()
+    };
+    crate::maintenance::MaintenanceConfig {
+        options,
+        revisit: (grace / 2).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(3600),
+        ),
+    }
+}
+
+/// Runs `gitstow serve`; returns the exit code (0 after a shutdown, 1 when
+/// the address or runtime cannot be had, 2 on a bad setting).
+pub fn main(args: ServeArgs) -> i32 {
+    init_logging(args.log_format);
+    let nofile = match crate::limits::raise_open_files() {
+        Ok((before, after, hard)) => {
+            tracing::info!(soft_before = before, soft = after, hard, "open files limit");
+            after
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "open files limit not raised");
+            1024
+        }
+    };
+    let max_connections = args
+        .max_connections
+        .unwrap_or_else(|| crate::listen::ConnLimits::default_max_connections(nofile));
+    let conn_limits = crate::listen::ConnLimits {
+        max_connections,
+        max_per_address: args.max_connections_per_address.unwrap_or(max_connections),
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+    };
+    if max_connections == 0 || conn_limits.max_per_address == 0 || args.header_timeout == 0 {
+        eprintln!("gitstow: --max-connections, --max-connections-per-address and --header-timeout must be at least 1");
+        return 2;
+    }
+    if gitstow_store::is_s3_url(&args.store.url) {
+        tracing::info!(
+            store = %args.store.url,
+            connect_timeout_secs = args.store.s3_connect_timeout,
+            read_timeout_secs = args.store.s3_read_timeout,
+            retry_deadline_secs = args.store.s3_retry_deadline,
+            "checking the store (HeadBucket)"
+        );
+    }
+    let store = match open_store(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            // In the log's format too (JSON for a collector).
+            tracing::error!(store = %args.store.url, error = %e, "cannot open the store");
+            eprintln!("gitstow: cannot open store {}: {e}", args.store.url);
+            return 2;
+        }
+    };
+    let store = match with_faults(store) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("gitstow: {e}");
+            return 2;
+        }
+    };
+    // Spools and staging files live in this process's own scratch directory;
+    // those of dead processes are swept now and every hour.
+    let scratch = match crate::leftovers::own_scratch(
+        args.tmp_dir.as_deref(),
+        crate::leftovers::SERVE_PREFIX,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("gitstow: {e}");
+            return 2;
+        }
+    };
+    let mut receive = gitstow_receive::Options {
+        max_object_bytes: args.max_object_size,
+        staging_dir: Some(scratch.path().to_owned()),
+        ..Default::default()
+    };
+    if let Some(t) = args.threads {
+        receive.threads = t.max(1);
+    }
+    if args.pre_receive_timeout == 0 || args.webhook_timeout == 0 {
+        eprintln!("gitstow: --pre-receive-timeout and --webhook-timeout must be at least 1");
+        return 2;
+    }
+    let hook_timeout = std::time::Duration::from_secs(args.pre_receive_timeout);
+    if let Some(path) = &args.pre_receive_hook {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
+            _ => {
+                eprintln!(
+                    "gitstow: --pre-receive-hook {}: not an executable file (every push would be refused)",
+                    path.display()
+                );
+                return 2;
+            }
+        }
+        receive.pre_receive = Some(Arc::new(gitstow_hooks::pre_receive::Executable {
+            path: path.clone(),
+            timeout: hook_timeout,
+        }));
+    } else if let Some(url) = &args.pre_receive_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            eprintln!("gitstow: --pre-receive-url {url:?}: want an http:// or https:// URL");
+            return 2;
+        }
+        receive.pre_receive = Some(Arc::new(gitstow_hooks::pre_receive::Callout::new(
+            url,
+            hook_timeout,
+        )));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mem = crate::queue::mem_total();
+    let max_concurrent_pushes = args
+        .max_concurrent_pushes
+        .unwrap_or_else(|| crate::queue::default_limit(cores, mem));
+    if args.max_concurrent_pushes == Some(0) || args.push_queue_timeout == 0 {
+        eprintln!("gitstow: --max-concurrent-pushes and --push-queue-timeout must be at least 1");
+        return 2;
+    }
+    let max_concurrent_fetches = args
+        .max_concurrent_fetches
+        .unwrap_or_else(|| crate::queue::default_fetch_limit(cores, mem));
+    if args.max_concurrent_fetches == Some(0) || args.fetch_queue_timeout == 0 {
+        eprintln!("gitstow: --max-concurrent-fetches and --fetch-queue-timeout must be at least 1");
+        return 2;
+    }
+    let heap_profiling = args.heap_profiling
+        || std::env::var("GITSTOW_HEAP_PROFILING").is_ok_and(|v| {
+            !matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "" | "0" | "false" | "no" | "off"
+            )
+        });
+    let metrics = match crate::metrics::Metrics::install(store.clone()) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics recorder not installed");
+            None
+        }
+    };
+    let mut config = Config {
+        max_concurrent_pushes,
+        push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
+        max_concurrent_fetches,
+        fetch_queue_timeout: std::time::Duration::from_secs(args.fetch_queue_timeout),
+        auto_create: !args.no_auto_create,
+        max_push_bytes: args.max_pack_size,
+        max_fetch_request_bytes: 64 << 20,
+        body_pace: crate::body::Pace {
+            idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
+            min_rate: args.min_body_rate,
+        },
+        maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
+        receive,
+        upload: gitstow_upload::Options::default(),
+        index_cache_objects: args.index_cache_size,
+        state_cache_bytes: args.state_cache_size,
+        auth: crate::auth::AuthConfig {
+            refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
+            enforce: false,
+        },
+        webhooks: gitstow_hooks::deliver::DeliverConfig {
+            timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),
+            ..Default::default()
+        },
+    };
+    match check_exposure(&args, &store) {
+        Ok(enforce) => config.auth.enforce = enforce,
+        Err(why) => {
+            eprintln!("gitstow: {why}");
+            return 2;
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gitstow: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(async move {
+        if heap_profiling {
+            if let Err(e) = crate::operator::activate_heap_profiling().await {
+                eprintln!("gitstow: --heap-profiling: {e}");
+                return 2;
+            }
+        }
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => match crate::tls::acceptor(cert, key) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot serve TLS");
+                    eprintln!("gitstow: cannot serve TLS: {e}");
+                    return 2;
+                }
+            },
+            _ => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let listener = match tokio::net::TcpListener::bind(args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("gitstow: cannot listen on {}: {e}", args.listen);
+                return 1;
+            }
+        };
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let metrics_listener = match args.metrics_listen {
+            Some(maddr) => match tokio::net::TcpListener::bind(maddr).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    eprintln!("gitstow: cannot listen on {maddr}: {e}");
+                    return 1;
+                }
+            },
+            None => None,
+        };
+        {
+            use std::io::Write;
+            let mut stdout = std::io::stdout();
+            let _ = writeln!(stdout, "gitstow listening on {scheme}://{addr}");
+            if let Some(Ok(maddr)) = metrics_listener.as_ref().map(|l| l.local_addr()) {
+                let _ = writeln!(stdout, "gitstow metrics on http://{maddr}/metrics");
+            }
+            let _ = stdout.flush();
+        }
+        tracing::info!(%addr, store = %args.store.url, max_concurrent_pushes, max_concurrent_fetches, heap_profiling, "serving");
+        crate::leftovers::spawn_periodic(
+            args.tmp_dir.as_deref(),
+            gitstow_store::local_root(&args.store.url),
+        );
+        let _scratch = scratch;
+        let store_for_stats = store.clone();
+        let app = app::App::new(store, config, metrics);
+        if let Some(l) = metrics_listener {
+            let router = crate::operator::operator_router(app.clone());
+            let maddr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            tracing::info!(addr = %maddr, "metrics listener");
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(l, router).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            });
+        }
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let stopping = app.clone();
+        let drain = std::time::Duration::from_secs(args.drain_delay);
+        let graceful = async move {
+            shutdown_signal().await;
+            stopping.shutting_down();
+            if !drain.is_zero() {
+                tracing::info!(drain_secs = drain.as_secs(), "draining: /readyz answers 503; still serving");
+                tokio::time::sleep(drain).await;
+            }
+            let _ = stop_tx.send(());
+        };
+        tracing::info!(
+            max_connections = conn_limits.max_connections,
+            max_per_address = conn_limits.max_per_address,
+            header_timeout_secs = conn_limits.header_timeout.as_secs(),
+            "connection limits"
+        );
+        let served = crate::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
+        let grace = std::time::Duration::from_secs(args.shutdown_grace);
+        // In-flight requests get `grace` after the signal; then the process exits anyway
+        // (an idle keep-alive or a half-sent request must not hold it forever).
+        let deadline = async move {
+            if stop_rx.await.is_ok() {
+                tokio::time::sleep(grace).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = served => {
+                let m = store_for_stats.metrics();
+                let r = m.requests.unwrap_or_default();
+                let c = m.cache.unwrap_or_default();
+                tracing::info!(
+                    store_gets = r.get + r.get_range,
+                    store_puts = r.put + r.put_conditional + r.multipart_parts,
+                    store_lists = r.list,
+                    store_errors = r.errors,
+                    cache_hits = c.hits,
+                    cache_misses = c.misses,
+                    "shut down"
+                );
+                0
+            },
+            _ = deadline => {
+                tracing::warn!(grace_secs = grace.as_secs(), "requests still open after the shutdown grace period; exiting");
+                // A hard deadline: blocking work stuck on the store must not
+                // hold the process (dropping the runtime would wait for it).
+                std::process::exit(0);
+            }
+        }
+    })
+}
+
+/// Refuses to serve beyond loopback while no token exists, unless
+/// `--insecure-no-auth`; logs whether access control is on. `Ok(true)`:
+/// enforce access control for the process's life, even if every token is
+/// revoked later.
+fn check_exposure(
+    args: &ServeArgs,
+    store: &Arc<dyn gitstow_store::ObjectStore>,
+) -> Result<bool, String> {
+    let (doc, _) = gitstow_access::load(store.as_ref())
+        .map_err(|e| format!("cannot read the access document: {e}"))?;
+    if let Some(m) = args.metrics_listen.filter(|m| !m.ip().is_loopback()) {
+        tracing::warn!(metrics_listen = %m, "the operator endpoints (/metrics, /debug/pprof/heap) on --metrics-listen have no access control: keep that address private");
+    }
+    if doc.enforced() {
+        tracing::info!(
+            tokens = doc.tokens.len(),
+            anonymous_read = doc.anonymous_read.len(),
+            "access control is on"
+        );
+        return Ok(true);
+    }
+    if args.listen.ip().is_loopback() {
+        tracing::warn!("access control is off: no token exists (gitstow token create); anyone who can reach this loopback address (a proxy on this host included) may do anything");
+        return Ok(false);
+    }
+    if args.insecure_no_auth {
+        tracing::warn!(listen = %args.listen, "access control is off (--insecure-no-auth): anyone who can reach this address may read, push and delete");
+        return Ok(false);
+    }
+    Err(format!(
+        "refusing to serve on {} without access control: no token exists. Create one \
+         (gitstow token create --name NAME --grant 'org/*:write' --store {}), or pass \
+         --insecure-no-auth to let anyone who can reach it do anything",
+        args.listen, args.store.url
+    ))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested: finishing in-flight requests");
+}
