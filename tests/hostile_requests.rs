@@ -127,24 +127,24 @@ fn the_open_files_limit_is_raised_at_start() {
 /// A store that fails: the client is told that the server failed, never a
 /// store key, a path or an error chain (those are in the log), and the
 /// server keeps serving.
+/// A server whose store fails as the fault rule `faults` says, and what
+/// git says of a push of one commit to `repo` there (the push must fail).
+fn push_with_store_faults(faults: &str, repo: &str) -> (Server, String) {
+    let server = Server::start_on(None, &["--no-maintenance"], &[("GITSTOW_FAULTS", faults)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "c1");
+    let said = git_fail(&work, &["push", &server.url(repo), "main"]);
+    (server, said)
+}
+
 #[test]
 fn a_failing_store_is_reported_without_internals() {
     if Server::is_canonical() {
         return;
     }
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = TestStore::from_env(store_dir.path());
-    let server = Server::start_on(
-        Some(&store),
-        &["--no-maintenance"],
-        &[("GITSTOW_FAULTS", "put_file:.bin:fail")],
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    init_repo(&work);
-    commit_files(&work, &[("a", "1")], "c1");
-    let url = server.url("failing");
-    let said = git_fail(&work, &["push", &url, "main"]);
+    let (server, said) = push_with_store_faults("put_file:.bin:fail", "failing");
     assert!(
         said.contains("remote unpack failed: internal server error, try again later")
             && said.contains("main -> main (unpacker error)"),
@@ -184,18 +184,7 @@ fn a_store_that_does_not_answer_an_upload_is_said_so() {
     if Server::is_canonical() {
         return;
     }
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = TestStore::from_env(store_dir.path());
-    let server = Server::start_on(
-        Some(&store),
-        &["--no-maintenance"],
-        &[("GITSTOW_FAULTS", "put_file:.bin:unavailable")],
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    init_repo(&work);
-    commit_files(&work, &[("a", "1")], "c1");
-    let said = git_fail(&work, &["push", &server.url("stalled"), "main"]);
+    let (_server, said) = push_with_store_faults("put_file:.bin:unavailable", "stalled");
     assert!(
         said.contains("remote unpack failed: the store does not answer, try again later")
             && said.contains("main -> main (unpacker error)"),

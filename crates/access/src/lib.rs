@@ -28,8 +28,10 @@ pub use token::{hash_secret, new_secret, SECRET_PREFIX};
 /// Errors of the access crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The store failed.
-    #[error(transparent)]
+    /// The store failed. Not `transparent`: the store's error stays in the
+    /// chain, where `gitstow_store::is_unavailable` and `is_out_of_space`
+    /// look for it.
+    #[error("{0}")]
     Store(#[from] gitstow_store::Error),
     /// The access document does not parse.
     #[error("the access document is corrupt: {0}")]

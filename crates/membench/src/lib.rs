@@ -281,6 +281,7 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
         mirror,
         pack,
         small,
+        small_pack: summary.fixed_pack,
         repos,
         started: wall,
     }

@@ -1,6 +1,6 @@
 //! The run plan against a running daemon: `idle` baseline, `fixed` pushes
-//! of one small commit, `seq` pushes one at a time, the `conc` sweep (K pushes at once), `settle`. Each push or
-//! step is a measured [`Span`]: the kernel's peak is reset before it, the
+//! of one small commit, `seq` pushes one at a time, the `conc` sweep (K
+//! pushes at once), `settle`. Each push or step is a measured [`Span`]: the kernel's peak is reset before it, the
 //! sampler's window tracks its peaks, and the retained memory is read one
 //! gap after it.
 
@@ -55,6 +55,8 @@ pub struct Plan<'a> {
     /// The repository of one small commit the `fixed` pushes send
     /// ([`git::make_small`]).
     pub small: PathBuf,
+    /// Size of what each `fixed` push sends.
+    pub small_pack: PackStats,
     /// `repos.txt`, written as pushes end.
     pub repos: File,
     /// When the run started (for progress lines).
@@ -235,7 +237,7 @@ impl Plan<'_> {
                 self.cfg.fixed_pushes,
                 self.small.clone(),
                 vec![git::SMALL_REFSPEC.to_owned()],
-                self.fixed_pack(),
+                self.small_pack,
             ),
             Kind::Seq => (
                 "seq",
@@ -275,11 +277,6 @@ impl Plan<'_> {
             objects_per_s: pack.objects as f64 / wall,
             span,
         }
-    }
-
-    /// What a push of the small repository sends.
-    fn fixed_pack(&self) -> PackStats {
-        git::pack_stats(&self.small.join(".git")).unwrap_or_default()
     }
 
     fn conc_step(&mut self, k: usize, out: &mut PlanOutcome) -> ConcStep {

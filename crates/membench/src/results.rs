@@ -260,7 +260,7 @@ impl Summary {
 }
 
 /// The median of `values` (the lower middle one for an even count).
-pub fn median(mut values: Vec<u64>) -> Option<u64> {
+pub fn median<T: Ord + Copy>(mut values: Vec<T>) -> Option<T> {
     values.sort_unstable();
     values.get(values.len().saturating_sub(1) / 2).copied()
 }

@@ -32,13 +32,6 @@ fn ok(pushes: &[SeqPush]) -> Vec<&SeqPush> {
     pushes.iter().filter(|p| p.error.is_none()).collect()
 }
 
-/// Median of a signed figure.
-fn median_i64(values: impl Iterator<Item = i64>) -> Option<i64> {
-    let mut v: Vec<i64> = values.collect();
-    v.sort_unstable();
-    v.get(v.len().saturating_sub(1) / 2).copied()
-}
-
 /// Median of a float figure (in thousandths: CPU seconds to the ms).
 fn median_f64(values: impl Iterator<Item = f64>) -> Option<f64> {
     median(
@@ -64,10 +57,10 @@ pub fn split(s: &Summary) -> Option<Split> {
         )
     };
     let fixed_cpu_s = median_f64(fixed.iter().map(|p| p.span.cpu_s))?;
-    let fixed_rise_kb = median_i64(fixed.iter().map(|p| p.span.rise_from_start_kb))?;
+    let fixed_rise_kb = median(fixed.iter().map(|p| p.span.rise_from_start_kb).collect())?;
     let fixed_allocated = allocated(&fixed);
     let input_cpu = median_f64(input.iter().map(|p| p.span.cpu_s))?;
-    let input_rise_kb = median_i64(input.iter().map(|p| p.span.rise_from_start_kb))?;
+    let input_rise_kb = median(input.iter().map(|p| p.span.rise_from_start_kb).collect())?;
     let pack = s.input.pack.pack_bytes.max(1) as f64;
     let objects = s.input.pack.objects.max(1) as f64;
     Some(Split {

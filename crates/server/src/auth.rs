@@ -15,7 +15,8 @@
 //! as `remote: …`. An address with [`MAX_FAILURES`] failed attempts within
 //! [`FAILURE_WINDOW`] gets `429` for further failed attempts until the window
 //! has passed (a valid token is still served). IPv6 clients count per /64
-//! (a host holds a whole /64 and can rotate within it), see [`counted_as`]. No secret is ever logged or
+//! (a host holds a whole /64 and can rotate within it), see
+//! [`counted_as`]. No secret is ever logged or
 //! answered.
 
 use std::collections::HashMap;
@@ -169,7 +170,7 @@ impl Auth {
         match read {
             Err(e) => {
                 cached.failed_at = Some(Instant::now());
-                cached.failed_unavailable = unavailable(&e);
+                cached.failed_unavailable = gitstow_store::is_unavailable(&e);
                 if let Some(doc) = self.stale(&cached) {
                     tracing::warn!(error = %e, "reading the access document failed; using the copy read {:?} ago", cached.read_at.map(|t| t.elapsed()).unwrap_or_default());
                     return Ok(doc);
@@ -247,7 +248,7 @@ impl Auth {
             Ok(doc) => doc,
             Err(e) => {
                 tracing::error!(error = %e, "reading the access document failed");
-                if unavailable(&e) {
+                if gitstow_store::is_unavailable(&e) {
                     return Err(crate::app::busy_error(
                         "the store does not answer, try again later".into(),
                     ));
@@ -410,12 +411,6 @@ fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Whether reading the access document failed because the store did not
-/// answer (the access error is transparent over the store's).
-fn unavailable(e: &gitstow_access::Error) -> bool {
-    matches!(e, gitstow_access::Error::Store(se) if gitstow_store::is_unavailable(se))
 }
 
 /// The address failed attempts of `peer` count against: an IPv4 address

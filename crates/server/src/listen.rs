@@ -105,14 +105,28 @@ fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &ConnLimits) -> Result<H
 }
 
 /// Answers a connection over a cap: 503, `Retry-After: 5`, the reason,
-/// then a lingering close: what the client sends meanwhile is read and
-/// dropped until it closes (a close with unread data would be a reset that
-/// loses the answer); two seconds at most in all.
-async fn refuse(mut stream: TcpStream, reason: &'static str) {
-    use tokio::io::AsyncReadExt;
+/// then a [lingering close](answer_and_close).
+async fn refuse(stream: TcpStream, reason: &'static str) {
     let body = format!("server busy: {reason}, try again later\n");
+    answer_and_close(stream, "503 Service Unavailable\r\nRetry-After: 5", &body).await;
+}
+
+/// Answers a plain HTTP request on the TLS port: `400` and the reason,
+/// then a [lingering close](answer_and_close).
+async fn plain_http_on_tls(stream: TcpStream) {
+    let body = "this server speaks HTTPS on this port: use an https:// URL\n";
+    answer_and_close(stream, "400 Bad Request", body).await;
+}
+
+/// Writes one HTTP/1.1 response (`status` and any header lines after it,
+/// a text `body`) to a connection served outside hyper, then closes it
+/// lingering: what the client sends meanwhile is read and dropped until it
+/// closes (a close with unread data would be a reset that loses the
+/// answer); two seconds at most in all.
+async fn answer_and_close(mut stream: TcpStream, status: &str, body: &str) {
+    use tokio::io::AsyncReadExt;
     let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
@@ -125,23 +139,34 @@ async fn refuse(mut stream: TcpStream, reason: &'static str) {
     .await;
 }
 
-/// Answers a plain HTTP request on the TLS port: `400`, the reason, close
-/// (lingering, as [`refuse`]).
-async fn plain_http_on_tls(mut stream: TcpStream) {
-    use tokio::io::AsyncReadExt;
-    let body = "this server speaks HTTPS on this port: use an https:// URL\n";
-    let response = format!(
-        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        stream.write_all(response.as_bytes()).await?;
-        stream.shutdown().await?;
-        let mut sink = [0u8; 4096];
-        while stream.read(&mut sink).await? > 0 {}
-        Ok::<(), std::io::Error>(())
-    })
-    .await;
+/// The TLS handshake of a new connection, within `timeout` of its start;
+/// `None` (counted and logged) when it fails or takes too long, or when the
+/// client speaks plain HTTP (answered by [`plain_http_on_tls`]).
+async fn tls_handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+    timeout: Duration,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    // A TLS handshake starts with 0x16; a letter is plain HTTP sent to the
+    // HTTPS port: say so, as nginx does.
+    let mut first = [0u8; 1];
+    let failure = match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
+            plain_http_on_tls(stream).await;
+            "plain HTTP on the TLS port".to_owned()
+        }
+        Ok(Ok(1)) => match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => return Some(tls),
+            Ok(Err(e)) => format!("TLS handshake failed: {e}"),
+            Err(_) => "TLS handshake timed out".to_owned(),
+        },
+        _ => "no TLS handshake within the header timeout".to_owned(),
+    };
+    metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
+    tracing::debug!(%peer, %failure, "connection closed");
+    None
 }
 
 /// Whether an `accept` error concerns only the connection being accepted
@@ -235,38 +260,10 @@ pub async fn serve(
                     watcher.watch(conn).await
                 }
                 Some(acceptor) => {
-                    // A TLS handshake starts with 0x16; a letter is plain
-                    // HTTP sent to the HTTPS port: say so, as nginx does.
-                    let deadline = tokio::time::Instant::now() + handshake_timeout;
-                    let mut first = [0u8; 1];
-                    match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
-                        Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
-                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
-                            tracing::debug!(%peer, "plain HTTP on the TLS port");
-                            plain_http_on_tls(stream).await;
-                            return;
-                        }
-                        Ok(Ok(1)) => {}
-                        _ => {
-                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
-                            tracing::debug!(%peer, "no TLS handshake within the header timeout");
-                            return;
-                        }
-                    }
-                    let stream = match tokio::time::timeout_at(deadline, acceptor.accept(stream))
-                        .await
-                    {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES).increment(1);
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
+                    let Some(stream) =
+                        tls_handshake(&acceptor, stream, peer, handshake_timeout).await
+                    else {
+                        return;
                     };
                     let conn = http.serve_connection(TokioIo::new(stream), service);
                     watcher.watch(conn).await

@@ -34,17 +34,7 @@ pub const RECHECK: Duration = Duration::from_secs(30);
 /// certificate or key, or a key that does not match the certificate.
 pub fn acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let loaded = load(cert, key, &provider)?;
-    let resolver = Reloading {
-        cert: cert.to_path_buf(),
-        key: key.to_path_buf(),
-        provider: provider.clone(),
-        current: RwLock::new(Current {
-            pair: Arc::new(loaded),
-            stamp: stamp(cert, key),
-            checked: Instant::now(),
-        }),
-    };
+    let resolver = Reloading::new(cert, key, provider.clone())?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS settings: {e}"))?
@@ -106,6 +96,21 @@ struct Reloading {
 }
 
 impl Reloading {
+    /// A resolver over the pair in `cert`, `key`, loaded now (see [`load`]).
+    fn new(cert: &Path, key: &Path, provider: Arc<CryptoProvider>) -> Result<Self, String> {
+        let pair = Arc::new(load(cert, key, &provider)?);
+        Ok(Reloading {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            provider,
+            current: RwLock::new(Current {
+                pair,
+                stamp: stamp(cert, key),
+                checked: Instant::now(),
+            }),
+        })
+    }
+
     /// The pair for a handshake now: the current one, loaded again first if
     /// [`RECHECK`] has passed and the files changed since.
     fn pair(&self, recheck: Duration) -> Arc<CertifiedKey> {
@@ -208,16 +213,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = self_signed(dir.path(), "live");
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let resolver = Reloading {
-            cert: cert.clone(),
-            key: key.clone(),
-            provider: provider.clone(),
-            current: RwLock::new(Current {
-                pair: Arc::new(load(&cert, &key, &provider).unwrap()),
-                stamp: stamp(&cert, &key),
-                checked: Instant::now(),
-            }),
-        };
+        let resolver = Reloading::new(&cert, &key, provider).unwrap();
         let first = resolver.pair(Duration::ZERO).cert[0].clone();
         // Renewed: a new pair written over the files.
         let (new_cert, new_key) = self_signed(dir.path(), "renewed");

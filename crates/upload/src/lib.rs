@@ -33,7 +33,7 @@ pub struct Options {
     /// Bytes of the delta-base cache used while walking and writing.
     pub cache_bytes: usize,
     /// Most pkt-lines in one request (wants, haves, shallows and the
-    /// rest): beyond it the client gets an `ERR` line (see [`too_long`]).
+    /// rest): beyond it the client gets an `ERR` line (see [`unreadable_request`]).
     pub max_request_lines: usize,
 }
 
@@ -112,7 +112,7 @@ pub fn serve_v0(
     let mut reader = PktReader::new(request);
     let req = match read_upload_request_v0(&mut reader, opts.max_request_lines) {
         Ok(req) => req,
-        Err(e) => return too_long(e, out).map(|()| Outcome::default()),
+        Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
     };
     let db = repo.objects(state)?;
     let mut outcome = Outcome {
@@ -368,7 +368,7 @@ fn objects_to_send(
 /// A request that could not be read: over the line limit, git's `ERR`
 /// line (`fatal: remote error: upload-pack: …`, as upload-pack answers
 /// what it refuses) and `Ok`; anything else a [`Error::Protocol`].
-fn too_long(e: FetchError, out: &mut dyn Write) -> Result<(), Error> {
+fn unreadable_request(e: FetchError, out: &mut dyn Write) -> Result<(), Error> {
     let FetchError::TooManyLines { max } = e else {
         return Err(Error::Protocol(e.to_string()));
     };
@@ -506,7 +506,7 @@ pub fn serve_v2(
     let cmd = match read_command_v2(&mut reader, opts.max_request_lines) {
         Ok(Some(cmd)) => cmd,
         Ok(None) => return Ok(Outcome::default()),
-        Err(e) => return too_long(e, out).map(|()| Outcome::default()),
+        Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
     };
     match cmd.command.as_str() {
         "ls-refs" => {

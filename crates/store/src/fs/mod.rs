@@ -277,11 +277,12 @@ impl FsStore {
     /// A fresh temp file in this store's scratch directory, recreating that
     /// directory if it vanished.
     fn temp_file(&self, key: &str) -> Result<NamedTempFile> {
-        self.check_root("put", key)?;
         let dir = self.scratch.path();
         let builder = |dir: &Path| tempfile::Builder::new().prefix("put-").tempfile_in(dir);
         match builder(dir) {
             Err(e) if e.kind() == ErrorKind::NotFound => {
+                // Not below a root that vanished or was replaced.
+                self.check_root("put", key)?;
                 fs::create_dir_all(dir).map_err(|e| Error::io(key, e))?;
                 builder(dir)
             }

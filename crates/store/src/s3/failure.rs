@@ -58,13 +58,18 @@ where
                 SdkError::ResponseError(_) => "unreadable S3 response",
                 _ => "the S3 request could not be made",
             };
-            let mut root: &dyn StdError = other;
-            while let Some(next) = root.source() {
-                root = next;
-            }
-            format!("{what}: {root}")
+            format!("{what}: {}", root_cause(other))
         }
     }
+}
+
+/// The last error of `err`'s source chain.
+fn root_cause<'a>(err: &'a (dyn StdError + 'static)) -> &'a (dyn StdError + 'static) {
+    let mut root = err;
+    while let Some(next) = root.source() {
+        root = next;
+    }
+    root
 }
 
 /// Whether the request failed because the credential chain found no
@@ -112,10 +117,7 @@ where
     if no_credentials(err) {
         // Retrying will not make credentials appear. The request never
         // left: what the chain's last provider said, not the endpoint.
-        let mut root: &dyn StdError = err;
-        while let Some(next) = root.source() {
-            root = next;
-        }
+        let root = root_cause(err);
         return Failure::Fatal(format!(
             "no usable S3 credentials (looked at --s3-access-key/--s3-secret-key, \
              AWS_ACCESS_KEY_ID, {}, web identity, ECS and EC2 instance roles, SSO); \
