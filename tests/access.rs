@@ -518,3 +518,91 @@ fn protected_refs_refuse_rewrites_without_admin() {
         "{shown}"
     );
 }
+
+/// A request with `Host: name` (raw bytes), its answer as text.
+fn request_with_host(port: u16, method: &str, path: &str, host: &str, body: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Hardening, finding 6 (DNS rebinding): without access control a server
+/// answers only to loopback names. A page that makes a browser send a push
+/// through a name rebound to 127.0.0.1 (`Host: attacker.example.com`) gets
+/// 421 and deletes nothing; `localhost`, `127.0.0.1` and `[::1]` are
+/// served; `--insecure-no-auth` serves every name, as it says.
+#[test]
+fn without_tokens_only_loopback_names_are_served() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let tip = commit_files(&work, &[("a.txt", "one\n")], "one");
+    git(
+        &work,
+        &["push", &server.url("app"), "main", "main:refs/heads/keep"],
+    );
+    let delete = receive_pack_request(
+        &[(tip.as_str(), ZERO_OID, "refs/heads/keep")],
+        "report-status",
+        None,
+    );
+    let port = server.port();
+    for host in [
+        "attacker.example.com",
+        "attacker.example.com:80",
+        "127.0.0.1.nip.io",
+    ] {
+        let said = request_with_host(port, "POST", "/app.git/git-receive-pack", host, &delete);
+        assert!(said.starts_with("HTTP/1.1 421"), "{host}: {said}");
+        assert!(said.contains("answers only to localhost"), "{said}");
+        let said = request_with_host(
+            port,
+            "GET",
+            "/app.git/info/refs?service=git-upload-pack",
+            host,
+            b"",
+        );
+        assert!(said.starts_with("HTTP/1.1 421"), "{host}: {said}");
+    }
+    assert!(ls_remote(&server.url("app")).contains("refs/heads/keep"));
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "127.0.0.1".to_owned(),
+    ] {
+        let said = request_with_host(
+            port,
+            "GET",
+            "/app.git/info/refs?service=git-upload-pack",
+            &host,
+            b"",
+        );
+        assert!(said.starts_with("HTTP/1.1 200"), "{host}: {said}");
+    }
+    // --insecure-no-auth: every name, on purpose.
+    let open = Server::start_on(
+        Some(server.store()),
+        &["--no-maintenance", "--insecure-no-auth"],
+        &[],
+    );
+    let said = request_with_host(
+        open.port(),
+        "GET",
+        "/app.git/info/refs?service=git-upload-pack",
+        "git.example.com",
+        b"",
+    );
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+}

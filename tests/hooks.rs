@@ -444,3 +444,104 @@ fn a_webhook_event_survives_a_killed_server() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Hardening, finding 2: push options are bounded in count (1,000) and in
+/// bytes (64 KiB in all), refused in git's words beyond (`unpack …`, every
+/// ref `unpacker error`, nothing stored); an event carries bounded data (the
+/// first ref updates within 256 KiB of names, the rest counted), so an
+/// outbox entry and a delivery stay small.
+#[test]
+fn push_options_and_events_are_bounded() {
+    let receiver = Receiver::start(Answer::Status(200, "thanks".into()));
+    let tmp = tempfile::tempdir().unwrap();
+    let secret_file = tmp.path().join("secret");
+    std::fs::write(&secret_file, "a-shared-secret-of-some-length\n").unwrap();
+    let mut server = Server::start_with(&["--access-refresh", "1"]);
+    let store = server.store().clone();
+    add_webhook(&store, "ci", "*", &receiver.url("/hook"), &secret_file);
+    server.restart();
+    let url = server.url("bounded");
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "zero\n")], "zero");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+
+    let push_with = |options: &[String]| {
+        let mut args: Vec<&str> = vec!["push"];
+        for o in options {
+            args.extend(["-o", o.as_str()]);
+        }
+        args.extend([url.as_str(), "main"]);
+        run_git(&work, &args)
+    };
+    let many: Vec<String> = (0..1_001).map(|i| format!("k{i}=v")).collect();
+    let out = push_with(&many);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("remote unpack failed: too many push options: more than 1000")
+            && err.contains("main -> main (unpacker error)"),
+        "{err}"
+    );
+    let large: Vec<String> = (0..2)
+        .map(|i| format!("{i}={}", "x".repeat(40_000)))
+        .collect();
+    let out = push_with(&large);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("remote unpack failed: push options too large: more than 65536 bytes in all"),
+        "{err}"
+    );
+    assert!(
+        !ls_remote(&url).contains(&c1),
+        "a refused push stored nothing"
+    );
+
+    // Within the limits: 1,000 options of 60 bytes land, and reach the webhook.
+    let within: Vec<String> = (0..1_000)
+        .map(|i| format!("{i:04}={}", "v".repeat(55)))
+        .collect();
+    let out = push_with(&within);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 300 refs of ~1,000-byte names: more than one event lists.
+    let long = |i: usize| {
+        format!(
+            "refs/heads/{}{i}",
+            format!("{}/", "d".repeat(200)).repeat(4)
+        )
+    };
+    let specs: Vec<String> = (0..300).map(|i| format!("main:{}", long(i))).collect();
+    let mut args: Vec<&str> = vec!["push", url.as_str()];
+    args.extend(specs.iter().map(String::as_str));
+    let out = run_git(&work, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let got = receiver.wait_until(Duration::from_secs(20), "three deliveries", |r| {
+        r.len() >= 3
+    });
+    let events: Vec<serde_json::Value> = got.iter().map(|r| r.json()).collect();
+    let with_options = events
+        .iter()
+        .find(|e| e["push_options"].as_array().is_some_and(|o| !o.is_empty()))
+        .expect("the push with options");
+    assert_eq!(
+        with_options["push_options"].as_array().unwrap().len(),
+        1_000
+    );
+    let refs = events
+        .iter()
+        .find(|e| e["ref_updates_omitted"].is_u64())
+        .unwrap_or_else(|| panic!("no event counts omitted updates: {events:?}"));
+    let listed = refs["ref_updates"].as_array().unwrap().len() as u64;
+    assert_eq!(listed + refs["ref_updates_omitted"].as_u64().unwrap(), 300);
+    assert!(listed > 0 && listed < 300, "{listed}");
+    for r in &got {
+        assert!(
+            r.body.len() < 1 << 20,
+            "a delivery of {} bytes",
+            r.body.len()
+        );
+    }
+}

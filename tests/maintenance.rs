@@ -526,3 +526,142 @@ fn maintain_errors_are_clear() {
     let said = assert_maintained(&server.store().maintain(&["--repo", "dotgit.git"], &[]));
     assert!(said.starts_with("dotgit: "), "{said}");
 }
+
+/// Hardening, finding 1: instance A (default grace) takes pushes whose
+/// containers wait seconds in the store before their commit (A's commit
+/// graph uploads are delayed), while instance B on the same store runs
+/// maintenance with a grace of 1 s and an orphan scan every second, kept
+/// busy by pushes to another branch. B's scan takes A's uploads for a
+/// failed push's and deletes them; A must then refuse to name them (`ng`,
+/// push again), never answer `ok` for objects that are gone. Repeated;
+/// `gitstow fsck` is clean and every branch clones after each round.
+#[test]
+fn a_push_never_commits_containers_another_instance_deleted() {
+    let a = Server::start_on(None, &[], &[("GITSTOW_FAULTS", "put:.graph:delay=4000")]);
+    let b = Server::start_on(
+        Some(a.store()),
+        &[
+            "--maintenance-grace",
+            "1",
+            "--maintenance-scan-interval",
+            "1",
+        ],
+        &[],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "first\n")], "first");
+    git(&work, &["push", "--quiet", &b.url("race"), "main"]);
+    let side = tmp.path().join("side");
+    git(
+        tmp.path(),
+        &["clone", "--quiet", &b.url("race"), side.to_str().unwrap()],
+    );
+    let mut refused = 0;
+    for round in 0..3 {
+        let body = format!("round {round}\n").repeat(200);
+        let tip = commit_files(&work, &[(&format!("r{round}.txt"), &body)], "slow");
+        let url = a.url("race");
+        let dir = work.clone();
+        let slow = std::thread::spawn(move || {
+            git_cmd(&dir)
+                .args(["push", "--porcelain", &url, "main"])
+                .output()
+                .unwrap()
+        });
+        // Pushes to B until A answers: each queues a maintenance pass on B.
+        let mut i = 0;
+        while !slow.is_finished() {
+            commit_files(&side, &[("side.txt", &format!("{round} {i}\n"))], "side");
+            let _ = git_cmd(&side)
+                .args(["push", "--quiet", &b.url("race"), "HEAD:refs/heads/side"])
+                .output();
+            i += 1;
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let out = slow.join().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            // Landed: its objects must be in the store.
+            let clone = tmp.path().join(format!("check-{round}"));
+            git(
+                tmp.path(),
+                &["clone", "--quiet", &b.url("race"), clone.to_str().unwrap()],
+            );
+            assert_eq!(git_out(&clone, &["rev-parse", "origin/main"]).trim(), tip);
+            fsck(&clone);
+        } else {
+            assert!(
+                said.contains("pruned by maintenance; push again"),
+                "round {round}: {said}\n{}",
+                a.logs()
+            );
+            refused += 1;
+            // As git: the refused commit is pushed again.
+            git(&work, &["reset", "--quiet", "--hard", "HEAD~1"]);
+        }
+        let o = a.store().admin(&["fsck", "--repo", "race"]);
+        assert!(
+            o.status.success(),
+            "round {round}: fsck failed after the push said:\n{said}\n{}{}\nA:\n{}\nB:\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            a.logs(),
+            b.logs()
+        );
+    }
+    // The race was run: B deleted A's uploads at least once.
+    assert!(refused >= 1, "no push met the deletion\nB:\n{}", b.logs());
+}
+
+/// A grace period shorter than an hour is refused at start, by `serve` and
+/// by `maintain` (tests set `GITSTOW_TEST_SHORT_GRACE=1` to shorten it).
+#[test]
+fn a_short_grace_is_refused() {
+    let bin = env!("CARGO_BIN_EXE_gitstow");
+    let tmp = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", tmp.path().display());
+    for args in [
+        vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--maintenance-grace",
+            "0",
+        ],
+        vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--maintenance-grace",
+            "3599",
+        ],
+        vec!["maintain", "--all", "--grace", "1"],
+    ] {
+        let mut child = std::process::Command::new(bin)
+            .args(&args)
+            .args(["--store", &store])
+            .env_remove("GITSTOW_TEST_SHORT_GRACE")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A server that accepted the setting would run on: stop it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("shorter than 3600 seconds"), "{args:?}: {err}");
+    }
+}

@@ -120,9 +120,16 @@ fn the_access_log_in_json_names_the_token_never_the_secret() {
     git(&work, &["push", &url, "main"]);
     let resp = http(server.port(), "GET", "/nothing-here", &[], b"");
     assert_eq!(resp.status, 404);
+    // A secret in the query string is not logged either (only `service=`).
+    let path = format!("/app.git/info/refs?access_token={secret}&service=git-upload-pack");
+    http(server.port(), "GET", &path, &[], b"");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let logs = server.logs();
     assert!(!logs.contains(&secret[8..]), "a secret is in the log");
+    assert!(
+        logs.contains("/app.git/info/refs?service=git-upload-pack"),
+        "{logs}"
+    );
     let lines: Vec<serde_json::Value> = access_lines(&logs)
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))

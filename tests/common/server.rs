@@ -174,6 +174,8 @@ impl TestStore {
             .arg("maintain")
             .args(self.args())
             .args(args)
+            // Tests shorten the grace period to see deletions happen.
+            .env("GITSTOW_TEST_SHORT_GRACE", "1")
             .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -331,6 +333,7 @@ impl Server {
             .args(args)
             .env("RUST_BACKTRACE", "1")
             .env("NO_COLOR", "1")
+            .env("GITSTOW_TEST_SHORT_GRACE", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

@@ -31,7 +31,7 @@ use gitstow_odb::{IndexCache, Repository};
 use gitstow_store::{ETag, ObjectStore, PutCondition};
 
 use crate::outbox::{Entry, Outbox, Wake, OUTBOX_PREFIX};
-use crate::webhook::RefUpdateJson;
+use crate::webhook::{RefUpdateJson, MAX_ENTRY_BYTES};
 
 /// Metric: deliveries by result.
 pub const DELIVERIES: &str = "gitstow_webhook_deliveries_total";
@@ -167,6 +167,21 @@ impl Worker {
         key: &str,
         doc: &AccessDoc,
     ) -> Result<Option<u64>, Box<dyn std::error::Error + Send + Sync>> {
+        // An entry is small (one bounded event); a larger one, left by an
+        // older version, is not read: each attempt would hold it in memory.
+        if let Some(meta) = self.store.head(key)? {
+            if meta.size > MAX_ENTRY_BYTES {
+                tracing::error!(
+                    key,
+                    bytes = meta.size,
+                    max = MAX_ENTRY_BYTES,
+                    "webhook outbox entry over the size limit dropped unread"
+                );
+                metrics::counter!(DELIVERIES, "result" => "dropped").increment(1);
+                self.store.delete(key)?;
+                return Ok(None);
+            }
+        }
         let Some((bytes, etag)) = self.store.get(key)? else {
             return Ok(None);
         };
@@ -326,7 +341,7 @@ impl Worker {
             of = entry.event.ref_updates.len(),
             "recovered a webhook outbox entry its pusher left unfinished"
         );
-        if landed.is_empty() {
+        if landed.is_empty() && entry.event.ref_updates_omitted == 0 {
             return Ok(false);
         }
         entry.event.ref_updates = landed;
@@ -428,5 +443,59 @@ mod tests {
             .ref_updates
             .retain(|u| u.old.bytes().all(|b| b == b'0'));
         assert!(!worker.recover(&mut none).unwrap());
+    }
+
+    /// An entry over [`MAX_ENTRY_BYTES`] (an older version's, holding a
+    /// huge event) is dropped unread; what `prepare` writes for a push of
+    /// many long ref names and options stays under it.
+    #[test]
+    fn outbox_entries_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(gitstow_store::FsStore::new(dir.path()).unwrap());
+        let worker = Worker {
+            store: store.clone(),
+            agent: crate::agent(Duration::from_secs(1)),
+            indexes: IndexCache::with_limit(1),
+            config: DeliverConfig::default(),
+        };
+        let key = format!("{OUTBOX_PREFIX}000000000001-huge");
+        let huge = vec![b' '; (MAX_ENTRY_BYTES + 1) as usize];
+        store
+            .put(&key, &huge, gitstow_store::PutCondition::None)
+            .unwrap();
+        let doc = AccessDoc::default();
+        assert_eq!(worker.entry(&key, &doc).unwrap(), None);
+        assert!(store.get(&key).unwrap().is_none(), "dropped");
+
+        let updates: Vec<RefUpdate> = (0..2_000)
+            .map(|i| RefUpdate {
+                name: format!("refs/heads/{}{i}", "x".repeat(4_000)),
+                old: oid(1),
+                new: oid(2),
+            })
+            .collect();
+        let options: Vec<String> = (0..1_000).map(|_| "o".repeat(65)).collect();
+        let outbox = Outbox::new(store.clone(), vec!["w".into()], None);
+        let pending = outbox
+            .prepare(&PushInfo {
+                repository: "org/app",
+                pusher: None,
+                updates: &updates,
+                push_options: &options,
+            })
+            .unwrap();
+        pending.finish(&updates);
+        let keys = store.list(OUTBOX_PREFIX).unwrap();
+        assert_eq!(keys.len(), 1);
+        let (bytes, _) = store.get(&keys[0]).unwrap().unwrap();
+        assert!((bytes.len() as u64) < MAX_ENTRY_BYTES, "{}", bytes.len());
+        let entry = Entry::decode(&bytes).unwrap();
+        assert!(entry.landed);
+        assert_eq!(
+            entry.event.ref_updates.len() + entry.event.ref_updates_omitted,
+            2_000
+        );
+        assert!(entry.event.ref_updates_omitted > 0);
     }
 }

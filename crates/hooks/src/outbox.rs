@@ -20,7 +20,7 @@ use std::sync::Arc;
 use gitstow_receive::hooks::{Notify, Pending, PushInfo, RefUpdate};
 use gitstow_store::{ObjectStore, PutCondition};
 
-use crate::webhook::{PushEvent, RefUpdateJson};
+use crate::webhook::{bounded_options, bounded_updates, PushEvent};
 
 /// Where entries live in the store.
 pub const OUTBOX_PREFIX: &str = ".gitstow/outbox/";
@@ -117,14 +117,16 @@ fn io_error(e: gitstow_store::Error) -> std::io::Error {
 impl Notify for Outbox {
     fn prepare(&self, push: &PushInfo<'_>) -> std::io::Result<Box<dyn Pending>> {
         let now = crate::now_secs();
+        let (ref_updates, ref_updates_omitted) = bounded_updates(push.updates);
         let entry = Entry {
             event: PushEvent {
                 id: random_id()?,
                 event: "push".into(),
                 repository: push.repository.to_owned(),
                 pusher: push.pusher.map(str::to_owned),
-                ref_updates: push.updates.iter().map(RefUpdateJson::of).collect(),
-                push_options: push.push_options.to_vec(),
+                ref_updates,
+                ref_updates_omitted,
+                push_options: bounded_options(push.push_options),
                 pushed_at: now,
                 recovered: false,
             },
@@ -177,7 +179,7 @@ impl Pending for PendingEntry {
         }
         entry.landed = true;
         entry.lease_until = 0;
-        entry.event.ref_updates = landed.iter().map(RefUpdateJson::of).collect();
+        (entry.event.ref_updates, entry.event.ref_updates_omitted) = bounded_updates(landed);
         match store.put(&key, &entry.encode(), PutCondition::None) {
             Ok(_) => {
                 if let Some(w) = wake {

@@ -41,6 +41,56 @@ impl RefUpdateJson {
     }
 }
 
+/// Most bytes of ref names an event lists (with 100 bytes counted for each
+/// update's two ids and framing): a push of more updates lists the first
+/// ones within this and counts the rest in
+/// [`PushEvent::ref_updates_omitted`], as hosted services cap what one
+/// event carries (GitHub lists 20 commits; GitLab sends no per-branch
+/// detail beyond 3 branches). Bounds every outbox entry and every delivery.
+pub const MAX_EVENT_UPDATE_BYTES: usize = 256 << 10;
+
+/// Most bytes of push options an event carries (what a push may send:
+/// [`gitstow_protocol::MAX_PUSH_OPTION_BYTES`]); options beyond are left out.
+pub const MAX_EVENT_OPTION_BYTES: usize = gitstow_protocol::MAX_PUSH_OPTION_BYTES;
+
+/// The largest outbox entry a deliverer reads: an entry holds one event of
+/// at most [`MAX_EVENT_UPDATE_BYTES`] of updates and
+/// [`MAX_EVENT_OPTION_BYTES`] of options, plus its deliveries. A larger one
+/// (written by an older version) is dropped unread.
+pub const MAX_ENTRY_BYTES: u64 = 1 << 20;
+
+/// The updates an event lists for `updates`, within
+/// [`MAX_EVENT_UPDATE_BYTES`], and how many it leaves out.
+pub fn bounded_updates(
+    updates: &[gitstow_receive::hooks::RefUpdate],
+) -> (Vec<RefUpdateJson>, usize) {
+    let mut bytes = 0usize;
+    let mut listed = Vec::new();
+    for u in updates {
+        bytes += u.name.len() + 100;
+        if bytes > MAX_EVENT_UPDATE_BYTES {
+            break;
+        }
+        listed.push(RefUpdateJson::of(u));
+    }
+    let omitted = updates.len() - listed.len();
+    (listed, omitted)
+}
+
+/// The push options an event carries: those within
+/// [`MAX_EVENT_OPTION_BYTES`], in order.
+pub fn bounded_options(options: &[String]) -> Vec<String> {
+    let mut bytes = 0usize;
+    options
+        .iter()
+        .take_while(|o| {
+            bytes += o.len();
+            bytes <= MAX_EVENT_OPTION_BYTES
+        })
+        .cloned()
+        .collect()
+}
+
 /// A push that landed, as webhooks receive it (JSON).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PushEvent {
@@ -52,8 +102,13 @@ pub struct PushEvent {
     pub repository: String,
     /// The name of the token that pushed; `null` without access control.
     pub pusher: Option<String>,
-    /// The updates that landed, in the client's order.
+    /// The updates that landed, in the client's order (the first ones, up
+    /// to [`MAX_EVENT_UPDATE_BYTES`]).
     pub ref_updates: Vec<RefUpdateJson>,
+    /// How many more updates landed than `ref_updates` lists (absent when
+    /// none): a receiver that needs them reads the refs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ref_updates_omitted: usize,
     /// `git push -o` values, in order.
     pub push_options: Vec<String>,
     /// When the push was received, seconds since the Unix epoch.
@@ -63,6 +118,10 @@ pub struct PushEvent {
     /// updates landed (see [`crate::deliver`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recovered: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `sha256=<hex>`: the HMAC-SHA256 of `body` under `secret`.
@@ -138,5 +197,27 @@ mod tests {
         assert!(!verify(b"Jefe", b"what do ya want for nothing!", &sig));
         assert!(!verify(b"jefe", b"what do ya want for nothing?", &sig));
         assert!(!verify(b"Jefe", b"x", "sha1=00"));
+    }
+
+    #[test]
+    fn events_are_bounded() {
+        let update = |i: usize| gitstow_receive::hooks::RefUpdate {
+            name: format!("refs/heads/{}-{i}", "n".repeat(4000)),
+            old: gix_hash::ObjectId::null(gix_hash::Kind::Sha1),
+            new: gix_hash::ObjectId::null(gix_hash::Kind::Sha1),
+        };
+        let updates: Vec<_> = (0..1000).map(update).collect();
+        let (listed, omitted) = bounded_updates(&updates);
+        assert!(!listed.is_empty() && omitted > 0);
+        assert_eq!(listed.len() + omitted, 1000);
+        let bytes: usize = listed.iter().map(|u| u.name.len() + 100).sum();
+        assert!(bytes <= MAX_EVENT_UPDATE_BYTES);
+        let (all, none) = bounded_updates(&updates[..3]);
+        assert_eq!((all.len(), none), (3, 0));
+        let options: Vec<String> = (0..100).map(|_| "o".repeat(1000)).collect();
+        assert_eq!(
+            bounded_options(&options).len(),
+            MAX_EVENT_OPTION_BYTES / 1000
+        );
     }
 }

@@ -31,7 +31,7 @@ use gitstow_odb::{ObjectDb, RepoState, Repository};
 use gix_hash::ObjectId;
 
 use crate::graph::GraphRows;
-use crate::{retire, update_state, Error, Options, Result, Step};
+use crate::{retire, update_state_naming, Error, Options, Result, Step};
 
 /// What a merge wrote.
 #[derive(Debug, Default)]
@@ -277,14 +277,21 @@ pub fn merge(
 /// `Ok(false)` when a source is no longer live (another maintenance run
 /// merged it): nothing is changed then and the outputs are left for the
 /// orphan scan.
+///
+/// `deletions_at_start` is the deletion count of the state read before the
+/// outputs were uploaded: they are named only while intact
+/// ([`Repository::uploads_intact`]).
 pub fn commit(
     repo: &Repository,
     sources: &[ContainerRef],
     outputs: &[ContainerRef],
+    deletions_at_start: u64,
     opts: &Options,
 ) -> Result<bool> {
     let is_source = |id: &str| sources.iter().any(|s| s.id == id);
-    let done = update_state(repo, opts, "merging", |state| {
+    let ids: Vec<String> = outputs.iter().map(|c| c.id.clone()).collect();
+    let uploads = Some((deletions_at_start, ids.as_slice()));
+    let done = update_state_naming(repo, opts, "merging", uploads, |state| {
         let mut first = usize::MAX;
         for s in sources {
             match state.containers.iter().position(|c| c.id == s.id) {

@@ -34,7 +34,7 @@ use gix_hash::ObjectId;
 use gix_hashtable::HashSet;
 
 use crate::compact::{staging_dir, Output, Sources};
-use crate::{now_secs, retire, update_state, Error, Options, Result, Step};
+use crate::{now_secs, retire, update_state_naming, Error, Options, Result, Step};
 
 /// What a GC wrote.
 #[derive(Debug, Default)]
@@ -256,7 +256,14 @@ pub fn commit(
     let sources = &walked.containers;
     let is_source = |id: &str| sources.iter().any(|s| s.id == id);
     let mut expired: Vec<String> = Vec::new();
-    let done = update_state(repo, opts, "collecting garbage", |state| {
+    let ids: Vec<String> = collected
+        .live
+        .iter()
+        .chain(&collected.garbage)
+        .map(|c| c.id.clone())
+        .collect();
+    let uploads = Some((walked.deletions, ids.as_slice()));
+    let done = update_state_naming(repo, opts, "collecting garbage", uploads, |state| {
         if sources
             .iter()
             .any(|s| !state.containers.iter().any(|c| c.id == s.id))

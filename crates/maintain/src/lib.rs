@@ -112,6 +112,13 @@ pub enum Error {
     /// Another holder took the lease while this run worked.
     #[error("the maintenance lease was lost to another instance")]
     LeaseLost,
+    /// A container this run uploaded was deleted (another instance's orphan
+    /// scan took it for a failed push's) before the run could name it: the
+    /// run fails, nothing is committed.
+    #[error(
+        "a container this run uploaded was deleted by another maintenance run before its commit"
+    )]
+    UploadDeleted,
     /// Pushes kept winning the state's compare-and-swap.
     #[error("the repository state changed {0} times during maintenance; giving up")]
     TooManyConflicts(u32),
@@ -148,6 +155,20 @@ pub(crate) fn update_state<T>(
     repo: &Repository,
     opts: &Options,
     doing: &str,
+    decide: impl FnMut(&gitstow_odb::RepoState) -> Step<gitstow_odb::RepoState, T>,
+) -> Result<Option<T>> {
+    update_state_naming(repo, opts, doing, None, decide)
+}
+
+/// [`update_state`] for a write that names containers this run uploaded:
+/// `uploads` gives the deletion count of the state read before the upload
+/// and their ids. A write happens only while they are intact
+/// ([`Repository::uploads_intact`]), else [`Error::UploadDeleted`].
+pub(crate) fn update_state_naming<T>(
+    repo: &Repository,
+    opts: &Options,
+    doing: &str,
+    uploads: Option<(u64, &[String])>,
     mut decide: impl FnMut(&gitstow_odb::RepoState) -> Step<gitstow_odb::RepoState, T>,
 ) -> Result<Option<T>> {
     let mut attempts = 0;
@@ -159,6 +180,11 @@ pub(crate) fn update_state<T>(
             Step::Done(value) => return Ok(Some(value)),
             Step::Write(next, value) => (next, value),
         };
+        if let Some((since, ids)) = uploads {
+            if !repo.uploads_intact(&current.state, since, ids)? {
+                return Err(Error::UploadDeleted);
+            }
+        }
         if let Some(delay) = opts.test_commit_delay {
             std::thread::sleep(delay);
         }
@@ -329,7 +355,9 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
                 .gc_interval
                 .is_some_and(|i| last_gc != 0 && last_gc.saturating_add(i.as_secs()) <= now_secs())
     };
-    if !opts.gc && plan.is_empty() && due.is_empty() && expired.is_empty() {
+    // Ids left in `deleting` by a run that stopped midway are finished too.
+    let unfinished = !state.deleting.is_empty();
+    if !opts.gc && plan.is_empty() && due.is_empty() && expired.is_empty() && !unfinished {
         let (last_scan, last_gc) = lease::last_runs(repo)?;
         if !scan_is_due(last_scan) && !gc_is_due(last_gc) {
             // Nothing to do: decided without writing anything.
@@ -460,7 +488,7 @@ fn work(
             return Err(e);
         }
         lease.renew()?;
-        if compact::commit(repo, &sources, &merged.containers, opts)? {
+        if compact::commit(repo, &sources, &merged.containers, state.deletions, opts)? {
             report.merged = sources.len();
             report.written = merged.containers.len();
             report.bytes_rewritten = merged.containers.iter().map(|c| c.bytes).sum();

@@ -2,13 +2,14 @@
 //! whose grace period is over, retiring garbage whose grace period is over,
 //! and finding orphans (containers in the store that no state names).
 //!
-//! Deletion is crash-safe: the entries are first dropped from the retired
-//! list by compare-and-swap, then the `.idx` and `.bin` are deleted. A crash
-//! between the two leaves unnamed files, which the next orphan scan retires
-//! again. Before that, the current state is read (after the grace period has
-//! passed for every entry deleted): an entry whose container is live or
-//! garbage again (an in-flight push's upload that an orphan scan saw before
-//! the push committed) is dropped from the list instead.
+//! Deletion is crash-safe and never races a commit ([`delete_due`]): the
+//! ids are listed in the state as being deleted by compare-and-swap before
+//! any file goes, so a push that uploaded a container an orphan scan took
+//! for a failed push's either committed first (and the container is kept)
+//! or finds it listed, or gone, and refuses to name it
+//! ([`gitstow_odb::Repository::uploads_intact`]). This holds whatever grace
+//! period each instance applies; the grace period only decides how long
+//! fetches on older states and slow pushes have.
 //!
 //! The orphan scan is the only place a repository's containers are listed
 //! (never a request path). A container found unnamed is retired as of the
@@ -88,42 +89,78 @@ pub fn retire_expired_garbage(repo: &Repository, opts: &Options) -> Result<usize
     Ok(expired.len())
 }
 
-/// Drops every retired container whose grace period is over from the
-/// retired list (compare-and-swap, re-applied on conflict), then deletes its
-/// files.
+/// Deletes every retired container whose grace period is over and that the
+/// current state does not name, in four steps, each crash-safe:
+///
+/// 1. the ids are added to the state's `deleting` list and its deletion
+///    count raised, by compare-and-swap (with ids a crashed run left there):
+///    from then on no commit names them ([`Repository::uploads_intact`]),
+///    and one that named them first keeps them;
+/// 2. they are dropped from the retired list, with the entries whose
+///    container the state names again (revived);
+/// 3. their files are deleted;
+/// 4. they are dropped from `deleting`.
+///
+/// A crash after 1 leaves ids in `deleting`, which the next run deletes.
 pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
     let now = now_secs();
-    // The state is read after `now`: every entry found due has been unnamed
-    // for a grace period, longer than any push takes to commit its upload.
-    let Some(current) = repo.load_state()? else {
-        return Ok(Deleted::default());
-    };
-    let state = current.state;
-    let deleted = update_retired(repo, opts, |list| {
-        let ids = due(&state, list, now, opts);
-        let named = in_use(&state);
-        let revived = list
+    let (list, _) = repo.load_retired()?;
+    let candidates: Vec<String> = list
+        .iter()
+        .filter(|r| r.since.saturating_add(opts.grace.as_secs()) <= now)
+        .map(|r| r.id.clone())
+        .collect();
+    let marked = update_state(repo, opts, "starting deletions", |state| {
+        let named = in_use(state);
+        let new: Vec<String> = candidates
             .iter()
-            .filter(|r| named.contains(r.id.as_str()))
-            .count();
-        if ids.is_empty() && revived == 0 {
-            return Step::Done(Deleted::default());
-        }
-        let next: Vec<RetiredContainer> = list
-            .iter()
-            .filter(|r| !named.contains(r.id.as_str()) && !ids.contains(&r.id))
+            .filter(|id| !named.contains(id.as_str()) && !state.deleting.contains(id))
             .cloned()
             .collect();
-        Step::Write(next, Deleted { ids, revived })
+        let named: BTreeSet<String> = named.into_iter().map(str::to_owned).collect();
+        if new.is_empty() {
+            return Step::Done((state.deleting.clone(), named));
+        }
+        let mut next = state.clone();
+        next.deleting.extend(new);
+        next.deletions += 1;
+        let deleting = next.deleting.clone();
+        Step::Write(next, (deleting, named))
     })?;
-    for id in &deleted.ids {
+    let Some((ids, named)) = marked else {
+        return Ok(Deleted::default());
+    };
+    let revived = update_retired(repo, opts, |list| {
+        let revived = list.iter().filter(|r| named.contains(&r.id)).count();
+        let next: Vec<RetiredContainer> = list
+            .iter()
+            .filter(|r| !named.contains(&r.id) && !ids.contains(&r.id))
+            .cloned()
+            .collect();
+        if next.len() == list.len() {
+            return Step::Done(revived);
+        }
+        Step::Write(next, revived)
+    })?;
+    if ids.is_empty() {
+        return Ok(Deleted { ids, revived });
+    }
+    for id in &ids {
         // The side files and the index first: none names bytes that are gone.
         repo.store().delete(&repo.bitmap_key(id))?;
         repo.store().delete(&repo.graph_key(id))?;
         repo.store().delete(&repo.idx_key(id))?;
         repo.store().delete(&repo.bin_key(id))?;
     }
-    Ok(deleted)
+    update_state(repo, opts, "ending deletions", |state| {
+        if !state.deleting.iter().any(|d| ids.contains(d)) {
+            return Step::Done(());
+        }
+        let mut next = state.clone();
+        next.deleting.retain(|d| !ids.contains(d));
+        Step::Write(next, ())
+    })?;
+    Ok(Deleted { ids, revived })
 }
 
 /// Lists the repository's containers and retires, as of now, every one that
@@ -148,7 +185,9 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
     let Some(current) = repo.load_state()? else {
         return Ok(0);
     };
-    let named = in_use(&current.state);
+    let mut named = in_use(&current.state);
+    // Being deleted now: not orphans.
+    named.extend(current.state.deleting.iter().map(String::as_str));
     update_retired(repo, opts, |list| {
         let listed: BTreeSet<&str> = list.iter().map(|r| r.id.as_str()).collect();
         let orphans: Vec<&String> = found

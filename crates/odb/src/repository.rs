@@ -408,6 +408,45 @@ impl Repository {
         })
     }
 
+    /// Whether containers `ids`, uploaded after a read of the state that
+    /// had started `since` deletions ([`RepoState::deletions`]; 0 when the
+    /// repository did not exist), may be named by a commit on top of
+    /// `state`, the version that commit is conditional on.
+    ///
+    /// False when maintenance is deleting one of them (listed in
+    /// [`RepoState::deleting`]) or, once a deletion started since, when one
+    /// of their files is gone (an orphan scan took an upload that had not
+    /// committed yet for a failed push's, and its grace period ran out).
+    /// True means the commit is safe: a deletion is listed in the state by
+    /// compare-and-swap before its first file goes, so one that starts after
+    /// this check makes the commit conditional on `state` fail, and one that
+    /// sees the commit first finds the containers named and keeps them. See
+    /// `docs/plans/0009-hardening.md`.
+    ///
+    /// # Errors
+    /// The store failed (a HEAD of a `.bin` or `.idx`).
+    pub fn uploads_intact(&self, state: &RepoState, since: u64, ids: &[String]) -> Result<bool> {
+        if ids.iter().any(|id| state.deleting.contains(id)) {
+            return Ok(false);
+        }
+        if state.deletions == since {
+            return Ok(true);
+        }
+        for id in ids {
+            if self.store.head_in_store(&self.bin_key(id))?.is_none()
+                || self.store.head_in_store(&self.idx_key(id))?.is_none()
+            {
+                tracing::warn!(
+                    repo = self.name,
+                    container = id.as_str(),
+                    "an upload was deleted by maintenance before its commit"
+                );
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The index of container `id`, from the cache or the store.
     pub fn container_index(&self, id: &str) -> Result<Arc<ContainerIndex>> {
         let key = self.idx_key(id);

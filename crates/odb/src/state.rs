@@ -99,6 +99,17 @@ pub struct RepoState {
     /// and no containers, serves as not found, and a push re-creates it.
     /// Maintenance removes the state once the deleted containers are gone.
     pub deleted: bool,
+    /// Ids of containers whose files maintenance is deleting now: listed by
+    /// compare-and-swap before the first file is deleted, dropped after the
+    /// last. A commit never names one of them (see [`RepoState::deletions`]).
+    pub deleting: Vec<String>,
+    /// How many deletions maintenance has started on this repository, ever
+    /// (each adds its ids to [`RepoState::deleting`] and counts one). A
+    /// writer that read the state with this count before it uploaded a
+    /// container, and reads the same count at its commit, knows no deletion
+    /// started in between, so its upload is intact; otherwise it checks its
+    /// containers are still in the store ([`crate::Repository::uploads_intact`]).
+    pub deletions: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -121,6 +132,16 @@ struct StateFile {
     /// Absent unless the repository was deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     deleted: bool,
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    deleting: Vec<String>,
+    /// Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    deletions: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A state object that could not be decoded.
@@ -175,6 +196,8 @@ impl RepoState {
                 containers: c.containers.clone(),
             }),
             deleted: self.deleted,
+            deleting: self.deleting.clone(),
+            deletions: self.deletions,
         };
         encode_json(&file)
     }
@@ -227,6 +250,8 @@ impl RepoState {
                 })
                 .transpose()?,
             deleted: file.deleted,
+            deleting: file.deleting,
+            deletions: file.deletions,
         })
     }
 
@@ -283,6 +308,9 @@ mod tests {
         });
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         assert_eq!(s.live_closure().unwrap().1, vec![0]);
+        s.deleting.push("cd".into());
+        s.deletions = 3;
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         s.closure.as_mut().unwrap().containers.push("gone".into());
         assert!(s.live_closure().is_none());
         // A state written before `closed` existed reads as not closed.

@@ -69,8 +69,9 @@ pub use pktline::{
     PktError, PktReader, MAX_DATA_LEN, MAX_PKT_LEN,
 };
 pub use push::{
-    read_push_request, write_report_status, write_report_status_sideband, PushRequest,
-    PushRequestError, RefCommand, RefStatus, MAX_PUSH_SHALLOW_LINES,
+    read_commands, read_push_options, read_push_request, write_report_status,
+    write_report_status_sideband, PushRequest, PushRequestError, RefCommand, RefStatus,
+    MAX_PUSH_OPTIONS, MAX_PUSH_OPTION_BYTES, MAX_PUSH_SHALLOW_LINES,
 };
 pub use refname::{check_ref_format, check_ref_format_for_delete, RefNameError};
 pub use sideband::{

@@ -35,6 +35,18 @@ use crate::sideband::{Band, SideBandWriter};
 /// boundary commit it has.
 pub const MAX_PUSH_SHALLOW_LINES: usize = 100_000;
 
+/// Most push options a request may carry (`git push -o`); more is
+/// [`PushRequestError::TooManyPushOptions`]. Options are short key=values
+/// (GitLab's `ci.skip`, `merge_request.create`; Gerrit's `topic=…`,
+/// `reviewer=…`): a push carries a handful.
+pub const MAX_PUSH_OPTIONS: usize = 1_000;
+
+/// Most bytes all push options of a request may hold together (their
+/// text, without pkt-line framing); more is
+/// [`PushRequestError::PushOptionsTooLarge`]. Options travel in memory to
+/// the pre-receive check and in every webhook event: this bounds both.
+pub const MAX_PUSH_OPTION_BYTES: usize = 64 << 10;
+
 /// One ref update command (gitprotocol-pack(5) "command").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefCommand {
@@ -134,12 +146,32 @@ pub enum PushRequestError {
         /// [`MAX_PUSH_SHALLOW_LINES`].
         max: usize,
     },
-    /// More push options than the caller allows (the command limit).
+    /// More push options than [`MAX_PUSH_OPTIONS`] (or the command limit,
+    /// when lower).
     #[error("too many push options: more than {max}")]
     TooManyPushOptions {
-        /// The limit passed to [`read_push_request`].
+        /// The limit applied.
         max: usize,
     },
+    /// Push options of more than [`MAX_PUSH_OPTION_BYTES`] in all.
+    #[error("push options too large: more than {max} bytes in all")]
+    PushOptionsTooLarge {
+        /// [`MAX_PUSH_OPTION_BYTES`].
+        max: usize,
+    },
+}
+
+impl PushRequestError {
+    /// True for a request that is well-formed but over a limit on its push
+    /// options: the commands were read, and the push can be refused in the
+    /// protocol (`unpack …`, `ng` per command) rather than as a bad request.
+    pub fn is_push_options_limit(&self) -> bool {
+        matches!(
+            self,
+            PushRequestError::TooManyPushOptions { .. }
+                | PushRequestError::PushOptionsTooLarge { .. }
+        )
+    }
 }
 
 fn unexpected(packet: &Packet, section: &'static str) -> PushRequestError {
@@ -180,23 +212,32 @@ fn parse_command(line: &[u8]) -> Result<RefCommand, PushRequestError> {
 /// `<old> <new> <name>` (the first with `\0<caps>`) up to the flush, then, if the
 /// client's capabilities contain "push-options", the option lines up to
 /// the next flush (gitprotocol-pack(5) "Reference Update Request",
-/// gitprotocol-capabilities(5) "push-options"). `max_commands` bounds the
-/// count (error beyond it). Does not validate ref names (the caller reports
-/// those per ref). An empty request (flush only, or EOF immediately)
-/// yields zero commands.
-///
-/// Like git's receive-pack: a trailing LF on a line is ignored; shallow
-/// lines are accepted anywhere in the command list; a NUL on a later
-/// command line adds its capabilities too; push options are read only when
-/// there is at least one command. Push options are bounded by
-/// `max_commands` as well, shallow lines by [`MAX_PUSH_SHALLOW_LINES`].
+/// gitprotocol-capabilities(5) "push-options"): [`read_commands`], then
+/// [`read_push_options`]. `max_commands` bounds the count (error beyond
+/// it). Does not validate ref names (the caller reports those per ref).
+/// An empty request (flush only, or EOF immediately) yields zero commands.
 /// On success the reader sits right after the last flush, at the pack.
 pub fn read_push_request<R: std::io::Read>(
     reader: &mut PktReader<R>,
     max_commands: usize,
 ) -> Result<PushRequest, PushRequestError> {
+    let mut request = read_commands(reader, max_commands)?;
+    read_push_options(reader, &mut request, max_commands)?;
+    Ok(request)
+}
+
+/// Reads the shallow and command lines of a push request up to their
+/// flush (see [`read_push_request`]), not the push options.
+///
+/// Like git's receive-pack: a trailing LF on a line is ignored; shallow
+/// lines are accepted anywhere in the command list; a NUL on a later
+/// command line adds its capabilities too. Shallow lines are bounded by
+/// [`MAX_PUSH_SHALLOW_LINES`].
+pub fn read_commands<R: std::io::Read>(
+    reader: &mut PktReader<R>,
+    max_commands: usize,
+) -> Result<PushRequest, PushRequestError> {
     const COMMANDS: &str = "command list";
-    const OPTIONS: &str = "push options";
     let mut request = PushRequest::default();
     let mut seen_any = false;
     loop {
@@ -239,9 +280,28 @@ pub fn read_push_request<R: std::io::Read>(
         }
         request.commands.push(command);
     }
+    Ok(request)
+}
+
+/// Reads the push options that follow the command list into `request`
+/// when it has commands and its capabilities contain "push-options"
+/// (git reads them only then). At most [`MAX_PUSH_OPTIONS`] (or
+/// `max_commands`, when lower) options of [`MAX_PUSH_OPTION_BYTES`] in all:
+/// beyond either, reading stops at once with
+/// [`PushRequestError::TooManyPushOptions`] or
+/// [`PushRequestError::PushOptionsTooLarge`], having held no more than the
+/// limit in memory.
+pub fn read_push_options<R: std::io::Read>(
+    reader: &mut PktReader<R>,
+    request: &mut PushRequest,
+    max_commands: usize,
+) -> Result<(), PushRequestError> {
+    const OPTIONS: &str = "push options";
     if request.commands.is_empty() || !request.capabilities.contains("push-options") {
-        return Ok(request);
+        return Ok(());
     }
+    let max_options = max_commands.min(MAX_PUSH_OPTIONS);
+    let mut bytes = 0usize;
     loop {
         let packet = reader
             .read_packet()?
@@ -250,15 +310,21 @@ pub fn read_push_request<R: std::io::Read>(
             Packet::Flush => break,
             Packet::Delim | Packet::ResponseEnd => return Err(unexpected(&packet, OPTIONS)),
             Packet::Data(_) => {
-                if request.push_options.len() >= max_commands {
-                    return Err(PushRequestError::TooManyPushOptions { max: max_commands });
+                if request.push_options.len() >= max_options {
+                    return Err(PushRequestError::TooManyPushOptions { max: max_options });
                 }
                 let text = packet.as_text().unwrap_or_default();
+                bytes += text.len();
+                if bytes > MAX_PUSH_OPTION_BYTES {
+                    return Err(PushRequestError::PushOptionsTooLarge {
+                        max: MAX_PUSH_OPTION_BYTES,
+                    });
+                }
                 request.push_options.push(crate::lossy(text));
             }
         }
     }
-    Ok(request)
+    Ok(())
 }
 
 /// The outcome of one command in a report-status (gitprotocol-pack(5)
@@ -556,6 +622,38 @@ mod tests {
         let err = read(&body(&[first.as_bytes(), b"F", b"o1", b"o2", b"F"]), 1).unwrap_err();
         assert!(
             matches!(err, PushRequestError::TooManyPushOptions { max: 1 }),
+            "{err}"
+        );
+
+        let big = "o".repeat(60_000);
+        let err = read(
+            &body(&[first.as_bytes(), b"F", big.as_bytes(), big.as_bytes(), b"F"]),
+            10,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PushRequestError::PushOptionsTooLarge {
+                    max: MAX_PUSH_OPTION_BYTES
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.is_push_options_limit());
+        let many: Vec<&[u8]> = std::iter::once(first.as_bytes())
+            .chain([&b"F"[..]])
+            .chain(std::iter::repeat_n(&b"k=v"[..], MAX_PUSH_OPTIONS + 1))
+            .chain([&b"F"[..]])
+            .collect();
+        let err = read(&body(&many), 100_000).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PushRequestError::TooManyPushOptions {
+                    max: MAX_PUSH_OPTIONS
+                }
+            ),
             "{err}"
         );
 

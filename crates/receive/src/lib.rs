@@ -36,7 +36,9 @@ use std::sync::Arc;
 use gitstow_odb::staging::ContainerStaging;
 use gitstow_odb::{ObjectDb, Repository};
 use gitstow_protocol::pktline::{write_flush, PktReader};
-use gitstow_protocol::push::{read_push_request, write_report_status, PushRequest, RefStatus};
+use gitstow_protocol::push::{
+    read_commands, read_push_options, write_report_status, PushRequest, RefStatus,
+};
 use gitstow_protocol::sideband::{Band, SideBandWriter};
 use gitstow_protocol::{check_ref_format, check_ref_format_for_delete, Capabilities};
 
@@ -209,8 +211,16 @@ pub fn receive_pack(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let push = read_push_request(&mut reader, opts.max_commands)
+    let mut push = read_commands(&mut reader, opts.max_commands)
         .map_err(|e| Error::Protocol(e.to_string()))?;
+    if let Err(e) = read_push_options(&mut reader, &mut push, opts.max_commands) {
+        if !e.is_push_options_limit() {
+            return Err(Error::Protocol(e.to_string()));
+        }
+        // Over a limit: refused in the protocol, as a pack over the size limit.
+        tracing::info!(repo = repo.name(), reason = %e, "push refused");
+        return refuse(response, push, &e.to_string());
+    }
     let mut file = reader.into_inner();
     let pack_start = file.stream_position()?;
     let mut outcome = Outcome {
@@ -312,8 +322,14 @@ pub fn refuse_pack(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let push = read_push_request(&mut reader, opts.max_commands)
+    let push = read_commands(&mut reader, opts.max_commands)
         .map_err(|e| Error::Protocol(e.to_string()))?;
+    refuse(response, push, reason)
+}
+
+/// Refuses every command of `push` with `unpack <reason>` (and `fatal:
+/// <reason>` on side-band 2), as [`refuse_pack`].
+fn refuse(response: &mut dyn Write, push: PushRequest, reason: &str) -> Result<Outcome, Error> {
     let caps = &push.capabilities;
     if caps.contains("side-band-64k") {
         let _ = gitstow_protocol::sideband::write_band(
@@ -647,6 +663,8 @@ fn decide(
         rejected,
         non_commit_branch,
         containers,
+        // Read before anything was uploaded (0 for a new repository).
+        deletions_at_start: state.deletions,
         tag_targets: &unpacked.tag_targets,
         db,
         atomic: push.capabilities.contains("atomic"),

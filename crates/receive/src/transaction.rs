@@ -31,6 +31,11 @@ pub struct Transaction<'a> {
     pub non_commit_branch: Vec<bool>,
     /// Containers the push uploaded, to list in the state.
     pub containers: Vec<ContainerRef>,
+    /// [`RepoState::deletions`] of the state the push read before it
+    /// uploaded anything (0 when the repository did not exist): a commit
+    /// checks its uploads are intact when maintenance started a deletion
+    /// since ([`Repository::uploads_intact`]).
+    pub deletions_at_start: u64,
     /// Annotated tags of the push: tag → target.
     pub tag_targets: &'a HashMap<ObjectId, ObjectId>,
     /// The repository's objects as of the push's start (to peel tags it already had).
@@ -141,7 +146,17 @@ impl Transaction<'_> {
                     None,
                 ),
             };
-            let (statuses, new_state, messages) = self.plan(&state);
+            let (mut statuses, mut new_state, mut messages) = self.plan(&state);
+            if new_state.is_some() && !self.containers.is_empty() {
+                let ids: Vec<String> = self.containers.iter().map(|c| c.id.clone()).collect();
+                if !repo.uploads_intact(&state, self.deletions_at_start, &ids)? {
+                    // Never name a container that is not in the store: the
+                    // client pushes again and the pack is uploaded anew.
+                    statuses = vec![RefStatus::Rejected(PRUNED.to_owned()); self.commands.len()];
+                    messages = vec![PRUNED.to_owned()];
+                    new_state = None;
+                }
+            }
             let Some(new_state) = new_state else {
                 return Ok(TransactionOutcome {
                     statuses,

@@ -60,6 +60,41 @@ pub struct AuthConfig {
     /// token has been seen, it is enforced for the rest of the process's
     /// life anyway: revoking the last token never opens a server.
     pub enforce: bool,
+    /// While access control is off, answer only requests whose `Host` is a
+    /// loopback name (`localhost`, `127.0.0.1`, `[::1]`, any loopback
+    /// address, with any port): a web page on the user's machine cannot
+    /// reach the server through a DNS name that rebinds to 127.0.0.1. Off
+    /// with `--insecure-no-auth`, which serves every name on purpose.
+    pub loopback_hosts_only: bool,
+}
+
+/// Whether the `Host` header value `host` names the loopback interface:
+/// `localhost` (or a name under `.localhost`, RFC 6761) or a loopback IP
+/// address, with or without a port. A request without `Host` (HTTP/1.0)
+/// counts as loopback: a browser always sends one.
+pub fn is_loopback_host(host: Option<&str>) -> bool {
+    let Some(host) = host else {
+        return true;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [v6]:port
+        match rest.split_once(']') {
+            Some((v6, _)) => v6,
+            None => return false,
+        }
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// After a failed read of the access document, it is not read again for
@@ -266,6 +301,14 @@ impl Auth {
         if doc.enforced() {
             self.enforcing.store(true, Ordering::Relaxed);
         } else if !self.enforcing.load(Ordering::Relaxed) {
+            let host = headers.get(header::HOST).map(|h| h.to_str().unwrap_or("?"));
+            if self.config.loopback_hosts_only && !is_loopback_host(host) {
+                tracing::info!(peer = ?peer, host, "refused: a name other than loopback while access control is off");
+                return Err(error(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    "access control is off (no token exists), so this server answers only to localhost, 127.0.0.1 and [::1]; create a token to serve other names",
+                ));
+            }
             return Ok(Principal {
                 webhooks,
                 ..Principal::default()
@@ -452,6 +495,7 @@ mod tests {
             AuthConfig {
                 refresh: Duration::from_secs(5),
                 enforce: true,
+                loopback_hosts_only: true,
             },
         );
         for i in 0..MAX_FAILURES {
@@ -473,6 +517,36 @@ mod tests {
             HeaderValue::from_bytes(value).unwrap(),
         );
         h
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            None,
+            Some("localhost"),
+            Some("LOCALHOST:8080"),
+            Some("localhost."),
+            Some("x.localhost:1"),
+            Some("127.0.0.1"),
+            Some("127.1.2.3:80"),
+            Some("[::1]"),
+            Some("[::1]:8080"),
+        ] {
+            assert!(is_loopback_host(ok), "{ok:?}");
+        }
+        for bad in [
+            "attacker.example.com",
+            "attacker.example.com:8080",
+            "127.0.0.1.nip.io",
+            "localhost.attacker.com",
+            "10.0.0.1:80",
+            "[::2]:80",
+            "[::1",
+            "?",
+            "",
+        ] {
+            assert!(!is_loopback_host(Some(bad)), "{bad}");
+        }
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub fn main(args: MaintainArgs) -> i32 {
         eprintln!("gitstow: {why}");
         return 2;
     }
+    if let Err(why) = crate::maintenance::check_grace("--grace", args.grace) {
+        eprintln!("gitstow: {why}");
+        return 2;
+    }
     let store = match args.store.open() {
         Ok(s) => s,
         Err(e) => {

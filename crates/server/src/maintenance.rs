@@ -23,6 +23,28 @@ use gitstow_store::ObjectStore;
 
 use crate::metrics as m;
 
+/// The shortest grace period `serve --maintenance-grace` and `maintain
+/// --grace` accept, in seconds: a fetch that loaded an older state, and a
+/// push from its first upload to its commit, must fit in it.
+pub const MIN_GRACE_SECS: u64 = 3600;
+
+/// Environment variable that lets tests set a shorter grace period.
+pub const TEST_SHORT_GRACE_ENV: &str = "GITSTOW_TEST_SHORT_GRACE";
+
+/// Refuses a grace period shorter than [`MIN_GRACE_SECS`] (unless
+/// [`TEST_SHORT_GRACE_ENV`] is `1`); `flag` names it in the message.
+///
+/// # Errors
+/// The message to print, in the command's words.
+pub fn check_grace(flag: &str, secs: u64) -> Result<(), String> {
+    if secs >= MIN_GRACE_SECS || std::env::var(TEST_SHORT_GRACE_ENV).is_ok_and(|v| v == "1") {
+        return Ok(());
+    }
+    Err(format!(
+        "{flag} {secs} is shorter than {MIN_GRACE_SECS} seconds: the grace period must outlast the longest fetch and the longest push (from its first upload to its commit)"
+    ))
+}
+
 /// Settings of automatic maintenance.
 #[derive(Debug, Clone)]
 pub struct MaintenanceConfig {

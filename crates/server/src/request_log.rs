@@ -5,7 +5,8 @@
 //! `gitstow::access`, level INFO — DEBUG for `/healthz` and `/readyz`
 //! answered 200 — in the server's `--log-format`) when its
 //! response has been sent in full or the client went away: `method`,
-//! `path` (at most 256 bytes; the query is kept, it names the service),
+//! `path` (at most 256 bytes; of the query only `service=`, so a secret a
+//! client put in it is never logged),
 //! `repo` and `service` when the request reached one, `status`,
 //! `bytes_in` (request body bytes read), `bytes_out` (response body bytes
 //! sent), `ms`, `client` (the peer address) and `token` (the token's name,
@@ -118,15 +119,28 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
     resp
 }
 
+/// The path of `uri` as the log shows it: the path, and of the query only
+/// the `service` key (what `info/refs` is asked for). Anything else a
+/// client put in the query (a token as `access_token=`, say) is left out.
+fn logged_path(uri: &axum::http::Uri) -> String {
+    let path = uri.path();
+    let service = uri.query().and_then(|q| {
+        q.split('&')
+            .find(|kv| kv.starts_with("service="))
+            .map(str::to_owned)
+    });
+    match service {
+        Some(kv) => format!("{path}?{kv}"),
+        None => path.to_owned(),
+    }
+}
+
 /// The middleware: counts the request's bytes both ways and logs it when
 /// its response ends.
 pub async fn log(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
-    let mut path = match request.uri().path_and_query() {
-        Some(pq) => pq.as_str().to_owned(),
-        None => request.uri().path().to_owned(),
-    };
+    let mut path = logged_path(request.uri());
     if path.len() > MAX_PATH {
         let mut cut = MAX_PATH;
         while !path.is_char_boundary(cut) {
@@ -257,5 +271,25 @@ impl http_body::Body for Counted {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::logged_path;
+
+    #[test]
+    fn only_the_service_is_kept_of_the_query() {
+        let p = |s: &str| logged_path(&s.parse().unwrap());
+        assert_eq!(
+            p("/org/r.git/info/refs?service=git-upload-pack"),
+            "/org/r.git/info/refs?service=git-upload-pack"
+        );
+        assert_eq!(
+            p("/org/r.git/info/refs?access_token=s3cret&service=git-receive-pack"),
+            "/org/r.git/info/refs?service=git-receive-pack"
+        );
+        assert_eq!(p("/metrics?token=s3cret"), "/metrics");
+        assert_eq!(p("/healthz"), "/healthz");
     }
 }

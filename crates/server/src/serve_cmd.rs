@@ -279,6 +279,11 @@ pub fn main(args: ServeArgs) -> i32 {
         eprintln!("gitstow: --max-connections, --max-connections-per-address and --header-timeout must be at least 1");
         return 2;
     }
+    if let Err(why) = crate::maintenance::check_grace("--maintenance-grace", args.maintenance_grace)
+    {
+        eprintln!("gitstow: {why}");
+        return 2;
+    }
     if gitstow_store::is_s3_url(&args.store.url) {
         tracing::info!(
             store = %args.store.url,
@@ -405,6 +410,7 @@ pub fn main(args: ServeArgs) -> i32 {
         auth: crate::auth::AuthConfig {
             refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
             enforce: false,
+            loopback_hosts_only: !args.insecure_no_auth,
         },
         webhooks: gitstow_hooks::deliver::DeliverConfig {
             timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),

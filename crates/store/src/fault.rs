@@ -207,6 +207,9 @@ impl ObjectStore for FaultyStore {
     fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         self.run("head", key, || self.inner.head(key))
     }
+    fn head_in_store(&self, key: &str) -> Result<Option<ObjectMeta>> {
+        self.run("head", key, || self.inner.head_in_store(key))
+    }
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         self.run("list", prefix, || self.inner.list(prefix))
     }

@@ -195,6 +195,14 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Size and [`ETag`] of the object at `key`; `Ok(None)` when absent.
     fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
 
+    /// Like [`ObjectStore::head`], but asked of the store itself, never of
+    /// a local copy: whether the object is there now. A writer checks with
+    /// it that an upload of its own was not deleted meanwhile (a cache in
+    /// front of the store still holds what this process uploaded).
+    fn head_in_store(&self, key: &str) -> Result<Option<ObjectMeta>> {
+        self.head(key)
+    }
+
     /// Every key that starts with `prefix`, sorted ascending (byte order).
     ///
     /// `prefix` is a plain string prefix, not a directory: `"repo/con"`

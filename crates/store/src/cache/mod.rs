@@ -624,6 +624,10 @@ impl ObjectStore for CachedStore {
         self.inner.head(key)
     }
 
+    fn head_in_store(&self, key: &str) -> Result<Option<ObjectMeta>> {
+        self.inner.head_in_store(key)
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         self.inner.list(prefix)
     }
