@@ -71,9 +71,12 @@ pub use pktline::{
 pub use push::{
     read_commands, read_push_options, read_push_request, write_report_status,
     write_report_status_sideband, PushRequest, PushRequestError, RefCommand, RefStatus,
-    MAX_PUSH_OPTIONS, MAX_PUSH_OPTION_BYTES, MAX_PUSH_SHALLOW_LINES,
+    MAX_COMMAND_LIST_BYTES, MAX_PUSH_OPTIONS, MAX_PUSH_OPTION_BYTES, MAX_PUSH_SHALLOW_LINES,
 };
-pub use refname::{check_ref_format, check_ref_format_for_delete, RefNameError};
+pub use refname::{
+    check_ref_format, check_ref_format_for_delete, ref_name_fits, RefNameError,
+    MAX_REF_COMPONENT_BYTES, MAX_REF_NAME_BYTES,
+};
 pub use sideband::{
     write_band, Band, SideBandWriter, SIDE_BAND_64K_MAX_PAYLOAD, SIDE_BAND_MAX_PAYLOAD,
 };

@@ -35,6 +35,13 @@ use crate::sideband::{Band, SideBandWriter};
 /// boundary commit it has.
 pub const MAX_PUSH_SHALLOW_LINES: usize = 100_000;
 
+/// Most bytes the command lines of a request may hold together (shallow
+/// lines included); more is [`PushRequestError::CommandListTooLarge`]. A
+/// push of 100,000 refs of ordinary names sends about 10 MB; ref names
+/// longer than [`crate::MAX_REF_NAME_BYTES`] are refused anyway, so this
+/// only bounds what a request makes the server hold before it answers.
+pub const MAX_COMMAND_LIST_BYTES: usize = 32 << 20;
+
 /// Most push options a request may carry (`git push -o`); more is
 /// [`PushRequestError::TooManyPushOptions`]. Options are short key=values
 /// (GitLab's `ci.skip`, `merge_request.create`; Gerrit's `topic=…`,
@@ -140,6 +147,12 @@ pub enum PushRequestError {
         /// The limit passed to [`read_push_request`].
         max: usize,
     },
+    /// Command lines of more than [`MAX_COMMAND_LIST_BYTES`] in all.
+    #[error("command list too large: more than {max} bytes")]
+    CommandListTooLarge {
+        /// [`MAX_COMMAND_LIST_BYTES`].
+        max: usize,
+    },
     /// More shallow lines than [`MAX_PUSH_SHALLOW_LINES`].
     #[error("too many shallow lines: more than {max}")]
     TooManyShallowLines {
@@ -240,6 +253,7 @@ pub fn read_commands<R: std::io::Read>(
     const COMMANDS: &str = "command list";
     let mut request = PushRequest::default();
     let mut seen_any = false;
+    let mut bytes = 0usize;
     loop {
         let packet = match reader.read_packet()? {
             None if !seen_any => return Ok(request),
@@ -252,6 +266,12 @@ pub fn read_commands<R: std::io::Read>(
             Packet::Delim | Packet::ResponseEnd => return Err(unexpected(&packet, COMMANDS)),
             Packet::Data(_) => packet.as_text().unwrap_or_default(),
         };
+        bytes += line.len();
+        if bytes > MAX_COMMAND_LIST_BYTES {
+            return Err(PushRequestError::CommandListTooLarge {
+                max: MAX_COMMAND_LIST_BYTES,
+            });
+        }
         if let Some(hex) = line.strip_prefix(b"shallow ") {
             let oid = crate::parse_oid(hex).ok_or_else(|| PushRequestError::MalformedShallow {
                 line: crate::lossy(line),

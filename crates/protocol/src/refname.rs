@@ -77,6 +77,24 @@ pub enum RefNameError {
     },
 }
 
+/// Longest ref name a push may create or update, in bytes: git's files
+/// backend stores a ref at its path, and a path longer than `PATH_MAX`
+/// (4,096 bytes on Linux) cannot be created ("File name too long").
+pub const MAX_REF_NAME_BYTES: usize = 4096;
+
+/// Longest component of a ref name (between two `/`), in bytes: a file
+/// or directory name of the files backend, `NAME_MAX` (255).
+pub const MAX_REF_COMPONENT_BYTES: usize = 255;
+
+/// Whether a push may create or update a ref of this name as far as its
+/// length goes: at most [`MAX_REF_NAME_BYTES`], each component at most
+/// [`MAX_REF_COMPONENT_BYTES`] (where git's files backend fails to lock
+/// the ref). Deletions are not held to it, so that a ref stored before
+/// the limit can still be removed.
+pub fn ref_name_fits(name: &str) -> bool {
+    name.len() <= MAX_REF_NAME_BYTES && name.split('/').all(|c| c.len() <= MAX_REF_COMPONENT_BYTES)
+}
+
 /// git check-ref-format rules for a full ref name as receive-pack applies
 /// them to a create or update (git-check-ref-format(1); receive-pack
 /// `update()`): must start with "refs/", at least two components after
@@ -291,5 +309,16 @@ mod tests {
         assert!(check_ref_format_for_delete("refs/a..b").is_err());
         assert!(check_ref_format_for_delete("refs/@").is_err());
         assert!(check_ref_format("refs/heads/HEAD").is_ok());
+    }
+
+    #[test]
+    fn long_names_and_components() {
+        let part = "p".repeat(MAX_REF_COMPONENT_BYTES);
+        assert!(ref_name_fits(&format!("refs/heads/{part}")));
+        assert!(!ref_name_fits(&format!("refs/heads/{part}x")));
+        let deep = format!("refs/heads/{}", "a/".repeat(2_040)) + "z";
+        assert!(ref_name_fits(&deep[..deep.len().min(MAX_REF_NAME_BYTES)]));
+        let long = format!("refs/heads/{}", "ab/".repeat(1_400)) + "z";
+        assert!(long.len() > MAX_REF_NAME_BYTES && !ref_name_fits(&long));
     }
 }

@@ -40,7 +40,10 @@ use gitstow_protocol::push::{
     read_commands, read_push_options, write_report_status, PushRequest, RefStatus,
 };
 use gitstow_protocol::sideband::{Band, SideBandWriter};
-use gitstow_protocol::{check_ref_format, check_ref_format_for_delete, Capabilities};
+use gitstow_protocol::{
+    check_ref_format, check_ref_format_for_delete, ref_name_fits, Capabilities,
+    MAX_REF_COMPONENT_BYTES, MAX_REF_NAME_BYTES,
+};
 
 use crate::progress::Progress;
 use crate::resolve::{Counters, ResolveError, ResolveOptions};
@@ -588,6 +591,14 @@ fn decide(
             Some("funny refname".to_owned())
         } else if cmd.new.is_null() {
             None
+        } else if !ref_name_fits(&cmd.name) {
+            // Where git's files backend fails to lock it (a path or a
+            // file name too long for the file system).
+            outcome.remote_errors.push(format!(
+                "cannot lock ref '{}': ref name too long (at most {MAX_REF_NAME_BYTES} bytes, {MAX_REF_COMPONENT_BYTES} in a component)",
+                shown_name(&cmd.name)
+            ));
+            Some(transaction::FAILED_TO_UPDATE.to_owned())
         } else if (unpacked
             .oids
             .binary_search_by_key(&cmd.new, |e| e.0)
@@ -701,6 +712,19 @@ fn decide(
             ]
         }
     })
+}
+
+/// A ref name as an error message shows it: the first 256 bytes of a
+/// longer one, then `…`.
+fn shown_name(name: &str) -> String {
+    if name.len() <= 256 {
+        return name.to_owned();
+    }
+    let mut cut = 256;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &name[..cut])
 }
 
 fn update_of(cmd: &gitstow_protocol::push::RefCommand) -> hooks::RefUpdate {

@@ -70,26 +70,111 @@ pub enum TransactionError {
     TooManyConflicts(u32),
 }
 
-fn df_conflict(
-    refs: &BTreeMap<String, ObjectId>,
-    name: &str,
-    deleted: &dyn Fn(&str) -> bool,
-) -> bool {
-    // An existing ref that is a prefix directory of `name`, or lives below `name/`.
-    let mut prefix = String::new();
-    for part in name.split('/') {
-        if !prefix.is_empty() {
-            if refs.contains_key(&prefix) && !deleted(&prefix) {
-                return true;
-            }
-            prefix.push('/');
+/// Leading directories of a ref name looked up in the map one by one up to
+/// this many; a deeper name is checked through a [`PrefixIndex`].
+const DIRECT_LOOKUPS: usize = 16;
+
+/// The names of a ref map, hashed so that the leading directories of a
+/// name that are refs (`refs/heads/a` of `refs/heads/a/b`) are found in
+/// one pass over the name, whatever its depth: each leading part's hash
+/// extends the previous one (a polynomial hash modulo 2^61 − 1 with a
+/// random base, so inputs cannot be made to collide on purpose), and a
+/// hit is confirmed in the map. Built only for a name deeper than
+/// [`DIRECT_LOOKUPS`], at the cost of one pass over the refs' names.
+struct PrefixIndex {
+    base: u64,
+    hashes: HashSet<u64>,
+}
+
+const MERSENNE_61: u64 = (1 << 61) - 1;
+
+impl PrefixIndex {
+    fn new<'a>(names: impl Iterator<Item = &'a String>) -> Self {
+        use std::hash::BuildHasher;
+        let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
+        let mut index = PrefixIndex {
+            base: 256 + random % (MERSENNE_61 - 512),
+            hashes: HashSet::new(),
+        };
+        for name in names {
+            index.insert(name);
         }
-        prefix.push_str(part);
+        index
     }
-    let dir = format!("{name}/");
-    refs.range(dir.clone()..)
-        .take_while(|(k, _)| k.starts_with(&dir))
-        .any(|(k, _)| !deleted(k))
+
+    fn step(&self, h: u64, byte: u8) -> u64 {
+        ((u128::from(h) * u128::from(self.base) + u128::from(byte) + 1) % u128::from(MERSENNE_61))
+            as u64
+    }
+
+    fn insert(&mut self, name: &str) {
+        let h = name.bytes().fold(0, |h, b| self.step(h, b));
+        self.hashes.insert(h);
+    }
+
+    /// The leading directories of `name` whose hash is a ref's.
+    fn candidates<'n>(&self, name: &'n str) -> Vec<&'n str> {
+        let mut h = 0;
+        let mut out = Vec::new();
+        for (i, b) in name.bytes().enumerate() {
+            if b == b'/' && i > 0 && self.hashes.contains(&h) {
+                out.push(&name[..i]);
+            }
+            h = self.step(h, b);
+        }
+        out
+    }
+}
+
+/// A ref map with its [`PrefixIndex`], built the first time a deep name
+/// is checked and kept up to date as refs are added (a removed ref's hash
+/// stays: hits are confirmed in the map).
+struct ConflictCheck {
+    index: Option<PrefixIndex>,
+}
+
+impl ConflictCheck {
+    fn new() -> Self {
+        ConflictCheck { index: None }
+    }
+
+    /// Records that `name` was added to the map checked.
+    fn added(&mut self, name: &str) {
+        if let Some(index) = &mut self.index {
+            index.insert(name);
+        }
+    }
+
+    /// Whether `name` would conflict with a ref of `refs` that `deleted`
+    /// does not exclude: one that is a leading directory of `name`, or
+    /// lives below `name/`. Costs the length of `name` (plus the refs
+    /// below it), not its depth × the refs.
+    fn df_conflict(
+        &mut self,
+        refs: &BTreeMap<String, ObjectId>,
+        name: &str,
+        deleted: &dyn Fn(&str) -> bool,
+    ) -> bool {
+        let is_ref = |p: &str| refs.contains_key(p) && !deleted(p);
+        let depth = name.bytes().filter(|&b| b == b'/').count();
+        let leading = if depth <= DIRECT_LOOKUPS {
+            name.match_indices('/')
+                .filter(|(i, _)| *i > 0)
+                .any(|(i, _)| is_ref(&name[..i]))
+        } else {
+            let index = self
+                .index
+                .get_or_insert_with(|| PrefixIndex::new(refs.keys()));
+            index.candidates(name).into_iter().any(is_ref)
+        };
+        if leading {
+            return true;
+        }
+        let dir = format!("{name}/");
+        refs.range(dir.clone()..)
+            .take_while(|(k, _)| k.starts_with(&dir))
+            .any(|(k, _)| !deleted(k))
+    }
 }
 
 /// The command's old value is the ref's current value; deleting an absent
@@ -264,6 +349,8 @@ impl Transaction<'_> {
             let is_deleted = |n: &str| deleted_names.contains(n);
             let mut seen: HashSet<&str> = HashSet::new();
             let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
+            let mut existing_check = ConflictCheck::new();
+            let mut created_check = ConflictCheck::new();
             for (i, (cmd, reason)) in self.commands.iter().zip(reasons.iter_mut()).enumerate() {
                 if reason.is_some() {
                     continue;
@@ -271,8 +358,8 @@ impl Transaction<'_> {
                 let current = state.refs.get(&cmd.name);
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
-                    && (df_conflict(&state.refs, &cmd.name, &is_deleted)
-                        || df_conflict(&created, &cmd.name, &|_| false));
+                    && (existing_check.df_conflict(&state.refs, &cmd.name, &is_deleted)
+                        || created_check.df_conflict(&created, &cmd.name, &|_| false));
                 if !seen.insert(cmd.name.as_str())
                     || !old_matches(current, cmd)
                     || conflict
@@ -290,6 +377,7 @@ impl Transaction<'_> {
                 }
                 if !cmd.new.is_null() {
                     created.insert(cmd.name.clone(), cmd.new);
+                    created_check.added(&cmd.name);
                 }
             }
         } else {
@@ -298,6 +386,7 @@ impl Transaction<'_> {
             // ones did (a ref named twice, a delete that makes room for a
             // directory/file change).
             let mut running = state.refs.clone();
+            let mut running_check = ConflictCheck::new();
             for (i, (cmd, reason)) in self.commands.iter().zip(reasons.iter_mut()).enumerate() {
                 if reason.is_some() {
                     continue;
@@ -305,7 +394,7 @@ impl Transaction<'_> {
                 let current = running.get(&cmd.name);
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
-                    && df_conflict(&running, &cmd.name, &|_| false);
+                    && running_check.df_conflict(&running, &cmd.name, &|_| false);
                 if !old_matches(current, cmd) || conflict || self.non_commit_branch[i] {
                     messages.push(lock_error(
                         cmd,
@@ -320,6 +409,7 @@ impl Transaction<'_> {
                     running.remove(&cmd.name);
                 } else {
                     running.insert(cmd.name.clone(), cmd.new);
+                    running_check.added(&cmd.name);
                 }
             }
         }
@@ -430,5 +520,79 @@ impl Transaction<'_> {
             }
         }
         (cur != oid).then_some(cur)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refs(names: &[&str]) -> BTreeMap<String, ObjectId> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), ObjectId::null(gix_hash::Kind::Sha1)))
+            .collect()
+    }
+
+    /// Shallow and deep names find the same conflicts (the deep ones
+    /// through the hash index), leading directories and refs below alike.
+    #[test]
+    fn directory_file_conflicts_at_any_depth() {
+        let deep = format!("refs/heads/{}", "d/".repeat(40));
+        let deep_ref = format!("{deep}x");
+        let map = refs(&[
+            "refs/heads/a",
+            "refs/heads/b/c",
+            deep.trim_end_matches('/'),
+            &deep_ref,
+        ]);
+        let mut check = ConflictCheck::new();
+        let none = |_: &str| false;
+        assert!(check.df_conflict(&map, "refs/heads/a/x", &none));
+        assert!(check.df_conflict(&map, "refs/heads/b", &none));
+        assert!(!check.df_conflict(&map, "refs/heads/bc", &none));
+        assert!(!check.df_conflict(&map, "refs/heads/c/d", &none));
+        // Deeper than DIRECT_LOOKUPS: through the index.
+        assert!(check.df_conflict(&map, &format!("{deep}x/y"), &none));
+        assert!(
+            check.df_conflict(&map, &format!("{deep}z/y"), &none),
+            "the directory itself is a ref"
+        );
+        let other = format!("refs/heads/{}", "e/".repeat(40)) + "x";
+        assert!(!check.df_conflict(&map, &other, &none));
+        assert!(check.index.is_some());
+        // A ref excluded (deleted in the same transaction) does not conflict.
+        let is_deleted = |n: &str| n == deep.trim_end_matches('/');
+        assert!(!check.df_conflict(&map, &format!("{deep}z/y"), &is_deleted));
+        // A ref added after the index was built is found.
+        let mut map2 = map.clone();
+        let added = format!("refs/heads/{}", "f/".repeat(30)) + "g";
+        map2.insert(added.clone(), ObjectId::null(gix_hash::Kind::Sha1));
+        check.added(&added);
+        assert!(check.df_conflict(&map2, &format!("{added}/h/{}", "i/".repeat(20)), &none));
+    }
+
+    /// Names of 2,000 components against refs sharing their leading
+    /// directories: the check walks each name once and looks up in the map
+    /// only the leading directories that are refs (none here), where the
+    /// walk of every prefix looked up 2,000 per name.
+    #[test]
+    fn deep_names_cost_their_length() {
+        let stem = "a/".repeat(2_000);
+        let map: BTreeMap<String, ObjectId> = (0..200)
+            .map(|i| {
+                (
+                    format!("refs/{stem}r{i}"),
+                    ObjectId::null(gix_hash::Kind::Sha1),
+                )
+            })
+            .collect();
+        let mut check = ConflictCheck::new();
+        for i in 0..200 {
+            let name = format!("refs/{stem}n{i}/x");
+            assert!(!check.df_conflict(&map, &name, &|_| false));
+            let index = check.index.as_ref().expect("a deep name builds the index");
+            assert_eq!(index.candidates(&name), Vec::<&str>::new());
+        }
     }
 }
