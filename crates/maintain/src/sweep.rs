@@ -145,6 +145,7 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
     if ids.is_empty() {
         return Ok(Deleted { ids, revived });
     }
+    tracing::info!(repo = repo.name(), ids = ?ids, "deleting containers");
     for id in &ids {
         // The side files and the index first: none names bytes that are gone.
         repo.store().delete(&repo.bitmap_key(id))?;
@@ -197,6 +198,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
         if orphans.is_empty() || opts.dry_run {
             return Step::Done(orphans.len());
         }
+        tracing::info!(repo = repo.name(), ids = ?orphans, "containers no state names retired");
         let since = now_secs();
         let mut next = list.to_vec();
         next.extend(orphans.iter().map(|id| RetiredContainer {
