@@ -93,7 +93,7 @@ fn a_flood_of_idle_and_trickling_connections_does_not_starve_git() {
     for i in 0..100 {
         let mut s = connect_from("127.0.0.4", port).unwrap();
         if i % 2 == 1 {
-            s.write_all(b"POST /flooded.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: 100000\r\n\r\n")
+            s.write_all(b"POST /flooded.git/git-upload-pack HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: 100000\r\n\r\n")
                 .unwrap();
         }
         trickling.push(s);

@@ -317,7 +317,7 @@ fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
     let mut stalled = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
     write!(
         stalled,
-        "POST /stalled.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nGit-Protocol: version=2\r\nContent-Length: {}\r\n\r\n",
+        "POST /stalled.git/git-upload-pack HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-git-upload-pack-request\r\nGit-Protocol: version=2\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .unwrap();

@@ -174,7 +174,7 @@ fn a_stalled_request_body_times_out() {
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
-        "POST /stall.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 100000\r\n\r\n0000"
+        "POST /stall.git/git-receive-pack HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 100000\r\n\r\n0000"
     )
     .unwrap();
     let started = Instant::now();

@@ -93,7 +93,9 @@ fn git_pushes_and_clones_over_https_and_bad_clients_do_not_hold_connections() {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     plain
-        .write_all(b"GET /app.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(
+            b"GET /app.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        )
         .unwrap();
     let mut answer = Vec::new();
     let _ = plain.read_to_end(&mut answer);

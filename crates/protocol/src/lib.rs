@@ -49,6 +49,7 @@
 pub mod advertisement;
 pub mod capabilities;
 pub mod fetch;
+pub mod hidden;
 pub mod pktline;
 pub mod push;
 pub mod refname;
@@ -64,6 +65,7 @@ pub use fetch::{
     write_acknowledgments, write_nak, write_shallow_info, write_shallow_update_v0,
     write_wanted_refs, AckKind, CommandRequestV2, FetchArgsV2, FetchError, UploadRequestV0,
 };
+pub use hidden::HiddenRefs;
 pub use pktline::{
     write_data, write_delim, write_error, write_flush, write_response_end, write_text, Packet,
     PktError, PktReader, MAX_DATA_LEN, MAX_PKT_LEN,

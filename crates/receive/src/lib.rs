@@ -95,6 +95,9 @@ pub struct Options {
     pub pre_receive: Option<Arc<dyn hooks::PreReceive>>,
     /// Where what lands is announced (see [`hooks`]); `None`: nowhere.
     pub notify: Option<Arc<dyn hooks::Notify>>,
+    /// Refs no push may create, update or delete (see
+    /// [`gitstow_protocol::hidden`]).
+    pub hidden: gitstow_protocol::HiddenRefs,
 }
 
 impl Default for Options {
@@ -113,6 +116,7 @@ impl Default for Options {
             pusher: None,
             pre_receive: None,
             notify: None,
+            hidden: gitstow_protocol::HiddenRefs::default(),
         }
     }
 }
@@ -589,6 +593,13 @@ fn decide(
         };
         let reason = if !name_ok {
             Some("funny refname".to_owned())
+        } else if opts.hidden.hides(&cmd.name) {
+            // git's reject_updates_to_hidden.
+            Some(if cmd.new.is_null() {
+                gitstow_protocol::hidden::DENY_DELETING_HIDDEN.to_owned()
+            } else {
+                gitstow_protocol::hidden::DENY_UPDATING_HIDDEN.to_owned()
+            })
         } else if cmd.new.is_null() {
             None
         } else if !ref_name_fits(&cmd.name) {

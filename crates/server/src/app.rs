@@ -375,12 +375,12 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
             false,
         ),
         Service::UploadPack => {
-            let refs = gitstow_upload::advertise::refs(&state, true);
+            let refs = gitstow_upload::advertise::refs(&state, true, &app.config.upload.hidden);
             let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(&state);
             write_v0_advertisement(&mut out, service, &refs, &caps, true)
         }
         Service::ReceivePack => {
-            let refs = gitstow_upload::advertise::refs(&state, false);
+            let refs = gitstow_upload::advertise::refs(&state, false, &app.config.receive.hidden);
             let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
                 .iter()
                 .map(|s| s.to_string())

@@ -133,6 +133,11 @@ pub struct ServeArgs {
     /// answer's body (text) is shown to the pusher.
     #[arg(long, value_name = "URL")]
     pub pre_receive_url: Option<String>,
+    /// Hide a ref namespace, as git's transfer.hideRefs (repeatable; e.g.
+    /// refs/changes, refs/pull): its refs are not advertised to fetches or
+    /// pushes, and pushes to them are refused ("deny updating a hidden ref").
+    #[arg(long = "hide-refs", value_name = "PREFIX")]
+    pub hide_refs: Vec<String>,
     /// Seconds the pre-receive hook or callout may take; after it the push is
     /// refused (the hook's process group is killed).
     #[arg(long, default_value_t = 30)]
@@ -376,6 +381,14 @@ pub fn main(args: ServeArgs) -> i32 {
         eprintln!("gitstow: --max-concurrent-fetches and --fetch-queue-timeout must be at least 1");
         return 2;
     }
+    let hidden = match gitstow_protocol::HiddenRefs::new(&args.hide_refs) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("gitstow: --hide-refs: {why}");
+            return 2;
+        }
+    };
+    receive.hidden = hidden.clone();
     let heap_profiling = args.heap_profiling
         || std::env::var("GITSTOW_HEAP_PROFILING").is_ok_and(|v| {
             !matches!(
@@ -404,7 +417,10 @@ pub fn main(args: ServeArgs) -> i32 {
         },
         maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
         receive,
-        upload: gitstow_upload::Options::default(),
+        upload: gitstow_upload::Options {
+            hidden,
+            ..Default::default()
+        },
         index_cache_objects: args.index_cache_size,
         state_cache_bytes: args.state_cache_size,
         auth: crate::auth::AuthConfig {

@@ -1,14 +1,15 @@
 //! The refs both services advertise, built from a repository state.
 
 use gitstow_odb::RepoState;
-use gitstow_protocol::AdvertisedRef;
+use gitstow_protocol::{AdvertisedRef, HiddenRefs};
 
 /// Agent string sent as `agent=<this>`.
 pub const AGENT: &str = concat!("gitstow/", env!("CARGO_PKG_VERSION"));
 
 /// The refs of `state` in advertisement order: HEAD first (when `with_head`
-/// and it resolves), then every ref sorted by name, with peeled tag targets.
-pub fn refs(state: &RepoState, with_head: bool) -> Vec<AdvertisedRef> {
+/// and it resolves), then every ref not `hidden` sorted by name, with
+/// peeled tag targets.
+pub fn refs(state: &RepoState, with_head: bool, hidden: &HiddenRefs) -> Vec<AdvertisedRef> {
     let mut out = Vec::with_capacity(state.refs.len() + 1);
     if with_head {
         if let (Some(target), Some(oid)) = (&state.head, state.head_oid()) {
@@ -20,7 +21,7 @@ pub fn refs(state: &RepoState, with_head: bool) -> Vec<AdvertisedRef> {
             });
         }
     }
-    for (name, oid) in &state.refs {
+    for (name, oid) in hidden.visible(&state.refs, "") {
         out.push(AdvertisedRef {
             name: name.clone(),
             oid: *oid,
@@ -32,11 +33,16 @@ pub fn refs(state: &RepoState, with_head: bool) -> Vec<AdvertisedRef> {
 }
 
 /// The refs under any of `prefixes` (all refs when empty), HEAD first when it
-/// resolves and a prefix matches it. Each prefix is a range scan of the sorted
-/// ref map, so a narrow prefix does not visit every ref.
-pub fn refs_with_prefixes(state: &RepoState, prefixes: &[String]) -> Vec<AdvertisedRef> {
+/// resolves and a prefix matches it, `hidden` ones left out. Each prefix is a
+/// range scan of the sorted ref map, so a narrow prefix does not visit every
+/// ref (nor a hidden namespace).
+pub fn refs_with_prefixes(
+    state: &RepoState,
+    prefixes: &[String],
+    hidden: &HiddenRefs,
+) -> Vec<AdvertisedRef> {
     if prefixes.is_empty() {
-        return refs(state, true);
+        return refs(state, true, hidden);
     }
     let mut out = Vec::new();
     if prefixes.iter().any(|p| "HEAD".starts_with(p.as_str())) {
@@ -51,13 +57,7 @@ pub fn refs_with_prefixes(state: &RepoState, prefixes: &[String]) -> Vec<Adverti
     }
     let mut names: Vec<&String> = Vec::new();
     for p in prefixes {
-        names.extend(
-            state
-                .refs
-                .range::<String, _>(p.clone()..)
-                .take_while(|(name, _)| name.starts_with(p.as_str()))
-                .map(|(name, _)| name),
-        );
+        names.extend(hidden.visible(&state.refs, p).map(|(name, _)| name));
     }
     names.sort_unstable();
     names.dedup();

@@ -35,6 +35,8 @@ pub struct Options {
     /// Most pkt-lines in one request (wants, haves, shallows and the
     /// rest): beyond it the client gets an `ERR` line (see [`unreadable_request`]).
     pub max_request_lines: usize,
+    /// Refs `ls-refs` leaves out (see [`gitstow_protocol::hidden`]).
+    pub hidden: gitstow_protocol::HiddenRefs,
 }
 
 impl Default for Options {
@@ -42,6 +44,7 @@ impl Default for Options {
         Options {
             cache_bytes: 64 << 20,
             max_request_lines: 1_000_000,
+            hidden: gitstow_protocol::HiddenRefs::default(),
         }
     }
 }
@@ -512,7 +515,7 @@ pub fn serve_v2(
         "ls-refs" => {
             let args =
                 LsRefsArgs::parse(cmd.args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
-            let refs = advertise::refs_with_prefixes(state, &args.ref_prefixes);
+            let refs = advertise::refs_with_prefixes(state, &args.ref_prefixes, &opts.hidden);
             let unborn = match (&state.head, state.head_oid()) {
                 (Some(target), None) if args.unborn => Some(target.as_str()),
                 _ => None,
