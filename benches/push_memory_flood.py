@@ -37,7 +37,7 @@ hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
 threading.Thread(target=hook.serve_forever, daemon=True).start()
 open(d + "/secret", "w").write("a-shared-secret-of-some-length\n")
 subprocess.run([binary, "webhook", "add", "--store", store, "--name", "w", "--repo", "*",
-                "--url", "http://127.0.0.1:%d/" % hook.server_port, "--secret-file", d + "/secret"],
+                "--url", "http://127.0.0.1:%d/" % hook.server_port, "--secret-file", d + "/secret", "--allow-internal"],
                check=True, capture_output=True)
 p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", store, "--no-maintenance",
                       "--tmp-dir", d], stdout=subprocess.PIPE, stderr=open(d + "/err", "w"), text=True)

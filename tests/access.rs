@@ -346,6 +346,11 @@ fn raw_requests_without_or_with_bad_credentials() {
         logs.contains("authentication failed"),
         "failures are logged"
     );
+    // At a bounded rate: 16 wrong guesses, 10 lines of failures and one of
+    // the block (the access log has its own line per request).
+    let failed = logs.matches("authentication failed").count();
+    assert!(failed <= 10 + 2, "{failed} failure lines");
+    assert_eq!(logs.matches("refused with 429").count(), 1, "{logs}");
 }
 
 /// `GET path` on `port` with `Authorization: <authorization>`.
@@ -605,4 +610,52 @@ fn without_tokens_only_loopback_names_are_served() {
         b"",
     );
     assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+}
+
+/// Hardening, finding 12: a symbolic link inside a local store
+/// (`org/alias.git -> ../secret/x.git`) is not followed, so a writer on
+/// `org/*` neither reads nor writes `secret/x` through it.
+#[test]
+fn links_inside_a_local_store_are_not_followed() {
+    if Server::is_canonical() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, admin, work) = setup(tmp.path());
+    let TestStore::Fs(root) = server.store().clone() else {
+        return; // a local store's own concern
+    };
+    let secret_url = server
+        .url("secret/x")
+        .replace("http://", &format!("http://root:{admin}@"));
+    git(&work, &["push", "--quiet", &secret_url, "main"]);
+    let before = ls_remote(&secret_url);
+    std::os::unix::fs::symlink("../secret/x.git", root.join("org/alias.git")).unwrap();
+    let writer = server
+        .store()
+        .create_token("org-writer", &["org/*:write"], &[]);
+    std::thread::sleep(std::time::Duration::from_millis(1_200)); // --access-refresh 1
+    let alias = server
+        .url("org/alias")
+        .replace("http://", &format!("http://w:{writer}@"));
+    let out = git_cmd(tmp.path())
+        .args(["clone", "--quiet", &alias, "stolen"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "cloned through a link");
+    assert!(!tmp.path().join("stolen/a").exists());
+    commit_files(&work, &[("b", "2")], "c2");
+    let out = git_cmd(&work)
+        .args(["push", &alias, "main"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "pushed through a link");
+    assert_eq!(ls_remote(&secret_url), before, "secret/x unchanged");
+    assert!(
+        server
+            .logs()
+            .contains("symbolic link under the store's root is not followed"),
+        "{}",
+        server.logs()
+    );
 }

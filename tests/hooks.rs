@@ -264,6 +264,8 @@ fn add_webhook(store: &TestStore, name: &str, repos: &str, url: &str, secret_fil
         url,
         "--secret-file",
         secret_file.to_str().unwrap(),
+        // The test receiver listens on 127.0.0.1.
+        "--allow-internal",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
@@ -544,4 +546,64 @@ fn push_options_and_events_are_bounded() {
             r.body.len()
         );
     }
+}
+
+/// Hardening, finding 10: `webhook add` refuses malformed URLs, and
+/// targets on the server's machine or link-local (cloud metadata) unless
+/// `--allow-internal`; a private address is added with a warning.
+#[test]
+fn webhook_targets_are_checked() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let store = server.store();
+    let tmp = tempfile::tempdir().unwrap();
+    let secret_file = tmp.path().join("secret");
+    std::fs::write(&secret_file, "a-shared-secret-of-some-length\n").unwrap();
+    let add = |name: &str, url: &str, extra: &[&str]| {
+        let mut args = vec![
+            "webhook",
+            "add",
+            "--name",
+            name,
+            "--url",
+            url,
+            "--secret-file",
+            secret_file.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        store.admin(&args)
+    };
+    for (i, url) in [
+        "http://169.254.169.254/latest/meta-data",
+        "http://127.0.0.1:6379/",
+        "http://localhost:9200/",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = add(&format!("internal{i}"), url, &[]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{url}: {err}");
+        assert!(err.contains("--allow-internal"), "{err}");
+    }
+    let out = add("badport", "http://ci.example:99999999/", &[]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("invalid webhook URL"),
+        "{}",
+        stderr(&out)
+    );
+    let out = add("meant", "http://127.0.0.1:6379/", &["--allow-internal"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = add("private", "http://10.0.0.7/hook", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning"), "{}", stderr(&out));
+    let listed = String::from_utf8_lossy(&store.admin(&["webhook", "list"]).stdout).into_owned();
+    assert!(
+        listed.contains("meant") && listed.contains("private"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("internal0") && !listed.contains("badport"),
+        "{listed}"
+    );
 }

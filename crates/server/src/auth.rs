@@ -14,7 +14,10 @@
 //! a valid token without the right `403` with a one-line reason git shows
 //! as `remote: …`. An address with [`MAX_FAILURES`] failed attempts within
 //! [`FAILURE_WINDOW`] gets `429` for further failed attempts until the window
-//! has passed (a valid token is still served). IPv6 clients count per /64
+//! has passed (a valid token is still served: behind a proxy every client
+//! has the proxy's address, and checking a guess costs one SHA-256). Failures
+//! are logged at a bounded rate: the first [`MAX_FAILURES`] of an address in a
+//! window, then one line when it is blocked. IPv6 clients count per /64
 //! (a host holds a whole /64 and can rotate within it), see
 //! [`counted_as`]. No secret is ever logged or
 //! answered.
@@ -269,6 +272,21 @@ impl Auth {
         metrics::counter!(crate::metrics::AUTH_FAILURES).increment(1);
     }
 
+    /// Counts a failed attempt from `peer` while it is blocked; true for the
+    /// first one of its window (the one worth a log line).
+    fn refused_while_blocked(&self, peer: IpAddr) -> bool {
+        let peer = counted_as(peer);
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        metrics::counter!(crate::metrics::AUTH_FAILURES).increment(1);
+        match f.by_address.get_mut(&peer) {
+            Some(entry) => {
+                entry.0 = entry.0.saturating_add(1);
+                entry.0 == MAX_FAILURES + 1
+            }
+            None => false,
+        }
+    }
+
     /// Whether the request may do what `needed` allows on `repo` (`None`:
     /// a server endpoint, which needs `admin` on every repository, `*`).
     /// `Err` is the response to send.
@@ -316,19 +334,24 @@ impl Auth {
         }
         // Only failures are held back: a valid token is served even from an
         // address that failed often (behind a proxy, everyone's).
-        let fail = |why: &str| {
-            tracing::info!(peer = ?peer, repo, reason = why, "authentication failed");
-            match peer {
-                Some(p) if self.blocked(p) => {
-                    metrics::counter!(crate::metrics::AUTH_FAILURES).increment(1);
-                    tracing::info!(%p, "refused with 429: too many failed attempts from this address");
-                    too_many_failures()
+        // Logged at a bounded rate: each of an address's first
+        // MAX_FAILURES failures in a window, then one line when it is
+        // blocked (the access log still has a line per request).
+        let fail = |why: &str| match peer {
+            Some(p) if self.blocked(p) => {
+                if self.refused_while_blocked(p) {
+                    tracing::info!(%p, window_secs = FAILURE_WINDOW.as_secs(), "refused with 429: too many failed attempts from this address; its further failures in this window are not logged");
                 }
-                Some(p) => {
-                    self.failed(p);
-                    unauthorized("invalid credentials")
-                }
-                None => unauthorized("invalid credentials"),
+                too_many_failures()
+            }
+            Some(p) => {
+                tracing::info!(peer = %p, repo, reason = why, "authentication failed");
+                self.failed(p);
+                unauthorized("invalid credentials")
+            }
+            None => {
+                tracing::info!(repo, reason = why, "authentication failed");
+                unauthorized("invalid credentials")
             }
         };
         let token = match credentials(headers) {

@@ -43,6 +43,11 @@ pub enum WebhookCommand {
         /// newline is dropped). Default: a new random secret.
         #[arg(long)]
         secret_file: Option<std::path::PathBuf>,
+        /// Allow a target on this machine or a link-local address
+        /// (`localhost`, 127.0.0.0/8, ::1, 169.254.0.0/16 where cloud
+        /// metadata services answer, fe80::/10, 0.0.0.0), refused otherwise.
+        #[arg(long)]
+        allow_internal: bool,
     },
     /// List the webhooks (names, patterns, URLs; never secrets).
     List {
@@ -79,6 +84,84 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}://{host}{path}")
 }
 
+/// Checks `url` as a webhook target: `http://` or `https://`, a host, a
+/// port within 1–65535. A target on this machine or link-local (a literal
+/// address or `localhost`: what a pushing server can reach but its users
+/// should not, such as cloud metadata at 169.254.169.254 or a database on
+/// 127.0.0.1) is refused unless `allow_internal`; a private address
+/// (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) is allowed with a
+/// warning, returned. Host names are not resolved here: one that resolves
+/// to such an address at delivery time is the operator's to control.
+///
+/// # Errors
+/// Why the URL is refused, for the command's error line.
+pub fn check_target(url: &str, allow_internal: bool) -> Result<Option<String>, String> {
+    let invalid = |why: &str| Err(format!("invalid webhook URL {:?}: {why}", redact_url(url)));
+    let uri: axum::http::Uri = match url.parse() {
+        Ok(u) => u,
+        Err(e) => return invalid(&e.to_string()),
+    };
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return invalid("want http://HOST/… or https://HOST/…");
+    }
+    let Some(authority) = uri.authority() else {
+        return invalid("no host");
+    };
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    if host.is_empty() {
+        return invalid("no host");
+    }
+    // After the host: nothing, or `:PORT` with PORT in 1..=65535.
+    let host_port = authority.as_str().rsplit('@').next().unwrap_or("");
+    let after_host = match host_port.rsplit_once(']') {
+        Some((_, rest)) => rest.strip_prefix(':'),
+        None => host_port.split_once(':').map(|(_, port)| port),
+    };
+    if let Some(port) = after_host {
+        if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+            return invalid(&format!("port {port:?} is not within 1-65535"));
+        }
+    }
+    let name = host.trim_end_matches('.').to_ascii_lowercase();
+    let ip: Option<std::net::IpAddr> = name.parse().ok();
+    let internal = name == "localhost"
+        || name.ends_with(".localhost")
+        || ip.is_some_and(|ip| match ip {
+            std::net::IpAddr::V4(v4) => {
+                v4.is_loopback() || v4.is_link_local() || v4.is_unspecified()
+            }
+            std::net::IpAddr::V6(v6) => {
+                v6.is_loopback()
+                    || v6.is_unspecified()
+                    || (v6.segments()[0] & 0xffc0) == 0xfe80
+                    || v6
+                        .to_ipv4_mapped()
+                        .is_some_and(|v4| v4.is_loopback() || v4.is_link_local())
+            }
+        });
+    if internal && !allow_internal {
+        return Err(format!(
+            "webhook URL {:?} targets this machine or a link-local address (where cloud metadata answers): refused; pass --allow-internal if that is meant",
+            redact_url(url)
+        ));
+    }
+    let private = ip.is_some_and(|ip| match ip {
+        std::net::IpAddr::V4(v4) => {
+            v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
+        }
+        std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+    });
+    Ok(private.then(|| {
+        format!(
+            "webhook URL {:?} is a private address: every push to its repositories is POSTed there",
+            redact_url(url)
+        )
+    }))
+}
+
 /// Runs a webhook command; returns the exit code.
 pub fn webhook_main(args: WebhookArgs) -> i32 {
     match args.command {
@@ -88,8 +171,12 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             pattern,
             to: url,
             secret_file,
+            allow_internal,
         } => run(&store, |s| {
             let repos = RepoPattern::parse(&pattern)?;
+            if let Some(warning) = check_target(&url, allow_internal)? {
+                eprintln!("gitstow: warning: {warning}");
+            }
             let (secret, generated) = match &secret_file {
                 Some(path) => {
                     let text = std::fs::read_to_string(path)
@@ -153,6 +240,47 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn targets_are_checked() {
+        use super::check_target;
+        for ok in [
+            "https://ci.example.com/hook",
+            "http://ci.internal:8080/x",
+            "https://[2001:db8::1]:443/",
+        ] {
+            assert_eq!(check_target(ok, false), Ok(None), "{ok}");
+        }
+        for bad in [
+            "http://169.254.169.254/latest/meta-data",
+            "http://127.0.0.1:6379/",
+            "http://localhost/hook",
+            "http://[::1]:80/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://0.0.0.0/",
+            "http://[fe80::1]/",
+        ] {
+            let err = check_target(bad, false).unwrap_err();
+            assert!(err.contains("--allow-internal"), "{bad}: {err}");
+            assert!(check_target(bad, true).is_ok(), "{bad}");
+        }
+        for malformed in [
+            "http://ci.example:99999999/",
+            "http://ci.example:0/",
+            "ftp://ci.example/",
+            "http:///x",
+            "ci.example/hook",
+            "http://[::1/",
+        ] {
+            let err = check_target(malformed, true).unwrap_err();
+            assert!(err.contains("invalid webhook URL"), "{malformed}: {err}");
+        }
+        assert!(check_target("http://10.1.2.3/hook", false)
+            .unwrap()
+            .unwrap()
+            .contains("private"));
+        assert!(check_target("http://u:p@ci.example:8443/h", false).is_ok());
+    }
+
     #[test]
     fn urls_are_shown_without_credentials() {
         assert_eq!(

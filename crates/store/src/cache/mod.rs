@@ -85,6 +85,9 @@ pub struct CachedStore {
     populated: AtomicU64,
     evictions: AtomicU64,
     bytes_downloaded: AtomicU64,
+    /// Whether `dir` is private to this user ([`private_dir`]); if not,
+    /// nothing is cached there nor read from it.
+    private: bool,
     /// The `flock` that makes `dir` this process's (see [`claim_dir`]).
     _claim: Option<File>,
 }
@@ -107,7 +110,8 @@ pub fn claim_dir(dir: &Path) -> (PathBuf, Option<File>) {
             name.push(format!("-{n}"));
             dir.with_file_name(name)
         };
-        if fs::create_dir_all(&candidate).is_err() {
+        if let Err(e) = private_dir(&candidate) {
+            tracing::warn!(dir = %candidate.display(), error = %e, "the cache directory cannot be made private to this user; reading through");
             break;
         }
         let Ok(file) = fs::OpenOptions::new()
@@ -184,7 +188,17 @@ impl CachedStore {
         immutable: fn(&str) -> bool,
     ) -> Self {
         let (dir, claim) = claim_dir(&dir);
+        // Files there are trusted as the store's objects: only in a
+        // directory no one else can write to.
+        let private = match private_dir(&dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "the cache directory is not private to this user; reading through");
+                false
+            }
+        };
         let store = CachedStore {
+            private,
             _claim: claim,
             inner,
             dir,
@@ -198,10 +212,9 @@ impl CachedStore {
             evictions: AtomicU64::new(0),
             bytes_downloaded: AtomicU64::new(0),
         };
-        if let Err(e) = fs::create_dir_all(&store.dir) {
-            tracing::warn!(dir = %store.dir.display(), error = %e, "cannot create the cache directory; reading through");
+        if private {
+            store.adopt_existing();
         }
-        store.adopt_existing();
         store
     }
 
@@ -368,6 +381,12 @@ impl CachedStore {
     /// A temp file in the cache directory (recreating the directory if it
     /// was removed).
     fn temp_file(&self) -> io::Result<NamedTempFile> {
+        if !self.private {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the cache directory is not private to this user",
+            ));
+        }
         let make = || {
             tempfile::Builder::new()
                 .prefix(TMP_PREFIX)
@@ -375,7 +394,7 @@ impl CachedStore {
         };
         match make() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir_all(&self.dir)?;
+                private_dir(&self.dir)?;
                 make()
             }
             other => other,
@@ -674,9 +693,60 @@ fn parse_file_name(name: &str) -> Option<(String, ETag)> {
 /// SHA-256(store_url)>`, so two stores never share one.
 pub fn default_cache_dir(store_url: &str) -> PathBuf {
     let digest = hex::encode(Sha256::digest(store_url.as_bytes()));
+    // Per user: another user of the machine cannot have created it first.
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
     std::env::temp_dir()
-        .join("gitstow-cache")
+        .join(format!("gitstow-cache-{uid}"))
         .join(&digest[..16])
+}
+
+/// Creates `dir` (and its missing parents) private to this user, or checks
+/// the one there: a real directory (not a symbolic link), owned by this
+/// process's effective user, with no access for group or others. Files in
+/// a cache directory are trusted as the store's objects, so one that
+/// another user could write to, or swap for a link, is refused.
+///
+/// # Errors
+/// Why `dir` cannot be used (created, or found not private).
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let refuse = |d: &Path, why: &str| {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{}: {why}", d.display()),
+        ))
+    };
+    let meta = fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() {
+        return refuse(dir, "not a directory (a link?)");
+    }
+    if meta.uid() != uid {
+        return refuse(dir, "owned by another user");
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    // Whoever may write to the parent may put another directory in its
+    // place: the parent is this user's or root's, and if others may write
+    // to it, it is sticky (as /tmp).
+    if let Some(parent) = dir.parent().filter(|p| *p != Path::new("")) {
+        let meta = fs::metadata(parent)?;
+        let mode = meta.permissions().mode();
+        if meta.uid() != uid && meta.uid() != 0 {
+            return refuse(parent, "owned by another user");
+        }
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return refuse(parent, "writable by others and not sticky");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

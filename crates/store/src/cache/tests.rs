@@ -249,7 +249,8 @@ fn file_names_round_trip() {
     assert_eq!(parse_file_name(".tmp-x"), None);
     assert_eq!(file_name(&name, &ETag("x".repeat(200))), None);
     let dir = default_cache_dir("s3://a/p");
-    assert!(dir.starts_with(std::env::temp_dir().join("gitstow-cache")));
+    let uid = unsafe { libc::geteuid() };
+    assert!(dir.starts_with(std::env::temp_dir().join(format!("gitstow-cache-{uid}"))));
     assert_eq!(dir, default_cache_dir("s3://a/p"));
     assert_ne!(dir, default_cache_dir("s3://b/p"));
 }
@@ -269,4 +270,42 @@ fn each_cache_claims_a_directory_of_its_own() {
     drop(first);
     let third = CachedStore::new(inner, dir.clone(), 1 << 20, immutable);
     assert_eq!(third.dir(), dir.as_path());
+}
+
+/// Hardening, finding 11: a cache directory is made private (0700) and a
+/// link in its place is not used: files there would be trusted as the
+/// store's objects, so the cache reads through instead.
+#[test]
+fn the_cache_directory_is_private_and_never_a_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(FsStore::new(tmp.path().join("store")).unwrap());
+    inner
+        .put("r/containers/a.bin", b"bytes", crate::PutCondition::None)
+        .unwrap();
+    let open = tmp.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    let cached = CachedStore::new(inner.clone(), open.clone(), 1 << 20, immutable);
+    let mode = fs::metadata(&open).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "made private");
+    assert_eq!(
+        cached.get("r/containers/a.bin").unwrap().unwrap().0,
+        b"bytes"
+    );
+    assert_eq!(cached.cache_stats().objects, 1, "cached there");
+
+    let real = tmp.path().join("elsewhere");
+    fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let cached = CachedStore::new(inner, link, 1 << 20, immutable);
+    assert_eq!(
+        cached.get("r/containers/a.bin").unwrap().unwrap().0,
+        b"bytes"
+    );
+    let stats = cached.cache_stats();
+    assert_eq!(stats.objects, 0, "nothing cached through a link");
+    assert_eq!(stats.read_through, 1);
+    assert_eq!(fs::read_dir(&real).unwrap().count(), 0);
 }

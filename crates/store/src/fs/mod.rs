@@ -189,8 +189,32 @@ impl FsStore {
     }
 
     /// Path of the file holding `key` (which must be valid).
-    fn object_path(&self, key: &str) -> PathBuf {
-        self.root.join(key)
+    ///
+    /// # Errors
+    /// A symbolic link on the way (`org/alias.git -> ../secret/x.git`):
+    /// links under the root are not followed, so that a key can only name
+    /// what lies under its own path (a grant on `org/*` never reaches
+    /// `secret/x`).
+    fn object_path(&self, key: &str) -> Result<PathBuf> {
+        let mut path = self.root.clone();
+        for part in key.split('/') {
+            path.push(part);
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(Error::io(
+                        key,
+                        io::Error::new(
+                            ErrorKind::PermissionDenied,
+                            "a symbolic link under the store's root is not followed",
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+                // What does not exist yet holds no link.
+                Err(_) => return Ok(self.root.join(key)),
+            }
+        }
+        Ok(path)
     }
 
     /// Whether the root is still the directory the store opened; else an
@@ -251,7 +275,7 @@ impl FsStore {
     }
 
     fn open_object(&self, key: &str) -> Result<Option<(File, Metadata)>> {
-        let file = match File::open(self.object_path(key)) {
+        let file = match File::open(self.object_path(key)?) {
             Ok(file) => file,
             Err(e) if is_absent(&e) => {
                 self.check_root("get", key)?;
@@ -347,7 +371,7 @@ impl FsStore {
     /// Rename `tmp` onto the object's path, creating parent directories, and
     /// make the rename durable.
     fn install(&self, key: &str, mut tmp: NamedTempFile) -> Result<()> {
-        let dest = self.object_path(key);
+        let dest = self.object_path(key)?;
         let parent = dest.parent().unwrap_or(&self.root).to_path_buf();
         let mut attempt = 1;
         loop {
@@ -461,7 +485,7 @@ impl ObjectStore for FsStore {
         let start = if dir_key.is_empty() {
             self.root.clone()
         } else {
-            self.object_path(dir_key)
+            self.object_path(dir_key)?
         };
         self.check_root("list", prefix)?;
         let mut keys = Vec::new();
@@ -511,7 +535,7 @@ impl ObjectStore for FsStore {
         self.forget_open(key);
         self.check_root("delete", key)?;
         let _lock = KeyLock::acquire(&self.root.join(LOCK_DIR), key)?;
-        let path = self.object_path(key);
+        let path = self.object_path(key)?;
         match fs::remove_file(&path) {
             Ok(()) => {
                 self.prune_empty_dirs(path.parent());
