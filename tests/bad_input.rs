@@ -480,3 +480,31 @@ fn atomic_push_with_a_blob_to_a_branch() {
     );
     s.assert_unchanged_and_serving();
 }
+
+/// Hardening, finding 8: a push holds about 250 bytes per object while it
+/// is resolved, so the object count of a pack is capped
+/// (`--max-push-objects`, 20M by default): beyond it the push is refused
+/// at the pack header, in git's unpack words, and nothing is stored.
+#[test]
+fn a_pack_over_the_object_limit_is_refused() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_with(&["--no-maintenance", "--max-push-objects", "2"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "one\n")], "one");
+    let said = git_fail(&work, &["push", &server.url("capped"), "main"]);
+    assert!(
+        said.contains(
+            "remote unpack failed: pack has 3 objects, more than this server's limit of 2"
+        ),
+        "{said}"
+    );
+    let out = git_cmd(&work)
+        .args(["ls-remote", &server.url("capped")])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("refs/heads/main"));
+}

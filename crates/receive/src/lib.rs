@@ -69,6 +69,8 @@ pub struct Options {
     pub threads: usize,
     /// Largest object accepted, in bytes.
     pub max_object_bytes: u64,
+    /// Most objects in one pack (see [`scan::ScanLimits::max_objects`]).
+    pub max_objects: u64,
     /// Container size at which a new one starts, in bytes.
     pub max_container_bytes: u64,
     /// Deepest delta chain stored (deeper objects are stored whole).
@@ -105,6 +107,7 @@ impl Default for Options {
         Options {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             max_object_bytes: 2 << 30,
+            max_objects: 20_000_000,
             max_container_bytes: 128 << 20,
             max_stored_depth: 50,
             max_chain_depth: 10_000,
@@ -400,6 +403,7 @@ fn unpack(
 ) -> Result<Unpacked, UnpackFailure> {
     let limits = scan::ScanLimits {
         max_object_bytes: opts.max_object_bytes,
+        max_objects: opts.max_objects,
     };
     let pack = scan::scan(request, pack_start, limits).map_err(|e| match e {
         scan::ScanError::Invalid(m) => UnpackFailure::Client(m),

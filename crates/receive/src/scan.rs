@@ -76,6 +76,9 @@ pub enum ScanError {
 pub struct ScanLimits {
     /// Largest inflated entry allowed, in bytes.
     pub max_object_bytes: u64,
+    /// Most objects a pack may hold (a push holds about 250 bytes of
+    /// memory per object while it is resolved).
+    pub max_objects: u64,
 }
 
 fn invalid(msg: impl Into<String>) -> ScanError {
@@ -130,6 +133,12 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
     if count > pack_bytes.saturating_sub(32) / 9 {
         return Err(invalid(format!(
             "pack claims {count} objects but has only {pack_bytes} bytes"
+        )));
+    }
+    if count > limits.max_objects {
+        return Err(invalid(format!(
+            "pack has {count} objects, more than this server's limit of {}",
+            limits.max_objects
         )));
     }
     let mut out = ScannedPack {

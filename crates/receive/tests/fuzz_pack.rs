@@ -180,6 +180,7 @@ fn scan_bytes(
         prefix.len() as u64,
         ScanLimits {
             max_object_bytes: limit,
+            max_objects: u64::MAX,
         },
     );
     if let Ok(scanned) = &res {
