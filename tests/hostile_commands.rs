@@ -641,3 +641,54 @@ fn long_and_deep_ref_names() {
     );
     assert_eq!(r.refs, [format!("ng {under} failed to update ref")]);
 }
+
+/// Hardening, finding 4: `--max-refs` bounds the refs of a repository.
+/// Creations that would pass it are refused per ref; updates and
+/// deletions never are, and a deletion makes room.
+#[test]
+fn the_ref_limit_refuses_creations_beyond_it() {
+    let s = setup_with("limited", &["--max-refs", "3"]);
+    if s.canonical() {
+        return;
+    }
+    let r = s.push(
+        "3 creates next to main",
+        &[
+            (ZERO_OID, &s.c2, "refs/heads/a"),
+            (ZERO_OID, &s.c2, "refs/heads/b"),
+            (ZERO_OID, &s.c2, "refs/heads/c"),
+        ],
+        CAPS,
+    );
+    assert_eq!(
+        r.refs,
+        [
+            "ng refs/heads/a too many refs: this repository may hold at most 3",
+            "ng refs/heads/b too many refs: this repository may hold at most 3",
+            "ng refs/heads/c too many refs: this repository may hold at most 3",
+        ]
+    );
+    s.assert_unchanged();
+    let r = s.push(
+        "2 creates",
+        &[
+            (ZERO_OID, &s.c2, "refs/heads/a"),
+            (ZERO_OID, &s.c2, "refs/heads/b"),
+        ],
+        CAPS,
+    );
+    assert_eq!(r.refs, ["ok refs/heads/a", "ok refs/heads/b"]);
+    let r = s.push(
+        "an update, and a create in place of a delete",
+        &[
+            (&s.c2, &s.c1, "refs/heads/main"),
+            (&s.c2, ZERO_OID, "refs/heads/a"),
+            (ZERO_OID, &s.c2, "refs/heads/c"),
+        ],
+        CAPS,
+    );
+    assert_eq!(
+        r.refs,
+        ["ok refs/heads/main", "ok refs/heads/a", "ok refs/heads/c"]
+    );
+}

@@ -315,8 +315,7 @@ impl Repository {
                 None => return Ok(None),
             },
         };
-        let state = Arc::new(RepoState::decode(&bytes)?);
-        cache.insert(&key, etag.clone(), state.clone());
+        let state = cache.decode_once(&key, &etag, || RepoState::decode(&bytes))?;
         Ok(Some(SharedState { state, etag }))
     }
 

@@ -24,6 +24,18 @@ pub const DEFAULT_STATE_CACHE_BYTES: usize = 64 << 20;
 pub struct StateCache {
     inner: Mutex<Inner>,
     max_bytes: usize,
+    /// Decodes under way, by state key: concurrent readers of one version
+    /// wait for the first one's result instead of decoding it again (a
+    /// flood of listings of a repository of a million refs would otherwise
+    /// hold one decoded copy per request).
+    flights: Mutex<HashMap<String, Arc<Flight>>>,
+}
+
+/// One decode of one version of a state, shared by whoever asks meanwhile.
+#[derive(Debug)]
+struct Flight {
+    etag: ETag,
+    result: Mutex<Option<Arc<RepoState>>>,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +65,7 @@ impl StateCache {
         Arc::new(StateCache {
             inner: Mutex::new(Inner::default()),
             max_bytes,
+            flights: Mutex::new(HashMap::new()),
         })
     }
 
@@ -75,6 +88,52 @@ impl StateCache {
     }
 
     /// Keeps `state`, decoded for `key` at `etag` (replacing an older version).
+    /// The state of `key` at `etag`, decoded by `decode` once however many
+    /// callers ask at the same time: the first decodes (and keeps the
+    /// result in the cache when it fits), the others wait and share it. A
+    /// failed decode is not shared: each waiter then tries itself.
+    ///
+    /// # Errors
+    /// What `decode` returned.
+    pub(crate) fn decode_once<E>(
+        &self,
+        key: &str,
+        etag: &ETag,
+        decode: impl FnOnce() -> Result<RepoState, E>,
+    ) -> Result<Arc<RepoState>, E> {
+        let flight = {
+            let mut flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+            match flights.get(key) {
+                Some(f) if &f.etag == etag => f.clone(),
+                _ => {
+                    let f = Arc::new(Flight {
+                        etag: etag.clone(),
+                        result: Mutex::new(None),
+                    });
+                    flights.insert(key.to_owned(), f.clone());
+                    f
+                }
+            }
+        };
+        let mut result = flight.result.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(state) = result.as_ref() {
+            return Ok(state.clone());
+        }
+        let decoded = decode().map(Arc::new);
+        if let Ok(state) = &decoded {
+            *result = Some(state.clone());
+            self.insert(key, etag.clone(), state.clone());
+        }
+        drop(result);
+        // Later readers find it in the cache (or decode anew, when it is
+        // over the budget): the flight only serves those already waiting.
+        let mut flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        if flights.get(key).is_some_and(|f| Arc::ptr_eq(f, &flight)) {
+            flights.remove(key);
+        }
+        decoded
+    }
+
     pub(crate) fn insert(&self, key: &str, etag: ETag, state: Arc<RepoState>) {
         let weight = state.approximate_bytes();
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -171,5 +230,32 @@ mod tests {
         none.insert("a", ETag("1".into()), state(1));
         assert!(none.get("a", &ETag("1".into())).is_none());
         assert_eq!(none.bytes(), 0);
+    }
+
+    /// Concurrent readers of one version decode it once.
+    #[test]
+    fn concurrent_readers_decode_once() {
+        let cache = StateCache::with_limit(0); // nothing kept: only the flight shares
+        let decodes = std::sync::atomic::AtomicUsize::new(0);
+        let etag = ETag("\"v1\"".into());
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    let got = cache
+                        .decode_once::<()>("r.git/state", &etag, || {
+                            decodes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(500));
+                            Ok((*state(3)).clone())
+                        })
+                        .unwrap();
+                    assert_eq!(got.refs.len(), 3);
+                });
+            }
+        });
+        // All eight start together and overlap the first decode (500 ms):
+        // they share it, though the cache keeps nothing here.
+        assert_eq!(decodes.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -83,6 +83,9 @@ pub struct Options {
     pub max_held_bytes: u64,
     /// Most commands in one push.
     pub max_commands: usize,
+    /// Most refs a repository may hold: a push's creations beyond are
+    /// refused (`ng <ref> too many refs: …`).
+    pub max_refs: usize,
     /// State compare-and-swap attempts.
     pub max_state_attempts: u32,
     /// Where staging files go (the system temp dir when `None`).
@@ -113,6 +116,7 @@ impl Default for Options {
             max_chain_depth: 10_000,
             max_held_bytes: 1 << 30,
             max_commands: 100_000,
+            max_refs: 10_000_000,
             max_state_attempts: 20,
             staging_dir: None,
             protect: None,
@@ -694,6 +698,7 @@ fn decide(
         tag_targets: &unpacked.tag_targets,
         db,
         atomic: push.capabilities.contains("atomic"),
+        max_refs: opts.max_refs,
         max_attempts: opts.max_state_attempts,
     };
     let result = tx.run(repo);

@@ -42,6 +42,8 @@ pub struct Transaction<'a> {
     pub db: &'a ObjectDb,
     /// All-or-nothing.
     pub atomic: bool,
+    /// Most refs the repository may hold: creations beyond are refused.
+    pub max_refs: usize,
     /// Compare-and-swap attempts before giving up.
     pub max_attempts: u32,
 }
@@ -324,6 +326,36 @@ impl Transaction<'_> {
                     "refusing to delete the current branch: {}",
                     cmd.name
                 ));
+            }
+        }
+        // The repository's ref limit: creations that would take it past
+        // `max_refs` are refused (updates and deletions never are).
+        let creates = self
+            .commands
+            .iter()
+            .zip(&reasons)
+            .filter(|(c, r)| r.is_none() && !c.new.is_null() && !state.refs.contains_key(&c.name))
+            .count();
+        let deletes = self
+            .commands
+            .iter()
+            .zip(&reasons)
+            .filter(|(c, r)| r.is_none() && c.new.is_null() && state.refs.contains_key(&c.name))
+            .count();
+        if creates > 0 && (state.refs.len() + creates).saturating_sub(deletes) > self.max_refs {
+            let why = format!(
+                "too many refs: this repository may hold at most {}",
+                self.max_refs
+            );
+            messages.push(format!(
+                "refusing to create refs: the repository holds {} refs, the limit is {}",
+                state.refs.len(),
+                self.max_refs
+            ));
+            for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
+                if reason.is_none() && !cmd.new.is_null() && !state.refs.contains_key(&cmd.name) {
+                    *reason = Some(why.clone());
+                }
             }
         }
         let prechecks_failed = reasons.iter().any(Option::is_some);

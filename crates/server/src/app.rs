@@ -346,6 +346,11 @@ pub(crate) fn not_found(name: &str) -> Response {
     )
 }
 
+/// Refs above which a listing (`info/refs`, v2 `ls-refs`) waits for a fetch
+/// slot: at ~100 bytes a ref, such a listing holds tens of MB while it is
+/// written (1.1M refs: ~270 MB), so a flood of them must not run at once.
+pub const LARGE_LISTING: usize = 100_000;
+
 async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap) -> Response {
     let requested = query.split('&').find_map(|kv| kv.strip_prefix("service="));
     let Some(service) = service_from_query(query) else {
@@ -366,9 +371,24 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
         (None, Service::ReceivePack) if app.config.auto_create => Arc::default(),
         (None, _) => return not_found(&name),
     };
+    let v2_capabilities = service == Service::UploadPack && wants_v2(headers);
+    // A listing of many refs holds them all while it is written: it waits
+    // for a fetch slot, so that concurrent listings stay within the fetch
+    // memory budget.
+    let _slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING {
+        match app.fetches.admit().await {
+            Ok(slot) => Some(slot),
+            Err(busy) => {
+                tracing::warn!(repo = %name, error = %busy, "ref listing refused: queue timeout");
+                return error(StatusCode::SERVICE_UNAVAILABLE, busy.to_string());
+            }
+        }
+    } else {
+        None
+    };
     let mut out = Vec::new();
     let result = match service {
-        Service::UploadPack if wants_v2(headers) => write_v2_capabilities(
+        Service::UploadPack if v2_capabilities => write_v2_capabilities(
             &mut out,
             service,
             &gitstow_upload::advertise::upload_pack_v2_capabilities(),
@@ -447,19 +467,27 @@ async fn upload_pack(
     };
     let (mut request, received) = request;
     let v2 = wants_v2(&headers);
-    // A v2 `ls-refs` only lists refs: it does not queue behind clones.
-    let slot = if v2 && is_ls_refs(&mut request) {
-        None
-    } else {
+    // A v2 `ls-refs` only lists refs: it does not queue behind clones,
+    // unless the repository has so many refs that the listing is not cheap.
+    let ls_refs = v2 && is_ls_refs(&mut request);
+    let admit = || async {
         match app.fetches.admit().await {
-            Ok(slot) => Some(slot),
+            Ok(slot) => Ok(slot),
             Err(busy) => {
                 tracing::warn!(repo = %name, error = %busy, "fetch refused: queue timeout");
-                return response::git_error(
+                Err(response::git_error(
                     "application/x-git-upload-pack-result",
                     &busy.to_string(),
-                );
+                ))
             }
+        }
+    };
+    let mut slot = if ls_refs {
+        None
+    } else {
+        match admit().await {
+            Ok(slot) => Some(slot),
+            Err(resp) => return resp,
         }
     };
     let state = match load_state(&app, &name).await {
@@ -467,6 +495,12 @@ async fn upload_pack(
         Ok(None) => return not_found(&name),
         Err(resp) => return resp,
     };
+    if ls_refs && state.refs.len() > LARGE_LISTING {
+        match admit().await {
+            Ok(s) => slot = Some(s),
+            Err(resp) => return resp,
+        }
+    }
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
     let repo = app.repo(&name);
     let opts = app.config.upload.clone();

@@ -73,6 +73,11 @@ pub struct ServeArgs {
     /// refused with `unpack pack has N objects, more than this server's limit`.
     #[arg(long, default_value_t = 20_000_000)]
     pub max_push_objects: u64,
+    /// Most refs a repository may hold (every ref is in its state, ~100
+    /// bytes of memory each while decoded); a push creating more is refused
+    /// per ref (`too many refs: this repository may hold at most N`).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub max_refs: usize,
     /// Resolver threads per push (default: the number of cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -334,6 +339,7 @@ pub fn main(args: ServeArgs) -> i32 {
     let mut receive = gitstow_receive::Options {
         max_object_bytes: args.max_object_size,
         max_objects: args.max_push_objects,
+        max_refs: args.max_refs,
         staging_dir: Some(scratch.path().to_owned()),
         ..Default::default()
     };
