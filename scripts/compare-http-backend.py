@@ -937,6 +937,72 @@ def normalise(text, ctx, tmp):
     return re.sub(r"\b[0-9a-f]{7,40}\b", name, text)
 
 
+# ---------------------------------------------------------------------------
+# hidden refs: git http-backend with transfer.hideRefs=refs/changes beside
+# gitstow --hide-refs refs/changes; repository `hidden` holds main (c5) and
+# refs/changes/01/1/1 (c4), pushed before the namespace was hidden
+
+HIDDEN_SCENARIOS = []
+
+
+def hidden_scenario(title):
+    def register(f):
+        HIDDEN_SCENARIOS.append((title, f))
+        return f
+    return register
+
+
+def refs_of(r):
+    return ",".join(line.split("\t")[1] for line in r.stdout.splitlines())
+
+
+@hidden_scenario("ls-remote, protocol v2 (ls-refs)")
+def hidden_ls_v2(ctx):
+    r = ctx.git("-c", "protocol.version=2", "ls-remote", f"{ctx.url}/hidden.git")
+    return f"exit={r.rc}; refs=[{refs_of(r)}]"
+
+
+@hidden_scenario("ls-remote, protocol v0 (info/refs)")
+def hidden_ls_v0(ctx):
+    r = ctx.git("-c", "protocol.version=0", "ls-remote", f"{ctx.url}/hidden.git")
+    return f"exit={r.rc}; refs=[{refs_of(r)}]"
+
+
+@hidden_scenario("ls-remote of the hidden namespace (v2 ref-prefix)")
+def hidden_ls_prefix(ctx):
+    r = ctx.git("ls-remote", f"{ctx.url}/hidden.git", "refs/changes/*")
+    return f"exit={r.rc}; refs=[{refs_of(r)}]"
+
+
+@hidden_scenario("push advertisement (info/refs?service=git-receive-pack)")
+def hidden_push_adv(ctx):
+    resp = raw(ctx.url, "GET", "/hidden.git/info/refs?service=git-receive-pack")
+    names = re.findall(rb"[0-9a-f]{40} (refs/[^\x00\n]+)", resp[2])
+    return f"HTTP {resp[0]}; refs=[{','.join(n.decode() for n in names)}]"
+
+
+@hidden_scenario("push to a hidden ref")
+def hidden_push(ctx):
+    return summary(ctx.git("push", f"{ctx.url}/hidden.git", "main:refs/changes/02/2/1", cwd=ctx.src))
+
+
+@hidden_scenario("delete a hidden ref")
+def hidden_delete(ctx):
+    return summary(ctx.git("push", f"{ctx.url}/hidden.git", ":refs/changes/01/1/1", cwd=ctx.src))
+
+
+@hidden_scenario("fetch a hidden tip by its id (v2, then v0)")
+def hidden_fetch(ctx):
+    tip = ctx.out("rev-parse", "main~1", cwd=ctx.src)
+    out = []
+    for version in ("2", "0"):
+        d = ctx.path(f"hidden-fetch-v{version}")
+        ctx.git("init", "-q", d)
+        r = ctx.git("-c", f"protocol.version={version}", "fetch", "-q", f"{ctx.url}/hidden.git", tip, cwd=d)
+        out.append(f"v{version} exit={r.rc} type={ctx.out('cat-file', '-t', tip, cwd=d)}")
+    return "; ".join(out)
+
+
 def run_all(ctx, tmp, scenarios=None):
     results = []
     for title, f in scenarios or SCENARIOS:
@@ -1042,10 +1108,40 @@ def main():
             ctx.src, ctx.main, ctx.secrets = src, main_oid, secrets
             auth_columns.append(run_all(ctx, tmp, AUTH_SCENARIOS))
 
+        # Hidden refs: the repository is filled before the namespace is hidden.
+        seed = ["main", "main~1:refs/changes/01/1/1"]
+        hidden_root = os.path.join(tmp, "hidden-backend-root")
+        os.makedirs(hidden_root)
+        subprocess.run(["git", "init", "-q", "--bare", os.path.join(hidden_root, "hidden.git")],
+                       env=git_env(home), check=True)
+        subprocess.run(["git", "push", "-q", os.path.join(hidden_root, "hidden.git"), *seed],
+                       cwd=src, env=git_env(home), check=True)
+        hidden_home = os.path.join(tmp, "hidden-server-home")
+        write_gitconfig(hidden_home,
+                        "[uploadpack]\n\tallowFilter = true\n\tallowAnySHA1InWant = true\n"
+                        "[transfer]\n\thideRefs = refs/changes\n")
+        hidden_store = os.path.join(tmp, "hidden-gitstow-store")
+        seeding = start_gitstow(args.gitstow, hidden_store)
+        subprocess.run(["git", "push", "-q", f"{seeding.url}/hidden.git", *seed],
+                       cwd=src, env=git_env(home), check=True)
+        seeding.stop()
+        hidden_backend = start_backend(hidden_root, hidden_home)
+        servers.append(hidden_backend)
+        hidden_gitstow = start_gitstow(args.gitstow, hidden_store, ["--hide-refs", "refs/changes"])
+        servers.append(hidden_gitstow)
+        hidden_columns = []
+        for srv in (hidden_backend, hidden_gitstow):
+            work = os.path.join(tmp, "hidden-work-" + ("backend" if srv is hidden_backend else "gitstow"))
+            os.makedirs(work)
+            ctx = Ctx(srv.label, srv.url, work, home, names)
+            ctx.src, ctx.main = src, main_oid
+            hidden_columns.append(run_all(ctx, tmp, HIDDEN_SCENARIOS))
+
         git_version = subprocess.run(["git", "--version"], capture_output=True,
                                      text=True).stdout.strip()
         rows, same_count = table(SCENARIOS, columns)
         auth_rows, auth_same = table(AUTH_SCENARIOS, auth_columns)
+        hidden_rows, hidden_same = table(HIDDEN_SCENARIOS, hidden_columns)
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                               capture_output=True, text=True).stdout.strip() or "?"
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -1095,6 +1191,18 @@ def main():
             "`Unauthorized` or `Forbidden`; and gitstow protects tags (as the hosting",
             "services' protected tags do), where git's `receive.denyDeletes` and",
             "`receive.denyNonFastForwards` cover only `refs/heads/*`.",
+            "",
+            "## Hidden refs",
+            "",
+            "A repository holding `main` (c5) and `refs/changes/01/1/1` (c4), pushed before the",
+            "namespace was hidden: `git http-backend` with `transfer.hideRefs = refs/changes`",
+            "beside `gitstow serve --hide-refs refs/changes`.",
+            "",
+            "| scenario | git http-backend, transfer.hideRefs | gitstow --hide-refs | same? |",
+            "|---|---|---|---|",
+            *hidden_rows,
+            "",
+            f"{hidden_same} of {len(hidden_rows)} scenarios behave the same.",
             "",
         ])
         if args.out:
