@@ -581,6 +581,25 @@ fn without_tokens_only_loopback_names_are_served() {
         );
         assert!(said.starts_with("HTTP/1.1 421"), "{host}: {said}");
     }
+    // An absolute-form target names the host (it wins over Host), and two
+    // Host headers are refused.
+    for (path, host) in [
+        (
+            "http://evil.example/app.git/info/refs?service=git-upload-pack",
+            "localhost".to_owned(),
+        ),
+        (
+            "http://localhost@evil.example/app.git/info/refs?service=git-upload-pack",
+            "localhost".to_owned(),
+        ),
+        (
+            "/app.git/info/refs?service=git-upload-pack",
+            "localhost\r\nHost: evil.example".to_owned(),
+        ),
+    ] {
+        let said = request_with_host(port, "GET", path, &host, b"");
+        assert!(said.starts_with("HTTP/1.1 421"), "{path} {host:?}: {said}");
+    }
     assert!(ls_remote(&server.url("app")).contains("refs/heads/keep"));
     for host in [
         format!("localhost:{port}"),

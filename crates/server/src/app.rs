@@ -207,7 +207,17 @@ async fn route(
         return resp;
     }
     if crate::operator::is_operator_endpoint(uri.path()) {
-        if let Err(resp) = app.auth.check(&headers, peer, None, Level::Admin).await {
+        if let Err(resp) = app
+            .auth
+            .check(
+                &headers,
+                uri.authority().map(|a| a.as_str()),
+                peer,
+                None,
+                Level::Admin,
+            )
+            .await
+        {
             return resp;
         }
     }
@@ -238,7 +248,17 @@ async fn route(
         Route::InfoRefs(_) if service == Some(Service::ReceivePack) => Level::Write,
         _ => Level::Read,
     };
-    let principal = match app.auth.check(&headers, peer, Some(&name), needed).await {
+    let principal = match app
+        .auth
+        .check(
+            &headers,
+            uri.authority().map(|a| a.as_str()),
+            peer,
+            Some(&name),
+            needed,
+        )
+        .await
+    {
         Ok(p) => p,
         Err(resp) => return resp,
     };

@@ -289,10 +289,13 @@ impl Auth {
 
     /// Whether the request may do what `needed` allows on `repo` (`None`:
     /// a server endpoint, which needs `admin` on every repository, `*`).
-    /// `Err` is the response to send.
+    /// `target_authority` is the request target's authority when it came in
+    /// absolute form (`GET http://host/… HTTP/1.1`). `Err` is the response
+    /// to send.
     pub async fn check(
         &self,
         headers: &HeaderMap,
+        target_authority: Option<&str>,
         peer: Option<IpAddr>,
         repo: Option<&str>,
         needed: Level,
@@ -319,8 +322,19 @@ impl Auth {
         if doc.enforced() {
             self.enforcing.store(true, Ordering::Relaxed);
         } else if !self.enforcing.load(Ordering::Relaxed) {
-            let host = headers.get(header::HOST).map(|h| h.to_str().unwrap_or("?"));
-            if self.config.loopback_hosts_only && !is_loopback_host(host) {
+            // The name asked for: an absolute-form target's authority when
+            // there is one (RFC 9112 §3.2.2: it wins over `Host`), else
+            // `Host`; two `Host` headers are refused.
+            let hosts: Vec<&str> = headers
+                .get_all(header::HOST)
+                .iter()
+                .map(|h| h.to_str().unwrap_or("?"))
+                .collect();
+            let host = match target_authority {
+                Some(a) => Some(a.rsplit('@').next().unwrap_or(a)),
+                None => hosts.first().copied(),
+            };
+            if self.config.loopback_hosts_only && (hosts.len() > 1 || !is_loopback_host(host)) {
                 tracing::info!(peer = ?peer, host, "refused: a name other than loopback while access control is off");
                 return Err(error(
                     StatusCode::MISDIRECTED_REQUEST,

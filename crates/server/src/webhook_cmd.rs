@@ -125,8 +125,13 @@ pub fn check_target(url: &str, allow_internal: bool) -> Result<Option<String>, S
             return invalid(&format!("port {port:?} is not within 1-65535"));
         }
     }
-    let name = host.trim_end_matches('.').to_ascii_lowercase();
-    let ip: Option<std::net::IpAddr> = name.parse().ok();
+    // An IPv6 literal's zone (`fe80::1%25eth0`) does not change the address.
+    let name = host.split("%25").next().unwrap_or(host);
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    let ip: Option<std::net::IpAddr> = name
+        .parse()
+        .ok()
+        .or_else(|| inet_aton(&name).map(std::net::IpAddr::V4));
     let internal = name == "localhost"
         || name.ends_with(".localhost")
         || ip.is_some_and(|ip| match ip {
@@ -160,6 +165,39 @@ pub fn check_target(url: &str, allow_internal: bool) -> Result<Option<String>, S
             redact_url(url)
         )
     }))
+}
+
+/// An IPv4 address in any form the resolver takes (inet_aton(3): one to
+/// four parts, each decimal, octal with a leading `0` or hex with `0x`,
+/// the last filling the remaining bytes: `2130706433`, `0x7f.1`,
+/// `127.1`, `0177.0.0.1`); `None` for anything else.
+fn inet_aton(name: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let mut values = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let v = if let Some(hex) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            u32::from_str_radix(hex, 16).ok()?
+        } else if p.len() > 1 && p.starts_with('0') {
+            u32::from_str_radix(&p[1..], 8).ok()?
+        } else if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) {
+            p.parse().ok()?
+        } else {
+            return None;
+        };
+        values.push(v);
+    }
+    let (last, leading) = values.split_last()?;
+    if leading.iter().any(|&v| v > 255) || u64::from(*last) >= 1u64 << (8 * (4 - leading.len())) {
+        return None;
+    }
+    let mut addr = *last;
+    for (i, &v) in leading.iter().enumerate() {
+        addr |= v << (24 - 8 * i);
+    }
+    Some(std::net::Ipv4Addr::from(addr))
 }
 
 /// Runs a webhook command; returns the exit code.
@@ -258,6 +296,13 @@ mod tests {
             "http://[::ffff:127.0.0.1]/",
             "http://0.0.0.0/",
             "http://[fe80::1]/",
+            "http://[fe80::1%25eth0]/",
+            "http://2130706433:47123/",
+            "http://0x7f.1/",
+            "http://127.1/",
+            "http://0177.0.0.1/",
+            "http://0/",
+            "http://2852039166/",
         ] {
             let err = check_target(bad, false).unwrap_err();
             assert!(err.contains("--allow-internal"), "{bad}: {err}");
