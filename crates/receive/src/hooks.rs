@@ -16,7 +16,11 @@
 //! 3. after the transaction: [`Pending::finish`] with the updates that
 //!    landed (none: the notice is withdrawn).
 
+use gitstow_odb::Repository;
+use gitstow_protocol::push::PushRequest;
 use gix_hash::ObjectId;
+
+use crate::{Options, Outcome};
 
 /// One ref update of a push, as git's hooks receive it (`<old> <new> <ref>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,4 +76,61 @@ pub trait Pending: Send {
     /// The transaction ended: `landed` are the updates now in the state
     /// (empty: nothing to announce, the record is withdrawn).
     fn finish(self: Box<Self>, landed: &[RefUpdate]);
+}
+
+pub(crate) fn update_of(cmd: &gitstow_protocol::push::RefCommand) -> RefUpdate {
+    RefUpdate {
+        name: cmd.name.clone(),
+        old: cmd.old,
+        new: cmd.new,
+    }
+}
+
+/// The updates of the commands not refused yet.
+pub(crate) fn updates_of(push: &PushRequest, rejected: &[Option<String>]) -> Vec<RefUpdate> {
+    push.commands
+        .iter()
+        .zip(rejected)
+        .filter(|(_, r)| r.is_none())
+        .map(|(c, _)| update_of(c))
+        .collect()
+}
+
+pub(crate) fn push_info<'a>(
+    repo: &'a Repository,
+    push: &'a PushRequest,
+    updates: &'a [RefUpdate],
+    opts: &'a Options,
+) -> PushInfo<'a> {
+    PushInfo {
+        repository: repo.name(),
+        pusher: opts.pusher.as_deref(),
+        updates,
+        push_options: &push.push_options,
+    }
+}
+
+/// Runs the pre-receive check on the commands not refused yet; a refusal
+/// refuses each of them with git's `pre-receive hook declined`.
+pub(crate) fn pre_receive(
+    repo: &Repository,
+    push: &PushRequest,
+    rejected: &mut [Option<String>],
+    hook: &dyn PreReceive,
+    opts: &Options,
+    outcome: &mut Outcome,
+) {
+    let updates = updates_of(push, rejected);
+    if updates.is_empty() {
+        return;
+    }
+    let verdict = hook.check(&push_info(repo, push, &updates, opts));
+    outcome.hook_output = verdict.output;
+    if !verdict.accepted {
+        tracing::info!(repo = repo.name(), "push refused by the pre-receive check");
+        outcome.hook_declined = true;
+        for r in rejected.iter_mut().filter(|r| r.is_none()) {
+            *r = Some("pre-receive hook declined".into());
+        }
+    }
 }

@@ -22,6 +22,7 @@ pub mod check;
 pub mod hooks;
 pub mod progress;
 pub mod protect;
+mod report;
 pub mod resolve;
 pub mod scan;
 pub mod transaction;
@@ -35,17 +36,16 @@ use std::sync::Arc;
 
 use gitstow_odb::staging::ContainerStaging;
 use gitstow_odb::{ObjectDb, Repository};
-use gitstow_protocol::pktline::{write_flush, PktReader};
-use gitstow_protocol::push::{
-    read_commands, read_push_options, write_report_status, PushRequest, RefStatus,
-};
-use gitstow_protocol::sideband::{Band, SideBandWriter};
+use gitstow_protocol::pktline::PktReader;
+use gitstow_protocol::push::{read_commands, read_push_options, PushRequest, RefStatus};
+use gitstow_protocol::sideband::Band;
 use gitstow_protocol::{
-    check_ref_format, check_ref_format_for_delete, ref_name_fits, Capabilities,
-    MAX_REF_COMPONENT_BYTES, MAX_REF_NAME_BYTES,
+    check_ref_format, check_ref_format_for_delete, ref_name_fits, MAX_REF_COMPONENT_BYTES,
+    MAX_REF_NAME_BYTES,
 };
 
 use crate::progress::Progress;
+pub use crate::report::refuse_pack;
 use crate::resolve::{Counters, ResolveError, ResolveOptions};
 use crate::transaction::Transaction;
 
@@ -233,7 +233,7 @@ pub fn receive_pack(
         }
         // Over a limit: refused in the protocol, as a pack over the size limit.
         tracing::info!(repo = repo.name(), reason = %e, "push refused");
-        return refuse(response, push, &e.to_string());
+        return report::refuse(response, push, &e.to_string());
     }
     let mut file = reader.into_inner();
     let pack_start = file.stream_position()?;
@@ -316,75 +316,13 @@ pub fn receive_pack(
         .map(|c| c.name.clone())
         .zip(statuses)
         .collect();
-    write_report(
+    report::write_report(
         response,
         caps,
         unpack_line.as_ref().map(|_| ()).map_err(|e| e.as_str()),
         &named,
     )?;
     Ok(outcome)
-}
-
-/// Answers a push whose pack is refused before it is read (e.g. larger than
-/// the server's limit): every command gets `ng <ref> unpacker error` after
-/// `unpack <reason>`, as git's receive-pack reports an index-pack failure.
-/// Only the command list at the start of `request` is read.
-pub fn refuse_pack(
-    request: impl std::io::Read,
-    response: &mut dyn Write,
-    reason: &str,
-    opts: &Options,
-) -> Result<Outcome, Error> {
-    let mut reader = PktReader::new(request);
-    let push = read_commands(&mut reader, opts.max_commands)
-        .map_err(|e| Error::Protocol(e.to_string()))?;
-    refuse(response, push, reason)
-}
-
-/// Refuses every command of `push` with `unpack <reason>` (and `fatal:
-/// <reason>` on side-band 2), as [`refuse_pack`].
-fn refuse(response: &mut dyn Write, push: PushRequest, reason: &str) -> Result<Outcome, Error> {
-    let caps = &push.capabilities;
-    if caps.contains("side-band-64k") {
-        let _ = gitstow_protocol::sideband::write_band(
-            &mut &mut *response,
-            Band::Progress,
-            format!("fatal: {reason}\n").as_bytes(),
-        );
-    }
-    let named: Vec<(String, RefStatus)> = push
-        .commands
-        .iter()
-        .map(|c| (c.name.clone(), RefStatus::Rejected("unpacker error".into())))
-        .collect();
-    write_report(response, caps, Err(reason), &named)?;
-    Ok(Outcome {
-        commands: push.commands.len(),
-        unpack_error: Some(reason.to_owned()),
-        push_options: push.push_options,
-        ..Default::default()
-    })
-}
-
-fn write_report(
-    response: &mut dyn Write,
-    caps: &Capabilities,
-    unpack: Result<(), &str>,
-    statuses: &[(String, RefStatus)],
-) -> std::io::Result<()> {
-    if !caps.contains("report-status") && !caps.contains("report-status-v2") {
-        return response.flush();
-    }
-    if caps.contains("side-band-64k") {
-        let mut band = SideBandWriter::new(&mut *response, Band::Data);
-        write_report_status(&mut band, unpack, statuses)?;
-        band.flush()?;
-        drop(band);
-        write_flush(&mut &mut *response)?;
-    } else {
-        write_report_status(&mut &mut *response, unpack, statuses)?;
-    }
-    response.flush()
 }
 
 #[derive(Default)]
@@ -642,7 +580,7 @@ fn decide(
         })
         .collect();
     if let Some(hook) = &opts.pre_receive {
-        pre_receive(repo, push, &mut rejected, hook.as_ref(), opts, outcome);
+        hooks::pre_receive(repo, push, &mut rejected, hook.as_ref(), opts, outcome);
     }
     let mut containers = Vec::new();
     if rejected.iter().any(Option::is_none) {
@@ -670,8 +608,8 @@ fn decide(
     }
     let pending = match &opts.notify {
         Some(notify) if rejected.iter().any(Option::is_none) => {
-            let updates = updates_of(push, &rejected);
-            match notify.prepare(&push_info(repo, push, &updates, opts)) {
+            let updates = hooks::updates_of(push, &rejected);
+            match notify.prepare(&hooks::push_info(repo, push, &updates, opts)) {
                 Ok(pending) => Some(pending),
                 Err(e) => {
                     // Nothing committed: a notice that could be lost is not promised.
@@ -709,7 +647,7 @@ fn decide(
                 .iter()
                 .zip(&t.statuses)
                 .filter(|(_, s)| matches!(s, RefStatus::Ok))
-                .map(|(c, _)| update_of(c))
+                .map(|(c, _)| hooks::update_of(c))
                 .collect(),
             Err(_) => Vec::new(),
         };
@@ -745,61 +683,4 @@ fn shown_name(name: &str) -> String {
         cut -= 1;
     }
     format!("{}…", &name[..cut])
-}
-
-fn update_of(cmd: &gitstow_protocol::push::RefCommand) -> hooks::RefUpdate {
-    hooks::RefUpdate {
-        name: cmd.name.clone(),
-        old: cmd.old,
-        new: cmd.new,
-    }
-}
-
-/// The updates of the commands not refused yet.
-fn updates_of(push: &PushRequest, rejected: &[Option<String>]) -> Vec<hooks::RefUpdate> {
-    push.commands
-        .iter()
-        .zip(rejected)
-        .filter(|(_, r)| r.is_none())
-        .map(|(c, _)| update_of(c))
-        .collect()
-}
-
-fn push_info<'a>(
-    repo: &'a Repository,
-    push: &'a PushRequest,
-    updates: &'a [hooks::RefUpdate],
-    opts: &'a Options,
-) -> hooks::PushInfo<'a> {
-    hooks::PushInfo {
-        repository: repo.name(),
-        pusher: opts.pusher.as_deref(),
-        updates,
-        push_options: &push.push_options,
-    }
-}
-
-/// Runs the pre-receive check on the commands not refused yet; a refusal
-/// refuses each of them with git's `pre-receive hook declined`.
-fn pre_receive(
-    repo: &Repository,
-    push: &PushRequest,
-    rejected: &mut [Option<String>],
-    hook: &dyn hooks::PreReceive,
-    opts: &Options,
-    outcome: &mut Outcome,
-) {
-    let updates = updates_of(push, rejected);
-    if updates.is_empty() {
-        return;
-    }
-    let verdict = hook.check(&push_info(repo, push, &updates, opts));
-    outcome.hook_output = verdict.output;
-    if !verdict.accepted {
-        tracing::info!(repo = repo.name(), "push refused by the pre-receive check");
-        outcome.hook_declined = true;
-        for r in rejected.iter_mut().filter(|r| r.is_none()) {
-            *r = Some("pre-receive hook declined".into());
-        }
-    }
 }
