@@ -423,7 +423,7 @@ impl Repository {
     /// `docs/plans/0009-hardening.md`.
     ///
     /// # Errors
-    /// The store failed (a HEAD of a `.bin` or `.idx`).
+    /// The store failed (a HEAD of a `.bin`).
     pub fn uploads_intact(&self, state: &RepoState, since: u64, ids: &[String]) -> Result<bool> {
         if ids.iter().any(|id| state.deleting.contains(id)) {
             return Ok(false);
@@ -431,10 +431,11 @@ impl Repository {
         if state.deletions == since {
             return Ok(true);
         }
+        // One HEAD a container: a deletion under way lists its id in
+        // `deleting` (refused above), so a `.bin` still there means its
+        // files were never deleted.
         for id in ids {
-            if self.store.head_in_store(&self.bin_key(id))?.is_none()
-                || self.store.head_in_store(&self.idx_key(id))?.is_none()
-            {
+            if self.store.head_in_store(&self.bin_key(id))?.is_none() {
                 tracing::warn!(
                     repo = self.name,
                     container = id.as_str(),
