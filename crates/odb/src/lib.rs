@@ -24,6 +24,7 @@ mod error;
 pub mod graph;
 pub mod objects;
 pub mod record;
+pub mod reftable;
 pub mod repository;
 pub mod retired;
 pub mod staging;

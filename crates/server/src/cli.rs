@@ -276,4 +276,26 @@ mod tests {
         assert!(parse_bytes("lots").is_err());
         assert!(parse_bytes("-1").is_err());
     }
+
+    #[test]
+    fn every_size_flag_of_serve_takes_units() {
+        use clap::Parser;
+        let cli = super::Cli::try_parse_from([
+            "gitstow",
+            "serve",
+            "--state-cache-size",
+            "2GiB",
+            "--cache-size",
+            "500MB",
+            "--max-pack-size",
+            "1GiB",
+        ])
+        .unwrap();
+        let super::Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.state_cache_size, 2 << 30);
+        assert_eq!(s.cache_size, 500_000_000);
+        assert_eq!(s.max_pack_size, 1 << 30);
+    }
 }

@@ -52,9 +52,9 @@ pub struct ServeArgs {
     pub index_cache_size: usize,
     /// Bytes of decoded repository states kept in memory, over all
     /// repositories (a state is reused while its version is unchanged; about
-    /// 100 bytes a ref).
-    #[arg(long, default_value_t = gitstow_odb::state_cache::DEFAULT_STATE_CACHE_BYTES)]
-    pub state_cache_size: usize,
+    /// 100 bytes a ref): bytes, or with a unit (`64MiB`, `2GiB`).
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
+    pub state_cache_size: u64,
     /// Log format on stderr (what is logged: GITSTOW_LOG, default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -434,7 +434,7 @@ pub fn main(args: ServeArgs) -> i32 {
             ..Default::default()
         },
         index_cache_objects: args.index_cache_size,
-        state_cache_bytes: args.state_cache_size,
+        state_cache_bytes: usize::try_from(args.state_cache_size).unwrap_or(usize::MAX),
         auth: crate::auth::AuthConfig {
             refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
             enforce: false,
