@@ -42,7 +42,8 @@ fn main() {
     let t = Instant::now();
     let mut w = TableWriter::new(Vec::new()).unwrap();
     for (i, name) in names.iter().enumerate() {
-        w.add(name.as_bytes(), RefValue::Oid(oid(i as u64))).unwrap();
+        w.add(name.as_bytes(), RefValue::Oid(oid(i as u64)))
+            .unwrap();
     }
     let (bytes, summary) = w.finish().unwrap();
     let write = t.elapsed();
@@ -74,14 +75,20 @@ fn main() {
     );
 
     let probes = 10_000usize;
-    let (r0, b0) = (source.1.load(Ordering::Relaxed), source.2.load(Ordering::Relaxed));
+    let (r0, b0) = (
+        source.1.load(Ordering::Relaxed),
+        source.2.load(Ordering::Relaxed),
+    );
     let t = Instant::now();
     for i in 0..probes {
         let name = &names[(i * 7919) % names.len()];
         assert!(table.get(name.as_bytes()).unwrap().is_some());
     }
     let el = t.elapsed();
-    let (r1, b1) = (source.1.load(Ordering::Relaxed), source.2.load(Ordering::Relaxed));
+    let (r1, b1) = (
+        source.1.load(Ordering::Relaxed),
+        source.2.load(Ordering::Relaxed),
+    );
     println!(
         "lookup of one ref (uncached blocks): {:.1} µs, {:.1} reads, {:.0} bytes read",
         el.as_secs_f64() * 1e6 / probes as f64,
