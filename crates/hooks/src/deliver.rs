@@ -319,21 +319,19 @@ impl Worker {
             &entry.event.repository,
             self.indexes.clone(),
         );
-        let refs = repo.load_state()?.map(|v| v.state.refs).unwrap_or_default();
-        let landed: Vec<RefUpdateJson> = entry
-            .event
-            .ref_updates
-            .iter()
-            .filter(|u| {
-                let now = refs.get(&u.name).map(|o| o.to_string());
-                let is = |v: &str| match &now {
-                    Some(n) => n == v,
-                    None => v.bytes().all(|b| b == b'0'),
-                };
-                !is(&u.old) || is(&u.new)
-            })
-            .cloned()
-            .collect();
+        let state = repo.load_state()?.map(|v| v.state).unwrap_or_default();
+        let refs = repo.refs(&state)?;
+        let mut landed: Vec<RefUpdateJson> = Vec::new();
+        for u in &entry.event.ref_updates {
+            let now = refs.oid(&u.name)?.map(|o| o.to_string());
+            let is = |v: &str| match &now {
+                Some(n) => n == v,
+                None => v.bytes().all(|b| b == b'0'),
+            };
+            if !is(&u.old) || is(&u.new) {
+                landed.push(u.clone());
+            }
+        }
         tracing::info!(
             event = entry.event.id,
             repo = entry.event.repository,
@@ -405,9 +403,9 @@ mod tests {
             .unwrap();
         std::mem::forget(pending); // the pusher stops here
         let mut state = gitstow_odb::RepoState::default();
-        state.refs.insert("refs/heads/main".into(), oid(1));
-        state.refs.insert("refs/heads/topic".into(), oid(2));
-        state.refs.insert("refs/heads/moved".into(), oid(7));
+        state.refs.insert("refs/heads/main", oid(1));
+        state.refs.insert("refs/heads/topic", oid(2));
+        state.refs.insert("refs/heads/moved", oid(7));
         let repo = Repository::new(store.clone(), "org/app", IndexCache::with_limit(1));
         repo.commit_state(&state, None).unwrap();
 

@@ -58,7 +58,7 @@ pub fn summary(repo: &Repository) -> Result<Option<Summary>> {
         return Ok(None);
     }
     Ok(Some(Summary {
-        refs: s.refs.len(),
+        refs: usize::try_from(s.refs.len()).unwrap_or(usize::MAX),
         containers: s.containers.len() + s.garbage.len(),
         bytes: s.containers.iter().map(|c| c.bytes).sum::<u64>()
             + s.garbage.iter().map(|g| g.bytes).sum::<u64>(),
@@ -107,6 +107,7 @@ pub fn delete(repo: &Repository, opts: &Options) -> Result<usize, Refused> {
             .iter()
             .map(|c| c.id.clone())
             .chain(state.garbage.iter().map(|g| g.id.clone()))
+            .chain(state.refs.tables.iter().map(|t| t.id.clone()))
             .collect();
         let tombstone = RepoState {
             head: None,
@@ -131,9 +132,16 @@ pub fn set_head(repo: &Repository, branch: &str, opts: &Options) -> Result<(), R
     let target = format!("refs/heads/{branch}");
     let mut missing = false;
     let mut absent = true;
+    let mut lookup: Result<(), gitstow_odb::Error> = Ok(());
     update_state(repo, opts, "setting HEAD", |state| {
         absent = state.deleted;
-        missing = !state.refs.contains_key(&target);
+        missing = match repo.refs(state).and_then(|refs| refs.contains(&target)) {
+            Ok(found) => !found,
+            Err(e) => {
+                lookup = Err(e);
+                return Step::Done(());
+            }
+        };
         if absent || missing || state.head.as_deref() == Some(target.as_str()) {
             return Step::Done(());
         }
@@ -142,6 +150,7 @@ pub fn set_head(repo: &Repository, branch: &str, opts: &Options) -> Result<(), R
         Step::Write(next, ())
     })?
     .ok_or_else(|| Refused::NotFound(repo.name().to_owned()))?;
+    lookup?;
     if absent {
         return Err(Refused::NotFound(repo.name().to_owned()));
     }

@@ -124,8 +124,40 @@ pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
             check_object(&db, &entry.oid, &mut cache, &mut report.problems);
         }
     }
-    reach(&db, &state, &mut cache, &mut report);
+    let refs = ref_tips(repo, &state, &mut report);
+    reach(&db, &refs, &mut cache, &mut report);
     Ok(Some(report))
+}
+
+/// Every ref of `state` with its oid, read through its ref tables (each
+/// block's checksum checked); a table that cannot be read, or a ref count
+/// that disagrees with the refs found, is a problem.
+fn ref_tips(
+    repo: &Repository,
+    state: &RepoState,
+    report: &mut FsckReport,
+) -> Vec<(String, ObjectId)> {
+    let refs = repo.refs(state).and_then(|view| view.to_map());
+    match refs {
+        Ok(map) => {
+            if map.len() as u64 != state.refs.count {
+                report.problems.push(format!(
+                    "error: the state counts {} refs, its ref tables and inline refs hold {}",
+                    state.refs.count,
+                    map.len()
+                ));
+            }
+            map.into_iter()
+                .filter_map(|(name, value)| Some((name, value.oid()?)))
+                .collect()
+        }
+        Err(e) => {
+            report
+                .problems
+                .push(format!("error: the refs cannot be read: {e}"));
+            Vec::new()
+        }
+    }
 }
 
 /// Reads `oid` and checks its hash.
@@ -154,11 +186,16 @@ fn check_object(
 }
 
 /// Walks what the refs reach.
-fn reach(db: &ObjectDb, state: &RepoState, cache: &mut ObjectCache, report: &mut FsckReport) {
+fn reach(
+    db: &ObjectDb,
+    refs: &[(String, ObjectId)],
+    cache: &mut ObjectCache,
+    report: &mut FsckReport,
+) {
     use gix_object::Kind;
     let mut seen = std::collections::HashSet::new();
     let mut stack: Vec<(ObjectId, Option<Kind>)> = Vec::new();
-    for (name, oid) in &state.refs {
+    for (name, oid) in refs {
         if db.contains(oid) {
             stack.push((*oid, None));
         } else {

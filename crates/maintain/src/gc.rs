@@ -71,10 +71,11 @@ pub struct Reach {
     pub tips: Vec<ObjectId>,
 }
 
-/// Every object the refs of `state` reach among the objects of `db`.
-pub fn reachable(db: &ObjectDb, state: &RepoState) -> Result<Reach> {
+/// Every object the refs of `state` reach among the objects of `db`
+/// (the refs read through `repo`'s ref tables).
+pub fn reachable(repo: &Repository, db: &ObjectDb, state: &RepoState) -> Result<Reach> {
     let mut seen: HashSet = HashSet::default();
-    let tips: HashSet = state.refs.values().copied().collect();
+    let tips: HashSet = repo.refs(state)?.tips()?.into_iter().collect();
     let mut named_tips: HashSet = HashSet::default();
     let mut stack: Vec<ObjectId> = tips.iter().copied().collect();
     let mut cache = ObjectCache::new(16 << 20);
@@ -143,7 +144,7 @@ pub fn collect(
         objects: reach,
         missing,
         tips,
-    } = reachable(&db, state)?;
+    } = reachable(repo, &db, state)?;
     progress(&format!(
         "{}: {} objects reachable from {} refs",
         repo.name(),

@@ -33,13 +33,15 @@ pub struct Deleted {
     pub revived: usize,
 }
 
-/// Ids the state names as live or garbage (never to be deleted).
+/// Ids the state names as live or garbage containers, or as ref tables
+/// (never to be deleted).
 fn in_use(state: &gitstow_odb::RepoState) -> BTreeSet<&str> {
     state
         .containers
         .iter()
         .map(|c| c.id.as_str())
         .chain(state.garbage.iter().map(|g| g.id.as_str()))
+        .chain(state.refs.tables.iter().map(|t| t.id.as_str()))
         .collect()
 }
 
@@ -152,6 +154,9 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
         repo.store().delete(&repo.graph_key(id))?;
         repo.store().delete(&repo.idx_key(id))?;
         repo.store().delete(&repo.bin_key(id))?;
+        // A ref table's id names no container (and the reverse): one of
+        // the two deletions finds nothing.
+        repo.store().delete(&repo.ref_table_key(id))?;
     }
     update_state(repo, opts, "ending deletions", |state| {
         if !state.deleting.iter().any(|d| ids.contains(d)) {
@@ -164,12 +169,13 @@ pub fn delete_due(repo: &Repository, opts: &Options) -> Result<Deleted> {
     Ok(Deleted { ids, revived })
 }
 
-/// Lists the repository's containers and retires, as of now, every one that
-/// the state names neither as live nor as garbage and that is not retired
-/// already. Returns how many.
+/// Lists the repository's containers and ref tables and retires, as of
+/// now, every one that the state names neither as live nor as garbage nor
+/// as a ref table and that is not retired already (the uploads of pushes
+/// that never committed). Returns how many.
 pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
     let prefix = repo.containers_prefix();
-    let found: BTreeSet<String> = repo
+    let mut found: BTreeSet<String> = repo
         .store()
         .list(&prefix)?
         .iter()
@@ -183,6 +189,15 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
         .filter(|id| !id.is_empty() && !id.contains('/'))
         .map(str::to_owned)
         .collect();
+    let tables = repo.ref_tables_prefix();
+    found.extend(
+        repo.store()
+            .list(&tables)?
+            .iter()
+            .filter_map(|k| k.strip_prefix(&tables)?.strip_suffix(".ref"))
+            .filter(|id| !id.is_empty() && !id.contains('/'))
+            .map(str::to_owned),
+    );
     let Some(current) = repo.load_state()? else {
         return Ok(0);
     };

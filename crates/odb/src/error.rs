@@ -19,6 +19,18 @@ pub enum Error {
         #[source]
         source: crate::container::IndexError,
     },
+    /// A ref table is unreadable (or could not be written).
+    #[error("ref table {table}: {source}")]
+    Refs {
+        /// The table id.
+        table: String,
+        /// What is wrong.
+        #[source]
+        source: crate::reftable::ReftableError,
+    },
+    /// Reading the refs through their tables failed.
+    #[error(transparent)]
+    RefRead(#[from] crate::reftable::ReftableError),
     /// The state object is unreadable.
     #[error(transparent)]
     State(#[from] crate::state::StateError),

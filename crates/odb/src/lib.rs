@@ -24,6 +24,7 @@ mod error;
 pub mod graph;
 pub mod objects;
 pub mod record;
+pub mod refs;
 pub mod reftable;
 pub mod repository;
 pub mod retired;
@@ -34,8 +35,9 @@ pub mod zlib;
 
 pub use error::{Error, Result};
 pub use objects::{LookupStats, Object, ObjectCache, ObjectDb};
+pub use refs::Refs;
 pub use repository::{CommitOutcome, IndexCache, Repository, SharedState, VersionedState};
-pub use state::RepoState;
+pub use state::{RefSet, RepoState};
 pub use state_cache::StateCache;
 
 /// 32 bytes that no other call, in this process or another, returns: the

@@ -2,7 +2,8 @@
 //! compare-and-swap that commits a new state.
 //!
 //! Keys (per repository `<name>`): `<name>.git/state`,
-//! `<name>.git/containers/<id>.bin`, `<name>.git/containers/<id>.idx`.
+//! `<name>.git/containers/<id>.bin`, `<name>.git/containers/<id>.idx`,
+//! `<name>.git/refs/<id>.ref` (ref tables, [`crate::reftable`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,9 @@ use crate::bitmap::LoadedBitmaps;
 use crate::container::{ContainerIndex, SealedContainer};
 use crate::graph::CommitGraph;
 use crate::objects::ObjectDb;
-use crate::state::{ContainerRef, RepoState};
+use crate::refs::Refs;
+use crate::reftable::{Table, TableSource};
+use crate::state::{ContainerRef, RefSet, RefTableRef, RepoState, MAX_RECENT_BYTES};
 use crate::state_cache::StateCache;
 use crate::{Error, Result};
 
@@ -32,8 +35,21 @@ pub struct IndexCache {
     /// A bitmap file's key → the file bound to its containers, or `None`
     /// when missing or unusable.
     bitmaps: Lru<Option<Arc<LoadedBitmaps>>>,
+    /// A ref table's key → the table opened (its footer and root block).
+    tables: Lru<Arc<Table>>,
+    /// `<table key>#<start>-<end>` → bytes read from a ref table (reads of
+    /// up to [`MAX_CACHED_READ`] bytes: blocks, not scan windows).
+    blocks: Lru<Arc<Vec<u8>>>,
     max_objects: usize,
 }
+
+/// Largest read of a ref table kept in the cache: a seeking cursor's reads
+/// (one or two blocks), not a full walk's windows.
+const MAX_CACHED_READ: u64 = 16 << 10;
+
+/// What an opened ref table weighs in the cache, in objects of ~80 bytes
+/// (its root block, up to 8 KiB, and its key).
+const TABLE_WEIGHT: usize = 100;
 
 /// What a cached value costs beyond its objects, in objects of ~80 bytes:
 /// an index's 1 KiB fanout table, its key kept twice, the map slot (about
@@ -140,6 +156,8 @@ impl IndexCache {
             indexes: Lru::new(),
             graphs: Lru::new(),
             bitmaps: Lru::new(),
+            tables: Lru::new(),
+            blocks: Lru::new(),
             max_objects,
         })
     }
@@ -180,6 +198,39 @@ impl IndexCache {
         self.bitmaps
             .get_or_load(key, self.max_objects, weight, load)
             .flatten()
+    }
+}
+
+/// A ref table read by range from the store, small reads kept in the
+/// [`IndexCache`].
+struct StoreTableSource {
+    store: Arc<dyn ObjectStore>,
+    key: String,
+    cache: Arc<IndexCache>,
+}
+
+impl TableSource for StoreTableSource {
+    fn read(&self, range: std::ops::Range<u64>) -> crate::reftable::Result<Arc<Vec<u8>>> {
+        let len = range.end.saturating_sub(range.start);
+        let cached = len <= MAX_CACHED_READ;
+        let cache_key = format!("{}#{}-{}", self.key, range.start, range.end);
+        if cached {
+            if let Some(bytes) = self.cache.blocks.get(&cache_key) {
+                return Ok(bytes);
+            }
+        }
+        let bytes = Arc::new(
+            self.store
+                .get_range(&self.key, range)
+                .map_err(|e| crate::reftable::ReftableError::Source(Box::new(e)))?,
+        );
+        if cached {
+            let weight = bytes.len() / 80 + 1;
+            self.cache
+                .blocks
+                .insert(cache_key, bytes.clone(), weight, self.cache.max_objects);
+        }
+        Ok(bytes)
     }
 }
 
@@ -254,7 +305,117 @@ impl Repository {
             self.indexes.indexes.remove(&self.idx_key(id));
             self.indexes.graphs.remove(&self.graph_key(id));
             self.indexes.bitmaps.remove(&self.bitmap_key(id));
+            self.indexes.tables.remove(&self.ref_table_key(id));
         }
+    }
+
+    /// Key of a ref table (`<name>.git/refs/<id>.ref`).
+    pub fn ref_table_key(&self, id: &str) -> String {
+        format!("{}refs/{id}.ref", self.prefix)
+    }
+
+    /// The key prefix under which the ref tables live (`<name>.git/refs/`).
+    pub fn ref_tables_prefix(&self) -> String {
+        format!("{}refs/", self.prefix)
+    }
+
+    /// The refs of `state`, its ref tables opened (from the cache, or one
+    /// ranged read of each table's tail). No I/O for a state without tables.
+    ///
+    /// # Errors
+    /// A table could not be read or is corrupt ([`Error::Refs`]).
+    pub fn refs<'s>(&self, state: &'s RepoState) -> Result<Refs<'s>> {
+        let tables = state
+            .refs
+            .tables
+            .iter()
+            .rev()
+            .map(|t| self.ref_table(t))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Refs::new(&state.refs, tables))
+    }
+
+    fn ref_table(&self, t: &RefTableRef) -> Result<Arc<Table>> {
+        let key = self.ref_table_key(&t.id);
+        if let Some(table) = self.indexes.tables.get(&key) {
+            return Ok(table);
+        }
+        let source = Arc::new(StoreTableSource {
+            store: self.store.clone(),
+            key: key.clone(),
+            cache: self.indexes.clone(),
+        });
+        let table = Arc::new(Table::open(source, t.bytes).map_err(|source| Error::Refs {
+            table: t.id.clone(),
+            source,
+        })?);
+        self.indexes
+            .tables
+            .insert(key, table.clone(), TABLE_WEIGHT, self.indexes.max_objects);
+        Ok(table)
+    }
+
+    /// Writes `records` (sorted by name, each name once) as a new ref table
+    /// and returns its entry for the state; deletion records are kept only
+    /// with `keep_deletions` (a table with older tables below it). The id is
+    /// salted ([`crate::unique_token`]), so no other writer's table shares it.
+    ///
+    /// # Errors
+    /// The store failed, or a name is longer than a table holds.
+    pub fn write_ref_table<'a>(
+        &self,
+        records: impl IntoIterator<Item = (&'a str, crate::reftable::RefValue)>,
+        keep_deletions: bool,
+    ) -> Result<RefTableRef> {
+        use sha2::{Digest, Sha256};
+        let (bytes, records) =
+            crate::refs::encode_table(records, keep_deletions).map_err(|source| Error::Refs {
+                table: "(new)".into(),
+                source,
+            })?;
+        let mut h = Sha256::new();
+        h.update(crate::unique_token());
+        h.update(&bytes);
+        let id = hex::encode(h.finalize());
+        self.store
+            .put(&self.ref_table_key(&id), &bytes, PutCondition::None)?;
+        Ok(RefTableRef {
+            id,
+            records,
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    /// When the inline refs of `set` have outgrown [`MAX_RECENT_BYTES`],
+    /// writes them out as a new ref table on top of the stack and empties
+    /// the inline part (a state of format 1 becomes one table: its
+    /// conversion). Call it on a state about to be committed by
+    /// compare-and-swap against the version it was built from: a table
+    /// written after that version was read cannot be deleted by maintenance
+    /// before the commit, which lists every deletion in the state first
+    /// (plan 0009). Returns whether it wrote a table.
+    ///
+    /// # Errors
+    /// As [`Repository::write_ref_table`].
+    pub fn spill_refs(&self, set: &mut RefSet) -> Result<bool> {
+        if set.recent_bytes() <= MAX_RECENT_BYTES {
+            return Ok(false);
+        }
+        let keep_deletions = !set.tables.is_empty();
+        let table = self.write_ref_table(
+            set.recent.iter().map(|(n, v)| (n.as_str(), *v)),
+            keep_deletions,
+        )?;
+        tracing::debug!(
+            repo = self.name,
+            table = table.id.as_str(),
+            records = table.records,
+            bytes = table.bytes,
+            "inline refs written out as a ref table"
+        );
+        set.tables.push(table);
+        set.recent.clear();
+        Ok(true)
     }
 
     /// Key of a container's `.bin`.

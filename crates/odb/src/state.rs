@@ -1,14 +1,123 @@
-//! The repository state object: every ref, peeled tag targets, the symbolic
-//! HEAD and the list of live containers. Stored zstd-compressed JSON at
-//! `<repo>.git/state`; a conditional PUT of it is the commit point of a push.
+//! The repository state object: the refs (ref tables and an inline part,
+//! [`RefSet`]), the symbolic HEAD and the list of live containers. Stored
+//! zstd-compressed JSON at `<repo>.git/state`; a conditional PUT of it is the
+//! commit point of a push.
+//!
+//! Two formats: 1 holds every ref inline (`refs`, `peeled`); 2 adds the
+//! stack of ref tables (`ref_tables`), deletion records of the inline part
+//! (`deleted_refs`) and the live ref count (`ref_count`). A state without
+//! ref tables is written in format 1, so that builds that read only format
+//! 1 keep serving repositories whose refs all fit inline.
 
 use std::collections::BTreeMap;
 
 use gix_hash::ObjectId;
 use serde::{Deserialize, Serialize};
 
-/// Current format version written into every state.
-pub const FORMAT: u32 = 1;
+use crate::reftable::RefValue;
+
+/// Newest format version this build writes (only for states with ref
+/// tables; others are written as format 1).
+pub const FORMAT: u32 = 2;
+
+/// Bytes of inline refs (names and values, estimated as [`RefSet::recent_bytes`]
+/// counts them) past which a commit first writes them out as a ref table.
+pub const MAX_RECENT_BYTES: usize = 64 << 10;
+
+/// An immutable ref table as the state lists it (`<repo>.git/refs/<id>.ref`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefTableRef {
+    /// Hex SHA-256 naming the table (salted: no two writers share one).
+    pub id: String,
+    /// Records in it, deletions included.
+    pub records: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+/// The refs of a state: a stack of immutable ref tables in the store,
+/// oldest first, and the updates since the newest table, inline. A ref's
+/// value is the inline record for its name if there is one, else the
+/// newest table's that has one; a deletion record ends the search. Read it
+/// through [`crate::refs::Refs`] ([`crate::Repository::refs`]), which opens
+/// the tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefSet {
+    /// Ref tables, oldest first.
+    pub tables: Vec<RefTableRef>,
+    /// Inline records sorted by name, each name once. A
+    /// [`RefValue::Deleted`] record appears only above tables.
+    pub recent: Vec<(String, RefValue)>,
+    /// Live refs in all (tables and inline), kept by every writer.
+    pub count: u64,
+}
+
+impl RefSet {
+    /// The inline record of `name`, if any (a deletion record included).
+    pub fn recent_get(&self, name: &str) -> Option<RefValue> {
+        self.recent
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.recent[i].1)
+    }
+
+    /// Records `value` for `name` (a deletion for [`RefValue::Deleted`]);
+    /// `existed` says whether the ref exists before the update (the caller
+    /// looked it up), which keeps [`RefSet::count`]. Without tables a
+    /// deletion removes the inline record instead of adding one.
+    pub fn update(&mut self, name: &str, value: RefValue, existed: bool) {
+        let found = self.recent.binary_search_by(|(n, _)| n.as_str().cmp(name));
+        let tombstone_not_needed = value.is_deletion() && self.tables.is_empty();
+        match found {
+            Ok(i) if tombstone_not_needed => {
+                self.recent.remove(i);
+            }
+            Ok(i) => self.recent[i].1 = value,
+            Err(_) if tombstone_not_needed => {}
+            Err(i) => self.recent.insert(i, (name.to_owned(), value)),
+        }
+        match (existed, value.is_deletion()) {
+            (true, true) => self.count = self.count.saturating_sub(1),
+            (false, false) => self.count += 1,
+            _ => {}
+        }
+    }
+
+    /// Points `name` at `oid` in a set without tables (a test's or a new
+    /// repository's refs): whether it existed is read from the inline part.
+    pub fn insert(&mut self, name: impl AsRef<str>, oid: ObjectId) {
+        let name = name.as_ref();
+        let existed = self.recent_get(name).is_some_and(|v| !v.is_deletion());
+        self.update(name, RefValue::Oid(oid), existed);
+    }
+
+    /// Estimated encoded bytes of the inline part: each record's name, its
+    /// hex oids and the JSON around them.
+    pub fn recent_bytes(&self) -> usize {
+        self.recent
+            .iter()
+            .map(|(n, v)| {
+                n.len()
+                    + 8
+                    + match v {
+                        RefValue::Deleted => 0,
+                        RefValue::Oid(_) => 42,
+                        RefValue::Peeled { .. } => 96 + n.len(),
+                    }
+            })
+            .sum()
+    }
+
+    /// Live refs in all ([`RefSet::count`]).
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// True when the repository has no refs.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
 
 /// A live container as the state lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,10 +186,9 @@ struct ClosureFile {
 pub struct RepoState {
     /// The ref HEAD points at (e.g. `refs/heads/main`); it may not exist yet (unborn).
     pub head: Option<String>,
-    /// Every ref: full name → oid.
-    pub refs: BTreeMap<String, ObjectId>,
-    /// For refs pointing at annotated tags: the first non-tag object the tag chain reaches.
-    pub peeled: BTreeMap<String, ObjectId>,
+    /// The refs: ref tables and the inline part (annotated tags carry the
+    /// first non-tag object their chain reaches).
+    pub refs: RefSet,
     /// Live containers, oldest first. A delta's base is always in the same or an earlier container.
     pub containers: Vec<ContainerRef>,
     /// Every object of the live containers is reachable from the refs: true
@@ -119,6 +227,15 @@ struct StateFile {
     refs: BTreeMap<String, String>,
     #[serde(default)]
     peeled: BTreeMap<String, String>,
+    /// Format 2: names the inline part deletes from the tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    deleted_refs: Vec<String>,
+    /// Format 2: the ref tables, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ref_tables: Vec<RefTableRef>,
+    /// Format 2: live refs in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ref_count: Option<u64>,
     containers: Vec<ContainerRef>,
     /// Absent in states written before the flag existed: not closed.
     #[serde(default)]
@@ -151,7 +268,7 @@ pub enum StateError {
     #[error("repository state is unreadable: {0}")]
     Malformed(String),
     /// A format version this build does not know.
-    #[error("repository state has format {0}, this build reads format {FORMAT}")]
+    #[error("repository state has format {0}, this build reads formats 1 to {FORMAT}")]
     UnknownFormat(u32),
 }
 
@@ -175,19 +292,30 @@ fn parse_oid(hex: &str) -> Result<ObjectId, StateError> {
 impl RepoState {
     /// Serializes to zstd-compressed JSON.
     pub fn encode(&self) -> Vec<u8> {
+        let with_tables = !self.refs.tables.is_empty();
+        let mut refs = BTreeMap::new();
+        let mut peeled = BTreeMap::new();
+        let mut deleted_refs = Vec::new();
+        for (name, value) in &self.refs.recent {
+            match value {
+                RefValue::Deleted => deleted_refs.push(name.clone()),
+                RefValue::Oid(oid) => {
+                    refs.insert(name.clone(), oid.to_string());
+                }
+                RefValue::Peeled { oid, peeled: p } => {
+                    refs.insert(name.clone(), oid.to_string());
+                    peeled.insert(name.clone(), p.to_string());
+                }
+            }
+        }
         let file = StateFile {
-            format: FORMAT,
+            format: if with_tables { FORMAT } else { 1 },
             head: self.head.clone(),
-            refs: self
-                .refs
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
-                .collect(),
-            peeled: self
-                .peeled
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
-                .collect(),
+            refs,
+            peeled,
+            deleted_refs,
+            ref_tables: self.refs.tables.clone(),
+            ref_count: with_tables.then_some(self.refs.count),
             containers: self.containers.clone(),
             closed: self.closed,
             garbage: self.garbage.clone(),
@@ -205,34 +333,66 @@ impl RepoState {
     /// An estimate of the bytes the decoded state holds in memory (refs and
     /// peeled entries with their map nodes, containers), for cache budgets.
     pub fn approximate_bytes(&self) -> usize {
-        const PER_ENTRY: usize = 24 + 20 + 32; // String header, oid, map node share
-        let refs: usize = self.refs.keys().map(|k| k.len() + PER_ENTRY).sum();
-        let peeled: usize = self.peeled.keys().map(|k| k.len() + PER_ENTRY).sum();
+        const PER_ENTRY: usize = 24 + 44; // String header, value
+        let refs: usize = self
+            .refs
+            .recent
+            .iter()
+            .map(|(k, _)| k.len() + PER_ENTRY)
+            .sum();
+        let tables = self.refs.tables.len() * 128;
         let containers = (self.containers.len() + self.garbage.len()) * 128;
         let closure = self.closure.as_ref().map_or(0, |c| {
             c.tips.len() * 20 + c.containers.iter().map(|s| s.len() + 24).sum::<usize>()
         });
-        std::mem::size_of::<Self>() + refs + peeled + containers + closure
+        std::mem::size_of::<Self>() + refs + tables + containers + closure
     }
 
     /// Decodes what [`RepoState::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Self, StateError> {
         let file: StateFile = decode_json(bytes)?;
-        if file.format != FORMAT {
+        if !(1..=FORMAT).contains(&file.format) {
             return Err(StateError::UnknownFormat(file.format));
         }
+        let live = file.refs.len() as u64;
+        let mut recent: BTreeMap<String, RefValue> = BTreeMap::new();
+        for (name, hex) in file.refs {
+            let oid = parse_oid(&hex)?;
+            let value = match file.peeled.get(&name) {
+                Some(p) => RefValue::Peeled {
+                    oid,
+                    peeled: parse_oid(p)?,
+                },
+                None => RefValue::Oid(oid),
+            };
+            recent.insert(name, value);
+        }
+        if file.ref_tables.is_empty() && !file.deleted_refs.is_empty() {
+            return Err(StateError::Malformed(
+                "ref deletions without ref tables".into(),
+            ));
+        }
+        for name in file.deleted_refs {
+            if recent.insert(name, RefValue::Deleted).is_some() {
+                return Err(StateError::Malformed("a ref both deleted and set".into()));
+            }
+        }
+        let count = match (file.ref_tables.is_empty(), file.ref_count) {
+            (true, _) => live,
+            (false, Some(n)) => n,
+            (false, None) => {
+                return Err(StateError::Malformed(
+                    "ref tables without a ref count".into(),
+                ))
+            }
+        };
         Ok(RepoState {
             head: file.head,
-            refs: file
-                .refs
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), parse_oid(v)?)))
-                .collect::<Result<_, StateError>>()?,
-            peeled: file
-                .peeled
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), parse_oid(v)?)))
-                .collect::<Result<_, StateError>>()?,
+            refs: RefSet {
+                tables: file.ref_tables,
+                recent: recent.into_iter().collect(),
+                count,
+            },
             containers: file.containers,
             closed: file.closed,
             garbage: file.garbage,
@@ -266,11 +426,6 @@ impl RepoState {
             .collect::<Option<Vec<usize>>>()?;
         (!positions.is_empty() && !c.tips.is_empty()).then_some((c, positions))
     }
-
-    /// The oid HEAD resolves to, if its target exists.
-    pub fn head_oid(&self) -> Option<ObjectId> {
-        self.head.as_ref().and_then(|h| self.refs.get(h)).copied()
-    }
 }
 
 #[cfg(test)]
@@ -284,8 +439,9 @@ mod tests {
             ..Default::default()
         };
         let oid = ObjectId::from_bytes_or_panic(&[3; 20]);
-        s.refs.insert("refs/heads/main".into(), oid);
-        s.peeled.insert("refs/tags/v1".into(), oid);
+        s.refs.insert("refs/heads/main", oid);
+        s.refs
+            .update("refs/tags/v1", RefValue::Peeled { oid, peeled: oid }, false);
         s.containers.push(ContainerRef {
             id: "ab".into(),
             objects: 3,
@@ -317,7 +473,42 @@ mod tests {
         let old = br#"{"format":1,"head":null,"refs":{},"containers":[]}"#;
         let old = zstd::bulk::compress(old, 3).unwrap();
         assert!(!RepoState::decode(&old).unwrap().closed);
-        assert_eq!(s.head_oid(), Some(oid));
         assert!(RepoState::decode(b"junk").is_err());
+    }
+
+    #[test]
+    fn format_2_only_with_tables() {
+        let oid = ObjectId::from_bytes_or_panic(&[3; 20]);
+        let mut s = RepoState::default();
+        s.refs.insert("refs/heads/a", oid);
+        s.refs.insert("refs/heads/b", oid);
+        let file: StateFile = decode_json(&s.encode()).unwrap();
+        assert_eq!(file.format, 1);
+        s.refs.tables.push(RefTableRef {
+            id: "t1".into(),
+            records: 5,
+            bytes: 300,
+        });
+        s.refs.update("refs/heads/a", RefValue::Deleted, true);
+        s.refs.update("refs/heads/old", RefValue::Deleted, true);
+        assert_eq!(s.refs.count, 0);
+        let bytes = s.encode();
+        let file: StateFile = decode_json(&bytes).unwrap();
+        assert_eq!(file.format, 2);
+        assert_eq!(file.deleted_refs, ["refs/heads/a", "refs/heads/old"]);
+        assert_eq!(RepoState::decode(&bytes).unwrap(), s);
+        // Without tables a deletion leaves no record.
+        let mut inline = RepoState::default();
+        inline.refs.insert("refs/heads/a", oid);
+        inline.refs.update("refs/heads/a", RefValue::Deleted, true);
+        assert!(inline.refs.recent.is_empty());
+        assert_eq!(inline.refs.count, 0);
+        // A format this build does not know is refused by number.
+        let future = br#"{"format":3,"head":null,"refs":{},"containers":[]}"#;
+        let future = zstd::bulk::compress(future, 3).unwrap();
+        assert!(matches!(
+            RepoState::decode(&future),
+            Err(StateError::UnknownFormat(3))
+        ));
     }
 }

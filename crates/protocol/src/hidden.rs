@@ -10,9 +10,6 @@
 //! `refs/changes-x`), as git's `ref_is_hidden` matches; trailing slashes
 //! are dropped, as git drops them when it reads the setting.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
-
 /// The hidden prefixes of a server (and, later, of a repository).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HiddenRefs {
@@ -52,8 +49,9 @@ impl HiddenRefs {
         self.prefixes.is_empty()
     }
 
-    /// The prefix that hides `name`, if one does.
-    fn hiding(&self, name: &str) -> Option<&str> {
+    /// The prefix that hides `name`, if one does (a walk in name order
+    /// skips the namespace by seeking to `<prefix>0`: `'0'` follows `'/'`).
+    pub fn hiding(&self, name: &str) -> Option<&str> {
         self.prefixes.iter().map(String::as_str).find(|p| {
             name.strip_prefix(p)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
@@ -63,31 +61,6 @@ impl HiddenRefs {
     /// Whether `name` is hidden.
     pub fn hides(&self, name: &str) -> bool {
         self.hiding(name).is_some()
-    }
-
-    /// The entries of `refs` whose names start with `from` (all of them when
-    /// empty), in name order, hidden ones left out: a hidden namespace is
-    /// skipped with one seek past it, not visited ref by ref.
-    pub fn visible<'a, V>(
-        &'a self,
-        refs: &'a BTreeMap<String, V>,
-        from: &'a str,
-    ) -> impl Iterator<Item = (&'a String, &'a V)> + 'a {
-        let mut iter = refs.range::<str, _>((Bound::Included(from), Bound::Unbounded));
-        std::iter::from_fn(move || loop {
-            let (name, value) = iter.next()?;
-            if !name.starts_with(from) {
-                return None;
-            }
-            let Some(prefix) = self.hiding(name) else {
-                return Some((name, value));
-            };
-            if name.len() > prefix.len() {
-                // Below `prefix/`: every name up to `prefix0` ('0' follows '/').
-                let past = format!("{prefix}0");
-                iter = refs.range::<str, _>((Bound::Included(past.as_str()), Bound::Unbounded));
-            }
-        })
     }
 }
 
@@ -107,40 +80,5 @@ mod tests {
         assert!(HiddenRefs::new(&["refs/"]).is_err());
         assert!(HiddenRefs::new(&["heads/x"]).is_err());
         assert!(HiddenRefs::new::<&str>(&[]).unwrap().is_empty());
-    }
-
-    #[test]
-    fn visible_skips_hidden_namespaces() {
-        let names = [
-            "refs/changes",
-            "refs/changes-x",
-            "refs/changes.y",
-            "refs/changes/01/1/1",
-            "refs/changes/99/99/2",
-            "refs/changes0",
-            "refs/heads/main",
-            "refs/pull/1/head",
-            "refs/tags/v1",
-        ];
-        let refs: BTreeMap<String, u8> = names.iter().map(|n| (n.to_string(), 0)).collect();
-        let h = HiddenRefs::new(&["refs/changes", "refs/pull"]).unwrap();
-        let seen: Vec<&str> = h.visible(&refs, "").map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            seen,
-            [
-                "refs/changes-x",
-                "refs/changes.y",
-                "refs/changes0",
-                "refs/heads/main",
-                "refs/tags/v1"
-            ]
-        );
-        let seen: Vec<&str> = h
-            .visible(&refs, "refs/changes")
-            .map(|(n, _)| n.as_str())
-            .collect();
-        assert_eq!(seen, ["refs/changes-x", "refs/changes.y", "refs/changes0"]);
-        let none = HiddenRefs::default();
-        assert_eq!(none.visible(&refs, "").count(), names.len());
     }
 }

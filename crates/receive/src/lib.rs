@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod check;
+pub mod conflict;
 pub mod hooks;
 pub mod progress;
 pub mod protect;

@@ -3,8 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use gitstow_odb::reftable::RefValue;
 use gitstow_odb::state::ContainerRef;
-use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, RepoState, Repository};
+use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, Refs, RepoState, Repository};
+
+use crate::conflict::{ConflictCheck, Overlay};
 use gitstow_protocol::push::{RefCommand, RefStatus};
 use gix_hash::ObjectId;
 
@@ -18,6 +21,10 @@ pub const ATOMIC_TRANSACTION_FAILED: &str = "atomic transaction failed";
 pub const PRUNED: &str = "objects this push relies on were pruned by maintenance; push again";
 /// Reason git gives for deleting the branch HEAD points at.
 pub const DELETE_CURRENT: &str = "deletion of the current branch prohibited";
+
+/// What [`Transaction::plan`] decides: per command a status, the new state
+/// if anything changes, and git's messages for the refused commands.
+type Plan = (Vec<RefStatus>, Option<RepoState>, Vec<String>);
 
 /// Inputs of one transaction.
 pub struct Transaction<'a> {
@@ -70,113 +77,6 @@ pub enum TransactionError {
     /// Too many concurrent updates.
     #[error("the repository state changed {0} times during the update; giving up")]
     TooManyConflicts(u32),
-}
-
-/// Leading directories of a ref name looked up in the map one by one up to
-/// this many; a deeper name is checked through a [`PrefixIndex`].
-const DIRECT_LOOKUPS: usize = 16;
-
-/// The names of a ref map, hashed so that the leading directories of a
-/// name that are refs (`refs/heads/a` of `refs/heads/a/b`) are found in
-/// one pass over the name, whatever its depth: each leading part's hash
-/// extends the previous one (a polynomial hash modulo 2^61 − 1 with a
-/// random base, so inputs cannot be made to collide on purpose), and a
-/// hit is confirmed in the map. Built only for a name deeper than
-/// [`DIRECT_LOOKUPS`], at the cost of one pass over the refs' names.
-struct PrefixIndex {
-    base: u64,
-    hashes: HashSet<u64>,
-}
-
-const MERSENNE_61: u64 = (1 << 61) - 1;
-
-impl PrefixIndex {
-    fn new<'a>(names: impl Iterator<Item = &'a String>) -> Self {
-        use std::hash::BuildHasher;
-        let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
-        let mut index = PrefixIndex {
-            base: 256 + random % (MERSENNE_61 - 512),
-            hashes: HashSet::new(),
-        };
-        for name in names {
-            index.insert(name);
-        }
-        index
-    }
-
-    fn step(&self, h: u64, byte: u8) -> u64 {
-        ((u128::from(h) * u128::from(self.base) + u128::from(byte) + 1) % u128::from(MERSENNE_61))
-            as u64
-    }
-
-    fn insert(&mut self, name: &str) {
-        let h = name.bytes().fold(0, |h, b| self.step(h, b));
-        self.hashes.insert(h);
-    }
-
-    /// The leading directories of `name` whose hash is a ref's.
-    fn candidates<'n>(&self, name: &'n str) -> Vec<&'n str> {
-        let mut h = 0;
-        let mut out = Vec::new();
-        for (i, b) in name.bytes().enumerate() {
-            if b == b'/' && i > 0 && self.hashes.contains(&h) {
-                out.push(&name[..i]);
-            }
-            h = self.step(h, b);
-        }
-        out
-    }
-}
-
-/// A ref map with its [`PrefixIndex`], built the first time a deep name
-/// is checked and kept up to date as refs are added (a removed ref's hash
-/// stays: hits are confirmed in the map).
-struct ConflictCheck {
-    index: Option<PrefixIndex>,
-}
-
-impl ConflictCheck {
-    fn new() -> Self {
-        ConflictCheck { index: None }
-    }
-
-    /// Records that `name` was added to the map checked.
-    fn added(&mut self, name: &str) {
-        if let Some(index) = &mut self.index {
-            index.insert(name);
-        }
-    }
-
-    /// Whether `name` would conflict with a ref of `refs` that `deleted`
-    /// does not exclude: one that is a leading directory of `name`, or
-    /// lives below `name/`. Costs the length of `name` (plus the refs
-    /// below it), not its depth × the refs.
-    fn df_conflict(
-        &mut self,
-        refs: &BTreeMap<String, ObjectId>,
-        name: &str,
-        deleted: &dyn Fn(&str) -> bool,
-    ) -> bool {
-        let is_ref = |p: &str| refs.contains_key(p) && !deleted(p);
-        let depth = name.bytes().filter(|&b| b == b'/').count();
-        let leading = if depth <= DIRECT_LOOKUPS {
-            name.match_indices('/')
-                .filter(|(i, _)| *i > 0)
-                .any(|(i, _)| is_ref(&name[..i]))
-        } else {
-            let index = self
-                .index
-                .get_or_insert_with(|| PrefixIndex::new(refs.keys()));
-            index.candidates(name).into_iter().any(is_ref)
-        };
-        if leading {
-            return true;
-        }
-        let dir = format!("{name}/");
-        refs.range(dir.clone()..)
-            .take_while(|(k, _)| k.starts_with(&dir))
-            .any(|(k, _)| !deleted(k))
-    }
 }
 
 /// The command's old value is the ref's current value; deleting an absent
@@ -233,7 +133,15 @@ impl Transaction<'_> {
                     None,
                 ),
             };
-            let (mut statuses, mut new_state, mut messages) = self.plan(&state);
+            let refs = repo.refs(&state)?;
+            let (mut statuses, mut new_state, mut messages) = self.plan(&state, &refs)?;
+            drop(refs);
+            if let Some(next) = &mut new_state {
+                // Inline refs past their bound go to a ref table first (a
+                // table written after `state` was read cannot be deleted
+                // before a commit conditional on `state`: plan 0009).
+                repo.spill_refs(&mut next.refs)?;
+            }
             if new_state.is_some() && !self.containers.is_empty() {
                 let ids: Vec<String> = self.containers.iter().map(|c| c.id.clone()).collect();
                 if !repo.uploads_intact(&state, self.deletions_at_start, &ids)? {
@@ -302,17 +210,23 @@ impl Transaction<'_> {
         Ok(out)
     }
 
-    /// Decides each command against `state`; returns the statuses and, if anything
-    /// changes, the new state.
-    fn plan(&self, state: &RepoState) -> (Vec<RefStatus>, Option<RepoState>, Vec<String>) {
+    /// Decides each command against `state` (its refs read through
+    /// `refs`); returns the statuses and, if anything changes, the new state.
+    fn plan(&self, state: &RepoState, refs: &Refs<'_>) -> Result<Plan, TransactionError> {
         let Ok(brought_back) = self.bring_back(state) else {
             let statuses = self
                 .commands
                 .iter()
                 .map(|_| RefStatus::Rejected(PRUNED.to_owned()))
                 .collect();
-            return (statuses, None, vec![PRUNED.to_owned()]);
+            return Ok((statuses, None, vec![PRUNED.to_owned()]));
         };
+        // Whether each command's ref exists now (one lookup each).
+        let exists: Vec<bool> = self
+            .commands
+            .iter()
+            .map(|c| refs.contains(&c.name))
+            .collect::<Result<_, _>>()?;
         let mut reasons = self.rejected.clone();
         let mut messages = Vec::new();
         // Checks git's receive-pack makes before its ref transaction.
@@ -334,26 +248,28 @@ impl Transaction<'_> {
             .commands
             .iter()
             .zip(&reasons)
-            .filter(|(c, r)| r.is_none() && !c.new.is_null() && !state.refs.contains_key(&c.name))
+            .zip(&exists)
+            .filter(|((c, r), e)| r.is_none() && !c.new.is_null() && !**e)
             .count();
         let deletes = self
             .commands
             .iter()
             .zip(&reasons)
-            .filter(|(c, r)| r.is_none() && c.new.is_null() && state.refs.contains_key(&c.name))
+            .zip(&exists)
+            .filter(|((c, r), e)| r.is_none() && c.new.is_null() && **e)
             .count();
-        if creates > 0 && (state.refs.len() + creates).saturating_sub(deletes) > self.max_refs {
+        let held = usize::try_from(refs.len()).unwrap_or(usize::MAX);
+        if creates > 0 && held.saturating_add(creates).saturating_sub(deletes) > self.max_refs {
             let why = format!(
                 "too many refs: this repository may hold at most {}",
                 self.max_refs
             );
             messages.push(format!(
                 "refusing to create refs: the repository holds {} refs, the limit is {}",
-                state.refs.len(),
-                self.max_refs
+                held, self.max_refs
             ));
-            for (cmd, reason) in self.commands.iter().zip(reasons.iter_mut()) {
-                if reason.is_none() && !cmd.new.is_null() && !state.refs.contains_key(&cmd.name) {
+            for ((cmd, reason), e) in self.commands.iter().zip(reasons.iter_mut()).zip(&exists) {
+                if reason.is_none() && !cmd.new.is_null() && !*e {
                     *reason = Some(why.clone());
                 }
             }
@@ -371,14 +287,14 @@ impl Transaction<'_> {
         if self.atomic {
             // One transaction, as git's: every check against the refs as they
             // were; a name updated twice fails the whole transaction.
-            let deleted_names: HashSet<&str> = self
-                .commands
-                .iter()
-                .zip(&reasons)
-                .filter(|(c, r)| r.is_none() && c.new.is_null())
-                .map(|(c, _)| c.name.as_str())
-                .collect();
-            let is_deleted = |n: &str| deleted_names.contains(n);
+            let mut existing = Overlay::new(refs);
+            existing.changes.extend(
+                self.commands
+                    .iter()
+                    .zip(&reasons)
+                    .filter(|(c, r)| r.is_none() && c.new.is_null())
+                    .map(|(c, _)| (c.name.clone(), None)),
+            );
             let mut seen: HashSet<&str> = HashSet::new();
             let mut created: BTreeMap<String, ObjectId> = BTreeMap::new();
             let mut existing_check = ConflictCheck::new();
@@ -387,11 +303,12 @@ impl Transaction<'_> {
                 if reason.is_some() {
                     continue;
                 }
-                let current = state.refs.get(&cmd.name);
+                let current = refs.oid(&cmd.name)?;
+                let current = current.as_ref();
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
-                    && (existing_check.df_conflict(&state.refs, &cmd.name, &is_deleted)
-                        || created_check.df_conflict(&created, &cmd.name, &|_| false));
+                    && (existing_check.df_conflict(&existing, &cmd.name)?
+                        || created_check.df_conflict(&created, &cmd.name)?);
                 if !seen.insert(cmd.name.as_str())
                     || !old_matches(current, cmd)
                     || conflict
@@ -417,16 +334,17 @@ impl Transaction<'_> {
             // other, each in its own transaction: each sees what the earlier
             // ones did (a ref named twice, a delete that makes room for a
             // directory/file change).
-            let mut running = state.refs.clone();
+            let mut running = Overlay::new(refs);
             let mut running_check = ConflictCheck::new();
             for (i, (cmd, reason)) in self.commands.iter().zip(reasons.iter_mut()).enumerate() {
                 if reason.is_some() {
                     continue;
                 }
-                let current = running.get(&cmd.name);
+                let current = running.get(&cmd.name)?;
+                let current = current.as_ref();
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
-                    && running_check.df_conflict(&running, &cmd.name, &|_| false);
+                    && running_check.df_conflict(&running, &cmd.name)?;
                 if !old_matches(current, cmd) || conflict || self.non_commit_branch[i] {
                     messages.push(lock_error(
                         cmd,
@@ -438,9 +356,9 @@ impl Transaction<'_> {
                     continue;
                 }
                 if cmd.new.is_null() {
-                    running.remove(&cmd.name);
+                    running.changes.insert(cmd.name.clone(), None);
                 } else {
-                    running.insert(cmd.name.clone(), cmd.new);
+                    running.changes.insert(cmd.name.clone(), Some(cmd.new));
                     running_check.added(&cmd.name);
                 }
             }
@@ -460,35 +378,44 @@ impl Transaction<'_> {
             })
             .collect();
         if reasons.iter().all(Option::is_some) {
-            return (statuses, None, messages);
+            return Ok((statuses, None, messages));
         }
         let mut next = state.clone();
         // Still closed (every stored object reachable from the refs) only if
         // it was (or was empty) and every command created its ref: an update
         // or a deletion may leave objects unreachable, and a rejected
         // command leaves its objects in the pushed containers without a ref.
-        let was_closed = state.closed || (state.refs.is_empty() && state.containers.is_empty());
+        let was_closed = state.closed || (refs.is_empty() && state.containers.is_empty());
         next.closed = was_closed
             && self
                 .commands
                 .iter()
                 .zip(&reasons)
                 .all(|(c, r)| r.is_none() && c.old.is_null() && !c.new.is_null());
-        let had_branches = state.refs.keys().any(|k| k.starts_with("refs/heads/"));
+        let had_branches = refs
+            .walk("refs/heads/")
+            .and_then(|mut w| Ok(w.next()?.is_some()))?;
         let mut cache = ObjectCache::new(1 << 20);
-        for (cmd, r) in self.commands.iter().zip(&reasons) {
+        // Whether each name updated so far exists after its update.
+        let mut applied: HashMap<&str, bool> = HashMap::new();
+        for ((cmd, r), e) in self.commands.iter().zip(&reasons).zip(&exists) {
             if r.is_some() {
                 continue;
             }
-            next.peeled.remove(&cmd.name);
-            if cmd.new.is_null() {
-                next.refs.remove(&cmd.name);
-                continue;
-            }
-            next.refs.insert(cmd.name.clone(), cmd.new);
-            if let Some(peeled) = self.peel(cmd.new, &mut cache) {
-                next.peeled.insert(cmd.name.clone(), peeled);
-            }
+            let existed = applied.get(cmd.name.as_str()).copied().unwrap_or(*e);
+            applied.insert(cmd.name.as_str(), !cmd.new.is_null());
+            let value = if cmd.new.is_null() {
+                RefValue::Deleted
+            } else {
+                match self.peel(cmd.new, &mut cache) {
+                    Some(peeled) => RefValue::Peeled {
+                        oid: cmd.new,
+                        peeled,
+                    },
+                    None => RefValue::Oid(cmd.new),
+                }
+            };
+            next.refs.update(&cmd.name, value, existed);
         }
         if !had_branches {
             let pushed_branches: Vec<&String> = self
@@ -504,10 +431,13 @@ impl Transaction<'_> {
             // first branch pushed (a mirror push lists refs in name order).
             let main = "refs/heads/main".to_owned();
             let master = "refs/heads/master".to_owned();
-            let head_exists = next
-                .head
-                .as_ref()
-                .is_some_and(|h| next.refs.contains_key(h));
+            let head_exists = match next.head.as_deref() {
+                Some(h) => match applied.get(h) {
+                    Some(exists) => *exists,
+                    None => refs.contains(h)?,
+                },
+                None => false,
+            };
             if !head_exists {
                 if pushed_branches.contains(&&main) {
                     next.head = Some(main);
@@ -530,7 +460,7 @@ impl Transaction<'_> {
                 .retain(|g| !brought_back.iter().any(|b| b.id == g.id));
             next.containers.extend(brought_back);
         }
-        (statuses, Some(next), messages)
+        Ok((statuses, Some(next), messages))
     }
 
     /// Follows a chain of annotated tags to the first non-tag object.
@@ -552,79 +482,5 @@ impl Transaction<'_> {
             }
         }
         (cur != oid).then_some(cur)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn refs(names: &[&str]) -> BTreeMap<String, ObjectId> {
-        names
-            .iter()
-            .map(|n| (n.to_string(), ObjectId::null(gix_hash::Kind::Sha1)))
-            .collect()
-    }
-
-    /// Shallow and deep names find the same conflicts (the deep ones
-    /// through the hash index), leading directories and refs below alike.
-    #[test]
-    fn directory_file_conflicts_at_any_depth() {
-        let deep = format!("refs/heads/{}", "d/".repeat(40));
-        let deep_ref = format!("{deep}x");
-        let map = refs(&[
-            "refs/heads/a",
-            "refs/heads/b/c",
-            deep.trim_end_matches('/'),
-            &deep_ref,
-        ]);
-        let mut check = ConflictCheck::new();
-        let none = |_: &str| false;
-        assert!(check.df_conflict(&map, "refs/heads/a/x", &none));
-        assert!(check.df_conflict(&map, "refs/heads/b", &none));
-        assert!(!check.df_conflict(&map, "refs/heads/bc", &none));
-        assert!(!check.df_conflict(&map, "refs/heads/c/d", &none));
-        // Deeper than DIRECT_LOOKUPS: through the index.
-        assert!(check.df_conflict(&map, &format!("{deep}x/y"), &none));
-        assert!(
-            check.df_conflict(&map, &format!("{deep}z/y"), &none),
-            "the directory itself is a ref"
-        );
-        let other = format!("refs/heads/{}", "e/".repeat(40)) + "x";
-        assert!(!check.df_conflict(&map, &other, &none));
-        assert!(check.index.is_some());
-        // A ref excluded (deleted in the same transaction) does not conflict.
-        let is_deleted = |n: &str| n == deep.trim_end_matches('/');
-        assert!(!check.df_conflict(&map, &format!("{deep}z/y"), &is_deleted));
-        // A ref added after the index was built is found.
-        let mut map2 = map.clone();
-        let added = format!("refs/heads/{}", "f/".repeat(30)) + "g";
-        map2.insert(added.clone(), ObjectId::null(gix_hash::Kind::Sha1));
-        check.added(&added);
-        assert!(check.df_conflict(&map2, &format!("{added}/h/{}", "i/".repeat(20)), &none));
-    }
-
-    /// Names of 2,000 components against refs sharing their leading
-    /// directories: the check walks each name once and looks up in the map
-    /// only the leading directories that are refs (none here), where the
-    /// walk of every prefix looked up 2,000 per name.
-    #[test]
-    fn deep_names_cost_their_length() {
-        let stem = "a/".repeat(2_000);
-        let map: BTreeMap<String, ObjectId> = (0..200)
-            .map(|i| {
-                (
-                    format!("refs/{stem}r{i}"),
-                    ObjectId::null(gix_hash::Kind::Sha1),
-                )
-            })
-            .collect();
-        let mut check = ConflictCheck::new();
-        for i in 0..200 {
-            let name = format!("refs/{stem}n{i}/x");
-            assert!(!check.df_conflict(&map, &name, &|_| false));
-            let index = check.index.as_ref().expect("a deep name builds the index");
-            assert_eq!(index.candidates(&name), Vec::<&str>::new());
-        }
     }
 }

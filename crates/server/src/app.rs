@@ -395,7 +395,7 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     // A listing of many refs holds them all while it is written: it waits
     // for a fetch slot, so that concurrent listings stay within the fetch
     // memory budget.
-    let _slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING {
+    let _slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING as u64 {
         match app.fetches.admit().await {
             Ok(slot) => Some(slot),
             Err(busy) => {
@@ -406,32 +406,18 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     } else {
         None
     };
-    let mut out = Vec::new();
-    let result = match service {
-        Service::UploadPack if v2_capabilities => write_v2_capabilities(
-            &mut out,
-            service,
-            &gitstow_upload::advertise::upload_pack_v2_capabilities(),
-            false,
-        ),
-        Service::UploadPack => {
-            let refs = gitstow_upload::advertise::refs(&state, true, &app.config.upload.hidden);
-            let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(&state);
-            write_v0_advertisement(&mut out, service, &refs, &caps, true)
-        }
-        Service::ReceivePack => {
-            let refs = gitstow_upload::advertise::refs(&state, false, &app.config.receive.hidden);
-            let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            caps.push(format!("agent={}", gitstow_upload::advertise::AGENT));
-            write_v0_advertisement(&mut out, service, &refs, &caps, true)
-        }
+    let repo = app.repo(&name);
+    let config = app.clone();
+    // Ref tables are read from the store: off the async threads.
+    let written = tokio::task::spawn_blocking(move || {
+        advertisement(&config, &repo, &state, service, v2_capabilities)
+    })
+    .await;
+    let out = match written {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => return server_error("writing the advertisement", e.as_ref()),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     };
-    if let Err(e) = result {
-        return server_error("writing the advertisement", &e);
-    }
     let content_type = match service {
         Service::UploadPack => "application/x-git-upload-pack-advertisement",
         Service::ReceivePack => "application/x-git-receive-pack-advertisement",
@@ -443,6 +429,46 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
     );
     response::no_cache(&mut resp);
     resp
+}
+
+/// The body of an `info/refs` answer for `service` (the v2 capabilities,
+/// or the v0 advertisement of the refs of `state`).
+fn advertisement(
+    app: &App,
+    repo: &gitstow_odb::Repository,
+    state: &gitstow_odb::RepoState,
+    service: Service,
+    v2_capabilities: bool,
+) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
+    let mut out = Vec::new();
+    match service {
+        Service::UploadPack if v2_capabilities => write_v2_capabilities(
+            &mut out,
+            service,
+            &gitstow_upload::advertise::upload_pack_v2_capabilities(),
+            false,
+        )?,
+        Service::UploadPack => {
+            let view = repo.refs(state)?;
+            let refs =
+                gitstow_upload::advertise::refs(state, &view, true, &app.config.upload.hidden)?;
+            let head_resolves = refs.first().is_some_and(|r| r.name == "HEAD");
+            let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(state, head_resolves);
+            write_v0_advertisement(&mut out, service, &refs, &caps, true)?
+        }
+        Service::ReceivePack => {
+            let view = repo.refs(state)?;
+            let refs =
+                gitstow_upload::advertise::refs(state, &view, false, &app.config.receive.hidden)?;
+            let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            caps.push(format!("agent={}", gitstow_upload::advertise::AGENT));
+            write_v0_advertisement(&mut out, service, &refs, &caps, true)?
+        }
+    }
+    Ok(out)
 }
 
 /// Whether a v2 request is an `ls-refs` command (its first pkt-line is
@@ -515,7 +541,7 @@ async fn upload_pack(
         Ok(None) => return not_found(&name),
         Err(resp) => return resp,
     };
-    if ls_refs && state.refs.len() > LARGE_LISTING {
+    if ls_refs && state.refs.len() > LARGE_LISTING as u64 {
         match admit().await {
             Ok(s) => slot = Some(s),
             Err(resp) => return resp,

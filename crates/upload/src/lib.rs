@@ -118,6 +118,7 @@ pub fn serve_v0(
         Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
     };
     let db = repo.objects(state)?;
+    let refs = repo.refs(state)?;
     let mut outcome = Outcome {
         wants: req.wants.len(),
         haves: req.haves.len(),
@@ -137,7 +138,7 @@ pub fn serve_v0(
         deepen: req.deepen,
         deepen_relative: req.deepen_relative,
         deepen_since: req.deepen_since,
-        deepen_not: resolve_deepen_not(state, &req.deepen_not)?,
+        deepen_not: resolve_deepen_not(&refs, &req.deepen_not)?,
     };
     let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
     // v0 answers with a shallow update only to a deepen request (git's
@@ -194,7 +195,7 @@ pub fn serve_v0(
         sideband,
         progress,
     };
-    send_fetch(state, &db, &ask, out, opts, &mut outcome)?;
+    send_fetch(state, &refs, &db, &ask, out, opts, &mut outcome)?;
     Ok(outcome)
 }
 
@@ -218,13 +219,14 @@ struct PackAsk<'a> {
 /// `outcome`.
 fn send_fetch(
     state: &RepoState,
+    refs: &gitstow_odb::Refs<'_>,
     db: &gitstow_odb::ObjectDb,
     ask: &PackAsk<'_>,
     out: &mut dyn Write,
     opts: &Options,
     outcome: &mut Outcome,
 ) -> Result<(), Error> {
-    let shortcuts = Shortcuts::of(state, db);
+    let shortcuts = Shortcuts::of(state, refs, ask.wants, db)?;
     let have = shortcuts.have_side(
         db,
         ask.common,
@@ -240,7 +242,7 @@ fn send_fetch(
         outcome,
     )?;
     if ask.include_tag {
-        walk::include_tags(db, &mut walk, &peeled_tags(state))?;
+        walk::include_tags(db, &mut walk, &peeled_tags(refs)?)?;
     }
     outcome.commits_read = walk.commits_read;
     let popts = pack::PackOptions {
@@ -273,21 +275,32 @@ struct Shortcuts {
 }
 
 impl Shortcuts {
-    fn of(state: &RepoState, db: &gitstow_odb::ObjectDb) -> Self {
-        let closed_tips = state.closed.then(|| {
-            let mut tips: Vec<gix_hash::ObjectId> = state.refs.values().copied().collect();
+    fn of(
+        state: &RepoState,
+        refs: &gitstow_odb::Refs<'_>,
+        wants: &[gix_hash::ObjectId],
+        db: &gitstow_odb::ObjectDb,
+    ) -> Result<Self, Error> {
+        // Every tip wanted needs about as many wants as refs: a fetch of a
+        // few refs of a large repository does not read every ref to find
+        // out (the shortcut is only ever skipped, which is always safe).
+        let may_want_all = refs.len() <= (wants.len() as u64).saturating_mul(4) + 64;
+        let closed_tips = if state.closed && may_want_all {
+            let mut tips = refs.tips()?;
             tips.sort_unstable();
             tips.dedup();
-            tips
-        });
+            Some(tips)
+        } else {
+            None
+        };
         let closure = state.live_closure().map(|(c, positions)| {
             let in_db = positions.into_iter().map(|p| db.live_position(p));
             (c.tips.clone(), in_db.collect())
         });
-        Shortcuts {
+        Ok(Shortcuts {
             closed_tips,
             closure,
-        }
+        })
     }
 
     /// The have-side bitmap of a fetch that can use one: it has haves, no
@@ -400,10 +413,10 @@ fn refused_unknown_want(
 }
 
 fn resolve_deepen_not(
-    state: &RepoState,
+    refs: &gitstow_odb::Refs<'_>,
     names: &[String],
 ) -> Result<Vec<gix_hash::ObjectId>, Error> {
-    shallow::resolve_deepen_not(state, names).map_err(Error::Protocol)
+    shallow::resolve_deepen_not(refs, names)?.map_err(Error::Protocol)
 }
 
 /// The request's filter (`Some(None)` without one), or `None` once git's
@@ -423,13 +436,20 @@ fn filter_or_refusal(
     }
 }
 
-/// (tag oid, peeled oid) of every ref that points at an annotated tag.
-fn peeled_tags(state: &RepoState) -> Vec<(gix_hash::ObjectId, gix_hash::ObjectId)> {
-    state
-        .peeled
-        .iter()
-        .filter_map(|(name, peeled)| state.refs.get(name).map(|oid| (*oid, *peeled)))
-        .collect()
+/// (tag oid, peeled oid) of every ref under `refs/tags/` that points at an
+/// annotated tag: the tags git's pack-objects `--include-tag` considers
+/// (`refs_for_each_tag_ref`).
+fn peeled_tags(
+    refs: &gitstow_odb::Refs<'_>,
+) -> Result<Vec<(gix_hash::ObjectId, gix_hash::ObjectId)>, Error> {
+    let mut out = Vec::new();
+    refs.for_each("refs/tags/", |_, value| {
+        if let (Some(oid), Some(peeled)) = (value.oid(), value.peeled()) {
+            out.push((oid, peeled));
+        }
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Streams the pack, framed in side-band when `sideband` gives the payload size.
@@ -515,12 +535,15 @@ pub fn serve_v2(
         "ls-refs" => {
             let args =
                 LsRefsArgs::parse(cmd.args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
-            let refs = advertise::refs_with_prefixes(state, &args.ref_prefixes, &opts.hidden);
-            let unborn = match (&state.head, state.head_oid()) {
+            let view = repo.refs(state)?;
+            let head_oid = view.head_oid(state.head.as_deref())?;
+            let refs =
+                advertise::refs_with_prefixes(state, &view, &args.ref_prefixes, &opts.hidden)?;
+            let unborn = match (&state.head, head_oid) {
                 (Some(target), None) if args.unborn => Some(target.as_str()),
                 _ => None,
             };
-            let refs: Vec<_> = if state.head_oid().is_none() {
+            let refs: Vec<_> = if head_oid.is_none() {
                 refs.into_iter().filter(|r| r.name != "HEAD").collect()
             } else {
                 refs
@@ -543,6 +566,7 @@ fn fetch_v2(
 ) -> Result<Outcome, Error> {
     let args = FetchArgsV2::parse(args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
     let db = repo.objects(state)?;
+    let refs = repo.refs(state)?;
     let mut outcome = Outcome {
         wants: args.wants.len(),
         haves: args.haves.len(),
@@ -570,7 +594,7 @@ fn fetch_v2(
         deepen: args.deepen,
         deepen_relative: args.deepen_relative,
         deepen_since: args.deepen_since,
-        deepen_not: resolve_deepen_not(state, &args.deepen_not)?,
+        deepen_not: resolve_deepen_not(&refs, &args.deepen_not)?,
     };
     let shallow_plan = shallow::plan(&db, &args.wants, &shallow_req)?;
     if shallow_req.needs_shallow_section() {
@@ -593,6 +617,6 @@ fn fetch_v2(
         sideband: Some(65515),
         progress: !args.no_progress,
     };
-    send_fetch(state, &db, &ask, out, opts, &mut outcome)?;
+    send_fetch(state, &refs, &db, &ask, out, opts, &mut outcome)?;
     Ok(outcome)
 }

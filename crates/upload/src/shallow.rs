@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use gix_hashtable::{HashMap, HashSet};
 
-use gitstow_odb::{ObjectCache, ObjectDb, RepoState};
+use gitstow_odb::{ObjectCache, ObjectDb, Refs};
 use gix_hash::ObjectId;
 
 use crate::walk::WalkError;
@@ -59,22 +59,32 @@ pub struct ShallowPlan {
 
 /// Resolves `deepen-not` names as git's `dwim_ref` does for the common cases:
 /// a full ref name, or a short name under `refs/heads/` or `refs/tags/`.
-pub fn resolve_deepen_not(state: &RepoState, names: &[String]) -> Result<Vec<ObjectId>, String> {
-    names
-        .iter()
-        .map(|n| {
-            let peel = |full: &str| {
-                state
-                    .refs
-                    .get(full)
-                    .map(|oid| state.peeled.get(full).copied().unwrap_or(*oid))
-            };
-            peel(n)
-                .or_else(|| peel(&format!("refs/heads/{n}")))
-                .or_else(|| peel(&format!("refs/tags/{n}")))
-                .ok_or_else(|| format!("git upload-pack: ambiguous deepen-not: {n}"))
-        })
-        .collect()
+///
+/// # Errors
+/// The outer error when the refs could not be read; the inner one, git's
+/// message, when a name resolves to no ref.
+pub fn resolve_deepen_not(
+    refs: &Refs<'_>,
+    names: &[String],
+) -> gitstow_odb::Result<Result<Vec<ObjectId>, String>> {
+    let mut out = Vec::with_capacity(names.len());
+    for n in names {
+        let peel = |full: &str| -> gitstow_odb::Result<Option<ObjectId>> {
+            Ok(refs.get(full)?.and_then(|v| v.peeled().or(v.oid())))
+        };
+        let found = match peel(n)? {
+            Some(oid) => Some(oid),
+            None => match peel(&format!("refs/heads/{n}"))? {
+                Some(oid) => Some(oid),
+                None => peel(&format!("refs/tags/{n}"))?,
+            },
+        };
+        match found {
+            Some(oid) => out.push(oid),
+            None => return Ok(Err(format!("git upload-pack: ambiguous deepen-not: {n}"))),
+        }
+    }
+    Ok(Ok(out))
 }
 
 struct Commits<'a> {

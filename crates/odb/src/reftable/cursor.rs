@@ -29,6 +29,16 @@ pub struct Table {
     root: Option<(u64, Block)>,
 }
 
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("levels", &self.levels)
+            .field("records", &self.records)
+            .field("ref_end", &self.ref_end)
+            .finish()
+    }
+}
+
 fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
 }
@@ -40,11 +50,9 @@ fn le_u32(b: &[u8]) -> u32 {
 fn read_exact(source: &dyn TableSource, start: u64, end: u64) -> Result<Arc<Vec<u8>>> {
     let bytes = source.read(start..end)?;
     if bytes.len() as u64 != end - start {
-        return Err(ReftableError::Source(format!(
-            "asked for {} bytes, got {}",
-            end - start,
-            bytes.len()
-        )));
+        return Err(ReftableError::Source(
+            format!("asked for {} bytes, got {}", end - start, bytes.len()).into(),
+        ));
     }
     Ok(bytes)
 }

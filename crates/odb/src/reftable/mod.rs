@@ -150,7 +150,7 @@ pub enum ReftableError {
     Corrupt(&'static str),
     /// Reading from the table's source failed.
     #[error("ref table could not be read: {0}")]
-    Source(String),
+    Source(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The writer was given names out of order, or a duplicate.
     #[error("ref table names must strictly increase")]
     Unsorted,

@@ -1,0 +1,257 @@
+//! Ref tables (plan 0010 step 3) with the real git: a repository whose
+//! inline refs outgrow their bound moves them to a ref table on the push
+//! that passes it (its conversion from state format 1), and from then on
+//! every listing, lookup, push check and clone reads refs through the
+//! tables and the inline part on top: deletions hide refs of the tables,
+//! recreations show again, directory/file conflicts are found in the
+//! tables, another instance on the same store reads the same refs, hidden
+//! namespaces are skipped, and `gitstow fsck` checks the tables.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::*;
+
+/// `refs/changes/NN/N/1` for each `n`, Gerrit's shape.
+fn change(n: u32) -> String {
+    format!("refs/changes/{:02}/{n}/1", n % 100)
+}
+
+/// Points the refs of `numbers` at `oid` in the work repository, in one
+/// `git update-ref --stdin` (`delete` when `oid` is `None`).
+fn set_changes(work: &Path, numbers: impl Iterator<Item = u32>, oid: Option<&str>) {
+    use std::io::Write;
+    let mut input = String::new();
+    for n in numbers {
+        match oid {
+            Some(oid) => input.push_str(&format!("update {} {oid}\n", change(n))),
+            None => input.push_str(&format!("delete {}\n", change(n))),
+        }
+    }
+    let mut child = git_cmd(work)
+        .args(["update-ref", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// The `oid\tname` lines of every ref of the work repository (peeled
+/// tags as git ls-remote shows them: `oid\tname^{}`).
+fn local_refs(work: &Path) -> BTreeSet<String> {
+    let out = git_out(
+        work,
+        &[
+            "for-each-ref",
+            "--format=%(objectname)\t%(refname)\n%(*objectname)\t%(refname)^{}",
+        ],
+    );
+    out.lines()
+        .filter(|l| !l.starts_with('\t') && !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The refs `git ls-remote` lists (HEAD left out), in protocol `version`.
+fn remote_refs(work: &Path, url: &str, version: &str) -> BTreeSet<String> {
+    git_out(
+        work,
+        &[
+            "-c",
+            &format!("protocol.version={version}"),
+            "ls-remote",
+            url,
+        ],
+    )
+    .lines()
+    .filter(|l| !l.ends_with("\tHEAD"))
+    .map(str::to_owned)
+    .collect()
+}
+
+fn assert_same_refs(work: &Path, url: &str, when: &str) {
+    let local = local_refs(work);
+    for version in ["0", "2"] {
+        let remote = remote_refs(work, url, version);
+        let missing: Vec<_> = local.difference(&remote).take(5).collect();
+        let extra: Vec<_> = remote.difference(&local).take(5).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{when}, v{version}: missing {missing:?}, extra {extra:?} ({} local, {} remote)",
+            local.len(),
+            remote.len()
+        );
+    }
+}
+
+#[test]
+fn refs_move_to_tables_and_read_back_through_them() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_with(&["--no-maintenance"]);
+    let url = server.url("big");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    git(&work, &["tag", "-a", "-m", "release", "v1"]);
+    let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
+    let c3 = commit_files(&work, &[("b.txt", "three\n")], "three");
+    let push_all = |work: &Path| {
+        git(
+            work,
+            &[
+                "push",
+                "--quiet",
+                "--atomic",
+                "--prune",
+                &url,
+                "refs/heads/*:refs/heads/*",
+                "refs/tags/*:refs/tags/*",
+                "refs/changes/*:refs/changes/*",
+            ],
+        )
+    };
+
+    // 600 refs fit inline: the state keeps format 1.
+    set_changes(&work, 1..=600, Some(&c1));
+    push_all(&work);
+    let state = server.store().repo_state("big").unwrap();
+    assert!(state.refs.tables.is_empty(), "600 refs stay inline");
+    assert_eq!(state.refs.count, 602);
+    assert_same_refs(&work, &url, "inline");
+
+    // 900 more pass the inline bound: the push writes them all as a table.
+    set_changes(&work, 601..=1500, Some(&c2));
+    push_all(&work);
+    let state = server.store().repo_state("big").unwrap();
+    assert_eq!(state.refs.tables.len(), 1, "converted to one ref table");
+    assert!(state.refs.recent.is_empty());
+    assert_eq!(state.refs.count, 1502);
+    assert_eq!(state.refs.tables[0].records, 1502);
+    assert_same_refs(&work, &url, "one table");
+
+    // Deletions above the table hide its refs; an update of main and the
+    // deletions land together.
+    set_changes(&work, 1..=200, None);
+    git(&work, &["branch", "-f", "side", &c1]);
+    push_all(&work);
+    let state = server.store().repo_state("big").unwrap();
+    assert_eq!(state.refs.count, 1303);
+    assert!(state
+        .refs
+        .recent
+        .iter()
+        .any(|(n, v)| n == &change(7) && v.is_deletion()));
+    assert_same_refs(&work, &url, "deletions above the table");
+
+    // Recreated refs show again, at their new value.
+    set_changes(&work, 1..=200, Some(&c3));
+    push_all(&work);
+    assert_same_refs(&work, &url, "recreated");
+    assert_eq!(server.store().repo_state("big").unwrap().refs.count, 1503);
+
+    // Directory/file conflicts are found in the table.
+    for (name, why) in [
+        ("refs/changes/01/601", "a ref of the table is below it"),
+        (
+            "refs/changes/01/601/1/x",
+            "a leading directory is a ref of the table",
+        ),
+    ] {
+        let said = git_fail(&work, &["push", &url, &format!("{c3}:{name}")]);
+        assert!(
+            said.contains("[remote rejected]") && said.contains("failed to update ref"),
+            "{name} ({why}): {said}"
+        );
+    }
+    // A lease against a ref of the table is checked against its value.
+    let said = git_fail(
+        &work,
+        &[
+            "push",
+            &format!("--force-with-lease={}:{c1}", change(700)),
+            &url,
+            &format!("{c3}:{}", change(700)),
+        ],
+    );
+    assert!(
+        said.contains("stale info") || said.contains("rejected"),
+        "{said}"
+    );
+    git(
+        &work,
+        &[
+            "push",
+            "--quiet",
+            &format!("--force-with-lease={}:{c2}", change(700)),
+            &url,
+            &format!("{c3}:{}", change(700)),
+        ],
+    );
+    git(&work, &["update-ref", &change(700), &c3]);
+    assert_same_refs(&work, &url, "after a lease");
+
+    // Another instance on the same store reads the same refs, clones, and
+    // hides a namespace by seeking past it in the table.
+    let other = Server::start_on(
+        Some(server.store()),
+        &["--no-maintenance", "--hide-refs", "refs/changes"],
+        &[],
+    );
+    let other_url = other.url("big");
+    let listed = remote_refs(&work, &other_url, "2");
+    assert!(listed.iter().all(|l| !l.contains("refs/changes/")));
+    assert!(listed
+        .iter()
+        .any(|l| l == &format!("{c3}\trefs/heads/main")));
+    assert!(listed
+        .iter()
+        .any(|l| l == &format!("{c1}\trefs/tags/v1^{{}}")));
+    let mirror = tmp.path().join("mirror.git");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--mirror",
+            &url,
+            mirror.to_str().unwrap(),
+        ],
+    );
+    fsck(&mirror);
+    assert_eq!(local_refs(&mirror), local_refs(&work));
+    // A clone of one branch asks for its ref by prefix.
+    let one = tmp.path().join("one");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--single-branch",
+            "--branch",
+            "main",
+            &other_url,
+            one.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(git_out(&one, &["rev-parse", "HEAD"]).trim(), c3);
+
+    // fsck reads every table block and finds the repository sound.
+    let o = server.store().admin(&["fsck", "--repo", "big"]);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
