@@ -4,6 +4,8 @@
 //! - [`policy`]: which containers merge (git's geometric rule).
 //! - [`compact`]: merging containers with records copied verbatim, and
 //!   publishing the result through the state's compare-and-swap.
+//! - [`ref_tables`]: merging ref tables geometrically, writing out an
+//!   outgrown inline part of the refs.
 //! - [`gc`]: rewriting what the refs reach, unreachable objects into garbage
 //!   containers held for the grace period.
 //! - [`graph`]: the commit graphs of the containers maintenance writes.
@@ -27,6 +29,7 @@ pub mod gc;
 pub mod graph;
 pub mod lease;
 pub mod policy;
+pub mod ref_tables;
 pub mod sweep;
 
 use std::path::PathBuf;
@@ -289,7 +292,13 @@ pub struct Report {
     pub objects_dropped: u64,
     /// REF_DELTA records turned into OFS_DELTA.
     pub ref_to_ofs: u64,
-    /// Retired containers deleted.
+    /// Ref tables merged (sources).
+    pub ref_tables_merged: usize,
+    /// Records written into the merged ref table.
+    pub ref_records_written: u64,
+    /// The inline refs were written out as a ref table.
+    pub refs_spilled: bool,
+    /// Retired containers (and ref tables) deleted.
     pub deleted: usize,
     /// Orphan containers found (and retired).
     pub orphans: usize,
@@ -357,7 +366,15 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
     };
     // Ids left in `deleting` by a run that stopped midway are finished too.
     let unfinished = !state.deleting.is_empty();
-    if !opts.gc && plan.is_empty() && due.is_empty() && expired.is_empty() && !unfinished {
+    let refs_due = ref_tables::plan(&state.refs.tables, opts.factor).is_some()
+        || state.refs.recent_bytes() > gitstow_odb::state::MAX_RECENT_BYTES;
+    if !opts.gc
+        && plan.is_empty()
+        && due.is_empty()
+        && expired.is_empty()
+        && !unfinished
+        && !refs_due
+    {
         let (last_scan, last_gc) = lease::last_runs(repo)?;
         if !scan_is_due(last_scan) && !gc_is_due(last_gc) {
             // Nothing to do: decided without writing anything.
@@ -508,6 +525,24 @@ fn work(
                 repo.name()
             ));
         }
+    }
+    let refs = ref_tables::maintain(repo, opts)?;
+    report.ref_tables_merged = refs.merged;
+    report.ref_records_written = refs.records;
+    report.refs_spilled = refs.spilled;
+    if refs.spilled {
+        progress(&format!(
+            "{}: inline refs written out as a ref table",
+            repo.name()
+        ));
+    }
+    if refs.merged > 0 {
+        progress(&format!(
+            "{}: merged {} ref tables into one of {} records",
+            repo.name(),
+            refs.merged,
+            refs.records
+        ));
     }
     report.garbage_retired = sweep::retire_expired_garbage(repo, opts)?;
     let deleted = sweep::delete_due(repo, opts)?;

@@ -119,6 +119,27 @@ impl<'s> Refs<'s> {
         })
     }
 
+    /// A merge of the inline part and every table, standing at its first
+    /// record: what a merge of tables copies. With `keep_deletions`, the
+    /// deletion records that win are yielded too (a table with older ones
+    /// below it needs them).
+    ///
+    /// # Errors
+    /// As [`Refs::get`].
+    pub fn merged_walk(&self, keep_deletions: bool) -> RefsResult<MergedRefs<'_>> {
+        let mut sources: Vec<Box<dyn RefCursor + '_>> = Vec::with_capacity(self.tables.len() + 1);
+        sources.push(Box::new(SliceCursor::new(&self.set.recent)));
+        for t in &self.tables {
+            sources.push(Box::new(t.scan()));
+        }
+        let mut merged = MergedRefs::new(sources);
+        if keep_deletions {
+            merged = merged.keeping_deletions();
+        }
+        merged.seek(b"")?;
+        Ok(merged)
+    }
+
     /// Calls `f` with every ref under `prefix`, in name order.
     ///
     /// # Errors
@@ -243,6 +264,22 @@ pub fn encode_table<'a>(
             continue;
         }
         w.add(name.as_bytes(), value)?;
+    }
+    let (bytes, summary) = w.finish()?;
+    Ok((bytes, summary.records))
+}
+
+/// The bytes of a ref table holding what `cursor` yields from where it
+/// stands to its end (names strictly increasing), and its record count:
+/// copied name by name, never collected.
+///
+/// # Errors
+/// As [`encode_table`], or the cursor's read errors.
+pub fn encode_cursor(cursor: &mut dyn RefCursor) -> crate::reftable::Result<(Vec<u8>, u64)> {
+    let mut w = TableWriter::new(Vec::new())?;
+    while let Some((name, value)) = cursor.current() {
+        w.add(name, value)?;
+        cursor.advance()?;
     }
     let (bytes, summary) = w.finish()?;
     Ok((bytes, summary.records))

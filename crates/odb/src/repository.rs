@@ -357,8 +357,7 @@ impl Repository {
 
     /// Writes `records` (sorted by name, each name once) as a new ref table
     /// and returns its entry for the state; deletion records are kept only
-    /// with `keep_deletions` (a table with older tables below it). The id is
-    /// salted ([`crate::unique_token`]), so no other writer's table shares it.
+    /// with `keep_deletions` (a table with older tables below it).
     ///
     /// # Errors
     /// The store failed, or a name is longer than a table holds.
@@ -367,18 +366,24 @@ impl Repository {
         records: impl IntoIterator<Item = (&'a str, crate::reftable::RefValue)>,
         keep_deletions: bool,
     ) -> Result<RefTableRef> {
+        let (bytes, records) = crate::refs::encode_table(records, keep_deletions)?;
+        self.put_ref_table(&bytes, records)
+    }
+
+    /// Stores the bytes of a ref table of `records` records under a new id
+    /// and returns its entry for the state. The id is salted
+    /// ([`crate::unique_token`]), so no other writer's table shares it.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub fn put_ref_table(&self, bytes: &[u8], records: u64) -> Result<RefTableRef> {
         use sha2::{Digest, Sha256};
-        let (bytes, records) =
-            crate::refs::encode_table(records, keep_deletions).map_err(|source| Error::Refs {
-                table: "(new)".into(),
-                source,
-            })?;
         let mut h = Sha256::new();
         h.update(crate::unique_token());
-        h.update(&bytes);
+        h.update(bytes);
         let id = hex::encode(h.finalize());
         self.store
-            .put(&self.ref_table_key(&id), &bytes, PutCondition::None)?;
+            .put(&self.ref_table_key(&id), bytes, PutCondition::None)?;
         Ok(RefTableRef {
             id,
             records,
@@ -596,7 +601,10 @@ impl Repository {
         // `deleting` (refused above), so a `.bin` still there means its
         // files were never deleted.
         for id in ids {
-            if self.store.head_in_store(&self.bin_key(id))?.is_none() {
+            // A container's `.bin`, or else a ref table of that id.
+            if self.store.head_in_store(&self.bin_key(id))?.is_none()
+                && self.store.head_in_store(&self.ref_table_key(id))?.is_none()
+            {
                 tracing::warn!(
                     repo = self.name,
                     container = id.as_str(),
