@@ -200,15 +200,7 @@ fn a_thin_push_onto_garbage_brings_it_back() {
         "the garbage container was not brought back"
     );
     assert_eq!(whereabouts(server.store(), "gc2", &gone_blob), "live");
-    assert_eq!(
-        state
-            .refs
-            .recent_get("refs/heads/main")
-            .and_then(|v| v.oid())
-            .unwrap()
-            .to_string(),
-        tip
-    );
+    assert_eq!(inline_ref(&state, "refs/heads/main"), tip);
     let (_, objects) = mirror_checked(&url, tmp.path(), "c.git");
     assert!(objects.contains(&gone_blob));
     // The next GC finds everything reachable.
@@ -252,15 +244,7 @@ fn a_push_during_a_gc_lands_and_nothing_it_needs_is_garbage() {
     let said = assert_maintained(&gc.join().unwrap());
     assert!(said.contains("GC: containers"), "{said}");
     let state = server.store().repo_state("gc3").unwrap();
-    assert_eq!(
-        state
-            .refs
-            .recent_get("refs/heads/main")
-            .and_then(|v| v.oid())
-            .unwrap()
-            .to_string(),
-        old
-    );
+    assert_eq!(inline_ref(&state, "refs/heads/main"), old);
     assert!(
         state.garbage.is_empty(),
         "garbage made on other refs: {said}"
@@ -322,15 +306,7 @@ fn a_gc_during_a_push_lets_the_push_land() {
     );
     pusher.join().expect("the push lands");
     let state = server.store().repo_state("gc4").unwrap();
-    assert_eq!(
-        state
-            .refs
-            .recent_get("refs/heads/main")
-            .and_then(|v| v.oid())
-            .unwrap()
-            .to_string(),
-        old
-    );
+    assert_eq!(inline_ref(&state, "refs/heads/main"), old);
     assert!(
         state.garbage.is_empty(),
         "the push did not bring the new garbage back"

@@ -247,15 +247,7 @@ fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
         !server.store().retired("race1").is_empty(),
         "the merge never committed"
     );
-    assert_eq!(
-        state
-            .refs
-            .recent_get("refs/heads/main")
-            .and_then(|v| v.oid())
-            .unwrap()
-            .to_string(),
-        tip
-    );
+    assert_eq!(inline_ref(&state, "refs/heads/main"), tip);
     let (refs, _) = mirror_checked(&url, tmp.path(), "c.git");
     assert!(refs.contains(&tip));
     let work_objects = refs_and_objects(&work).1;
@@ -292,15 +284,7 @@ fn a_merge_during_a_push_lets_the_push_land() {
     let logs = server.logs();
     assert!(logs.contains("state_retries=1"), "{logs}");
     let state = server.store().repo_state("race2").unwrap();
-    assert_eq!(
-        state
-            .refs
-            .recent_get("refs/heads/main")
-            .and_then(|v| v.oid())
-            .unwrap()
-            .to_string(),
-        tip
-    );
+    assert_eq!(inline_ref(&state, "refs/heads/main"), tip);
     assert_eq!(state.containers.len(), 2, "the merged one and the push's");
     let (refs, objects) = mirror_checked(&url, tmp.path(), "d.git");
     assert!(refs.contains(&tip));

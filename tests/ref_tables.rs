@@ -77,6 +77,35 @@ fn remote_refs(work: &Path, url: &str, version: &str) -> BTreeSet<String> {
     .collect()
 }
 
+/// Mirror-clones the repository of `url` (its last path part, less
+/// `.git`, names it in `store`), checks the clone with `git fsck --full`
+/// and the repository with gitstow's fsck (which reads every table block);
+/// returns the clone's path.
+fn mirror_sound(url: &str, parent: &Path, store: &TestStore) -> std::path::PathBuf {
+    let mirror = parent.join("mirror.git");
+    let _ = std::fs::remove_dir_all(&mirror);
+    git(
+        parent,
+        &[
+            "clone",
+            "--quiet",
+            "--mirror",
+            url,
+            mirror.to_str().unwrap(),
+        ],
+    );
+    fsck(&mirror);
+    let repo = url.rsplit('/').next().unwrap().trim_end_matches(".git");
+    let o = store.admin(&["fsck", "--repo", repo]);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    mirror
+}
+
 fn assert_same_refs(work: &Path, url: &str, when: &str) {
     let local = local_refs(work);
     for version in ["0", "2"] {
@@ -217,18 +246,7 @@ fn refs_move_to_tables_and_read_back_through_them() {
     assert!(listed
         .iter()
         .any(|l| l == &format!("{c1}\trefs/tags/v1^{{}}")));
-    let mirror = tmp.path().join("mirror.git");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--mirror",
-            &url,
-            mirror.to_str().unwrap(),
-        ],
-    );
-    fsck(&mirror);
+    let mirror = mirror_sound(&url, tmp.path(), server.store());
     assert_eq!(local_refs(&mirror), local_refs(&work));
     // A clone of one branch asks for its ref by prefix.
     let one = tmp.path().join("one");
@@ -245,15 +263,6 @@ fn refs_move_to_tables_and_read_back_through_them() {
         ],
     );
     assert_eq!(git_out(&one, &["rev-parse", "HEAD"]).trim(), c3);
-
-    // fsck reads every table block and finds the repository sound.
-    let o = server.store().admin(&["fsck", "--repo", "big"]);
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 /// The stack grows a table a spill; maintenance merges it geometrically.
@@ -333,21 +342,8 @@ fn maintenance_merges_the_stack_and_drops_deletions_at_the_bottom() {
     for old in before {
         assert!(!tables.iter().any(|k| k.contains(&old)));
     }
-    let mirror = tmp.path().join("mirror.git");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--mirror",
-            &url,
-            mirror.to_str().unwrap(),
-        ],
-    );
-    fsck(&mirror);
+    let mirror = mirror_sound(&url, tmp.path(), server.store());
     assert_eq!(local_refs(&mirror), local_refs(&work));
-    let o = server.store().admin(&["fsck", "--repo", "stack"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
 /// SIGKILL of the server at 12 moments of atomic pushes that spill a ref
@@ -458,19 +454,6 @@ fn killed_spills_and_merges_leave_whole_refs() {
     );
     let state = server.store().repo_state("killed").unwrap();
     assert!(state.refs.tables.len() <= 4, "{:?}", state.refs.tables);
-    let mirror = tmp.path().join("mirror.git");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--mirror",
-            &server.url("killed"),
-            mirror.to_str().unwrap(),
-        ],
-    );
-    fsck(&mirror);
+    let mirror = mirror_sound(&server.url("killed"), tmp.path(), server.store());
     assert_eq!(local_refs(&mirror).len(), expected.len());
-    let o = server.store().admin(&["fsck", "--repo", "killed"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }

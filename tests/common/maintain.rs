@@ -48,3 +48,14 @@ pub fn force_main(work: &Path, url: &str, oid: &str) {
         ],
     );
 }
+
+/// The oid ref `name` has in `state`'s inline refs (the small repositories
+/// of these tests hold no ref table), as hex.
+pub fn inline_ref(state: &gitstow_odb::RepoState, name: &str) -> String {
+    state
+        .refs
+        .recent_get(name)
+        .and_then(|v| v.oid())
+        .unwrap_or_else(|| panic!("no ref {name} inline in the state"))
+        .to_string()
+}

@@ -51,8 +51,9 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = gitstow_odb::repository::DEFAULT_INDEX_CACHE_OBJECTS)]
     pub index_cache_size: usize,
     /// Bytes of decoded repository states kept in memory, over all
-    /// repositories (a state is reused while its version is unchanged; about
-    /// 100 bytes a ref): bytes, or with a unit (`64MiB`, `2GiB`).
+    /// repositories (a state is reused while its version is unchanged; its
+    /// inline refs, at most 64 KiB encoded, take about 100 bytes a ref):
+    /// bytes, or with a unit (`64MiB`, `2GiB`).
     #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
     pub state_cache_size: u64,
     /// Log format on stderr (what is logged: GITSTOW_LOG, default `info`).
@@ -73,9 +74,10 @@ pub struct ServeArgs {
     /// refused with `unpack pack has N objects, more than this server's limit`.
     #[arg(long, default_value_t = 20_000_000)]
     pub max_push_objects: u64,
-    /// Most refs a repository may hold (every ref is in its state, ~100
-    /// bytes of memory each while decoded); a push creating more is refused
-    /// per ref (`too many refs: this repository may hold at most N`).
+    /// Most refs a repository may hold; a push creating more is refused per
+    /// ref (`too many refs: this repository may hold at most N`). Past 64
+    /// KiB of refs they live in ref tables read by block, so the limit
+    /// bounds storage and full listings, not each request's memory.
     #[arg(long, default_value_t = 10_000_000)]
     pub max_refs: usize,
     /// Resolver threads per push (default: the number of cores).
