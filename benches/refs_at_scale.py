@@ -93,7 +93,7 @@ def pkt(b):
     return b"%04x" % (len(b) + 4) + b
 
 
-def push_refs(src, url, n, work):
+def push_refs(src, url):
     """main with the history by `git push`, then the refs by raw
     receive-pack requests of 90,000 creations each (git's send-pack spends
     minutes of client CPU matching 90,000 new refs; the server's work is
@@ -147,7 +147,7 @@ def gitstow_store(a, src, n, workdir):
         return store
     p, url = serve(a, store, False, workdir)
     t = time.time()
-    push_refs(src, url, n, workdir)
+    push_refs(src, url)
     settle(p.pid)
     sbs.log("gitstow: %d refs pushed in %.0f s (maintenance settled)" % (n, time.time() - t))
     p.kill()
@@ -185,7 +185,7 @@ def gitstow_side(a, src, n, hidden, workdir):
     return out
 
 
-def git_side(a, src, n, ref_format, hidden, workdir):
+def git_side(a, src, ref_format, hidden, workdir):
     root = os.path.join(workdir, "hb")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
@@ -259,7 +259,7 @@ def main():
             tag = " hidden" if hidden else ""
             cols["gitstow" + tag] = gitstow_side(a, src, n, hidden, workdir)
             for rf in ("files", "reftable"):
-                cols["git %s%s" % ("packed-refs" if rf == "files" else rf, tag)] = git_side(a, src, n, rf, hidden, workdir)
+                cols["git %s%s" % ("packed-refs" if rf == "files" else rf, tag)] = git_side(a, src, rf, hidden, workdir)
             sbs.log("%d refs%s done" % (n, tag))
         names = list(cols)
         report += ["## %d refs" % n, "", "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]

@@ -106,6 +106,24 @@ fn mirror_sound(url: &str, parent: &Path, store: &TestStore) -> std::path::PathB
     mirror
 }
 
+/// Pushes the work repository's branches, tags and changes to `url`,
+/// deleting there what it no longer has, all or nothing.
+fn push_all(work: &Path, url: &str) {
+    git(
+        work,
+        &[
+            "push",
+            "--quiet",
+            "--atomic",
+            "--prune",
+            url,
+            "refs/heads/*:refs/heads/*",
+            "refs/tags/*:refs/tags/*",
+            "refs/changes/*:refs/changes/*",
+        ],
+    );
+}
+
 fn assert_same_refs(work: &Path, url: &str, when: &str) {
     let local = local_refs(work);
     for version in ["0", "2"] {
@@ -135,25 +153,10 @@ fn refs_move_to_tables_and_read_back_through_them() {
     git(&work, &["tag", "-a", "-m", "release", "v1"]);
     let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
     let c3 = commit_files(&work, &[("b.txt", "three\n")], "three");
-    let push_all = |work: &Path| {
-        git(
-            work,
-            &[
-                "push",
-                "--quiet",
-                "--atomic",
-                "--prune",
-                &url,
-                "refs/heads/*:refs/heads/*",
-                "refs/tags/*:refs/tags/*",
-                "refs/changes/*:refs/changes/*",
-            ],
-        )
-    };
 
     // 600 refs fit inline: the state keeps format 1.
     set_changes(&work, 1..=600, Some(&c1));
-    push_all(&work);
+    push_all(&work, &url);
     let state = server.store().repo_state("big").unwrap();
     assert!(state.refs.tables.is_empty(), "600 refs stay inline");
     assert_eq!(state.refs.count, 602);
@@ -161,7 +164,7 @@ fn refs_move_to_tables_and_read_back_through_them() {
 
     // 900 more pass the inline bound: the push writes them all as a table.
     set_changes(&work, 601..=1500, Some(&c2));
-    push_all(&work);
+    push_all(&work, &url);
     let state = server.store().repo_state("big").unwrap();
     assert_eq!(state.refs.tables.len(), 1, "converted to one ref table");
     assert!(state.refs.recent.is_empty());
@@ -173,7 +176,7 @@ fn refs_move_to_tables_and_read_back_through_them() {
     // deletions land together.
     set_changes(&work, 1..=200, None);
     git(&work, &["branch", "-f", "side", &c1]);
-    push_all(&work);
+    push_all(&work, &url);
     let state = server.store().repo_state("big").unwrap();
     assert_eq!(state.refs.count, 1303);
     assert!(state
@@ -185,7 +188,7 @@ fn refs_move_to_tables_and_read_back_through_them() {
 
     // Recreated refs show again, at their new value.
     set_changes(&work, 1..=200, Some(&c3));
-    push_all(&work);
+    push_all(&work, &url);
     assert_same_refs(&work, &url, "recreated");
     assert_eq!(server.store().repo_state("big").unwrap().refs.count, 1503);
 
@@ -281,28 +284,15 @@ fn maintenance_merges_the_stack_and_drops_deletions_at_the_bottom() {
     init_repo(&work);
     let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
     let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
-    let push = |work: &Path| {
-        git(
-            work,
-            &[
-                "push",
-                "--quiet",
-                "--prune",
-                &url,
-                "refs/heads/*:refs/heads/*",
-                "refs/changes/*:refs/changes/*",
-            ],
-        )
-    };
     set_changes(&work, 1..=1000, Some(&c1));
-    push(&work);
+    push_all(&work, &url);
     set_changes(&work, 1001..=2000, Some(&c2));
-    push(&work);
+    push_all(&work, &url);
     // 1,000 deletions of the bottom table's refs and 1,000 creations: a
     // table with deletion records on top.
     set_changes(&work, 1..=1000, None);
     set_changes(&work, 2001..=3000, Some(&c1));
-    push(&work);
+    push_all(&work, &url);
     let state = server.store().repo_state("stack").unwrap();
     let before: Vec<String> = state.refs.tables.iter().map(|t| t.id.clone()).collect();
     assert_eq!(before.len(), 3, "{:?}", state.refs.tables);

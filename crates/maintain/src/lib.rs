@@ -366,8 +366,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
     };
     // Ids left in `deleting` by a run that stopped midway are finished too.
     let unfinished = !state.deleting.is_empty();
-    let refs_due = ref_tables::plan(&state.refs.tables, opts.factor).is_some()
-        || state.refs.recent_bytes() > gitstow_odb::state::MAX_RECENT_BYTES;
+    let refs_due = ref_tables::due(&state.refs, opts.factor);
     if !opts.gc
         && plan.is_empty()
         && due.is_empty()

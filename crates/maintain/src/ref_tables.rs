@@ -20,7 +20,7 @@
 //! The same pass writes out an inline part that outgrew its bound (a
 //! repository in state format 1 that takes no push is converted here).
 
-use gitstow_odb::state::{RefTableRef, MAX_RECENT_BYTES};
+use gitstow_odb::state::{RefSet, RefTableRef};
 use gitstow_odb::{RepoState, Repository};
 
 use crate::{retire, update_state, update_state_naming, Options, Result, Step};
@@ -43,6 +43,12 @@ pub fn plan(tables: &[RefTableRef], factor: u64) -> Option<std::ops::Range<usize
     (tables.len() - start >= 2).then_some(start..tables.len())
 }
 
+/// True when [`maintain`] has work on `refs`: an outgrown inline part, or a
+/// stack that is not geometric.
+pub fn due(refs: &RefSet, factor: u64) -> bool {
+    refs.outgrown() || plan(&refs.tables, factor).is_some()
+}
+
 /// What a pass did to the refs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RefsReport {
@@ -55,7 +61,7 @@ pub struct RefsReport {
 }
 
 /// Writes the inline refs of the current state out as a table when they
-/// outgrew [`MAX_RECENT_BYTES`] (see [`Repository::spill_refs`]), then
+/// outgrew their bound (see [`Repository::spill_refs`]), then
 /// merges the tables [`plan`] picks. Pushes are never blocked: each commit
 /// is a compare-and-swap re-applied on what they committed.
 ///
@@ -66,29 +72,29 @@ pub fn maintain(repo: &Repository, opts: &Options) -> Result<RefsReport> {
     if opts.dry_run {
         return Ok(report);
     }
-    report.spilled = update_state(repo, opts, "writing out inline refs", |state| {
-        if state.deleted || state.refs.recent_bytes() <= MAX_RECENT_BYTES {
-            return Step::Done(Ok(false));
+    // The state as this step left it (written, or read and left alone):
+    // what the merge plans on, without reading it again.
+    let state = update_state(repo, opts, "writing out inline refs", |state| {
+        if state.deleted || !state.refs.outgrown() {
+            return Step::Done(Ok((false, state.clone())));
         }
         let mut next = state.clone();
         match repo.spill_refs(&mut next.refs) {
-            Ok(_) => Step::Write(next, Ok(true)),
+            Ok(_) => Step::Write(next.clone(), Ok((true, next))),
             Err(e) => Step::Done(Err(e)),
         }
     })?
-    .transpose()?
-    .unwrap_or(false);
-    let Some(current) = repo.load_state()? else {
+    .transpose()?;
+    let Some((spilled, state)) = state else {
         return Ok(report);
     };
-    let state = current.state;
+    report.spilled = spilled;
     let Some(range) = plan(&state.refs.tables, opts.factor) else {
         return Ok(report);
     };
     let merged = merge(repo, &state, range.clone())?;
-    let sources: Vec<RefTableRef> = state.refs.tables[range.clone()].to_vec();
-    if commit(repo, &state, range, &merged, opts)? {
-        report.merged = sources.len();
+    if commit(repo, &state, range.clone(), &merged, opts)? {
+        report.merged = range.len();
         report.records = merged.records;
     }
     Ok(report)
@@ -107,15 +113,11 @@ pub fn merge(
 ) -> Result<RefTableRef> {
     let at_bottom = range.start == 0;
     // A view of just the tables merged: no inline part.
-    let sources = RepoState {
-        refs: gitstow_odb::RefSet {
-            tables: state.refs.tables[range].to_vec(),
-            recent: Vec::new(),
-            count: 0,
-        },
+    let sources = RefSet {
+        tables: state.refs.tables[range].to_vec(),
         ..Default::default()
     };
-    let view = repo.refs(&sources)?;
+    let view = repo.ref_view(&sources)?;
     let mut walk = view.merged_walk(!at_bottom)?;
     let (bytes, records) =
         gitstow_odb::refs::encode_cursor(&mut walk).map_err(gitstow_odb::Error::from)?;

@@ -19,7 +19,7 @@ pub enum Error {
         #[source]
         source: crate::container::IndexError,
     },
-    /// A ref table is unreadable (or could not be written).
+    /// A ref table could not be opened (its footer or root block).
     #[error("ref table {table}: {source}")]
     Refs {
         /// The table id.
@@ -28,7 +28,8 @@ pub enum Error {
         #[source]
         source: crate::reftable::ReftableError,
     },
-    /// Reading the refs through their tables failed.
+    /// Reading refs through their tables failed, or a table could not be
+    /// written.
     #[error(transparent)]
     RefRead(#[from] crate::reftable::ReftableError),
     /// The state object is unreadable.

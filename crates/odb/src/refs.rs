@@ -101,22 +101,25 @@ impl<'s> Refs<'s> {
     /// # Errors
     /// As [`Refs::get`].
     pub fn walk(&self, prefix: &str) -> RefsResult<RefWalk<'_>> {
-        let mut sources: Vec<Box<dyn RefCursor + '_>> = Vec::with_capacity(self.tables.len() + 1);
-        sources.push(Box::new(SliceCursor::new(&self.set.recent)));
-        for t in &self.tables {
-            sources.push(Box::new(if prefix.is_empty() {
-                t.scan()
-            } else {
-                t.cursor()
-            }));
-        }
-        let mut merged = MergedRefs::new(sources);
+        let mut merged = MergedRefs::new(self.sources(prefix.is_empty()));
         merged.seek(prefix.as_bytes())?;
         Ok(RefWalk {
             merged,
             prefix: prefix.as_bytes().to_vec(),
             started: false,
         })
+    }
+
+    /// Cursors over the inline part and every table, newest first: the
+    /// tables' reading in large windows (`scan`, for long walks) or block by
+    /// block.
+    fn sources(&self, scan: bool) -> Vec<Box<dyn RefCursor + '_>> {
+        let mut sources: Vec<Box<dyn RefCursor + '_>> = Vec::with_capacity(self.tables.len() + 1);
+        sources.push(Box::new(SliceCursor::new(&self.set.recent)));
+        for t in &self.tables {
+            sources.push(Box::new(if scan { t.scan() } else { t.cursor() }));
+        }
+        sources
     }
 
     /// A merge of the inline part and every table, standing at its first
@@ -127,12 +130,7 @@ impl<'s> Refs<'s> {
     /// # Errors
     /// As [`Refs::get`].
     pub fn merged_walk(&self, keep_deletions: bool) -> RefsResult<MergedRefs<'_>> {
-        let mut sources: Vec<Box<dyn RefCursor + '_>> = Vec::with_capacity(self.tables.len() + 1);
-        sources.push(Box::new(SliceCursor::new(&self.set.recent)));
-        for t in &self.tables {
-            sources.push(Box::new(t.scan()));
-        }
-        let mut merged = MergedRefs::new(sources);
+        let mut merged = MergedRefs::new(self.sources(true));
         if keep_deletions {
             merged = merged.keeping_deletions();
         }
@@ -248,33 +246,13 @@ impl RefWalk<'_> {
     }
 }
 
-/// The bytes of a ref table holding `records` (sorted by name, each name
-/// once), deletion records dropped when `keep_deletions` is false (a table
-/// at the bottom of the stack needs none).
-///
-/// # Errors
-/// [`ReftableError::Unsorted`] or [`ReftableError::NameTooLong`].
-pub fn encode_table<'a>(
-    records: impl IntoIterator<Item = (&'a str, RefValue)>,
-    keep_deletions: bool,
-) -> crate::reftable::Result<(Vec<u8>, u64)> {
-    let mut w = TableWriter::new(Vec::new())?;
-    for (name, value) in records {
-        if value.is_deletion() && !keep_deletions {
-            continue;
-        }
-        w.add(name.as_bytes(), value)?;
-    }
-    let (bytes, summary) = w.finish()?;
-    Ok((bytes, summary.records))
-}
-
 /// The bytes of a ref table holding what `cursor` yields from where it
 /// stands to its end (names strictly increasing), and its record count:
 /// copied name by name, never collected.
 ///
 /// # Errors
-/// As [`encode_table`], or the cursor's read errors.
+/// [`ReftableError::Unsorted`] or [`ReftableError::NameTooLong`], or the
+/// cursor's read errors.
 pub fn encode_cursor(cursor: &mut dyn RefCursor) -> crate::reftable::Result<(Vec<u8>, u64)> {
     let mut w = TableWriter::new(Vec::new())?;
     while let Some((name, value)) = cursor.current() {
@@ -295,7 +273,7 @@ mod tests {
     }
 
     fn table(records: &[(&str, RefValue)]) -> Arc<Table> {
-        let (bytes, _) = encode_table(records.iter().copied(), true).unwrap();
+        let (bytes, _) = encode_cursor(&mut SliceCursor::new(records)).unwrap();
         let len = bytes.len() as u64;
         Arc::new(Table::open(Arc::new(bytes), len).unwrap())
     }

@@ -16,7 +16,7 @@ use crate::graph::CommitGraph;
 use crate::objects::ObjectDb;
 use crate::refs::Refs;
 use crate::reftable::{Table, TableSource};
-use crate::state::{ContainerRef, RefSet, RefTableRef, RepoState, MAX_RECENT_BYTES};
+use crate::state::{ContainerRef, RefSet, RefTableRef, RepoState};
 use crate::state_cache::StateCache;
 use crate::{Error, Result};
 
@@ -211,20 +211,19 @@ struct StoreTableSource {
 
 impl TableSource for StoreTableSource {
     fn read(&self, range: std::ops::Range<u64>) -> crate::reftable::Result<Arc<Vec<u8>>> {
-        let len = range.end.saturating_sub(range.start);
-        let cached = len <= MAX_CACHED_READ;
-        let cache_key = format!("{}#{}-{}", self.key, range.start, range.end);
-        if cached {
-            if let Some(bytes) = self.cache.blocks.get(&cache_key) {
-                return Ok(bytes);
-            }
+        // Only a seeking cursor's reads are kept (and named); a scan's
+        // windows go straight to the store.
+        let cache_key = (range.end.saturating_sub(range.start) <= MAX_CACHED_READ)
+            .then(|| format!("{}#{}-{}", self.key, range.start, range.end));
+        if let Some(bytes) = cache_key.as_ref().and_then(|k| self.cache.blocks.get(k)) {
+            return Ok(bytes);
         }
         let bytes = Arc::new(
             self.store
                 .get_range(&self.key, range)
                 .map_err(|e| crate::reftable::ReftableError::Source(Box::new(e)))?,
         );
-        if cached {
+        if let Some(cache_key) = cache_key {
             let weight = bytes.len() / 80 + 1;
             self.cache
                 .blocks
@@ -325,14 +324,22 @@ impl Repository {
     /// # Errors
     /// A table could not be read or is corrupt ([`Error::Refs`]).
     pub fn refs<'s>(&self, state: &'s RepoState) -> Result<Refs<'s>> {
-        let tables = state
-            .refs
+        self.ref_view(&state.refs)
+    }
+
+    /// The view of `set` (a state's refs, or a run of its tables that a
+    /// merge copies), as [`Repository::refs`].
+    ///
+    /// # Errors
+    /// As [`Repository::refs`].
+    pub fn ref_view<'s>(&self, set: &'s RefSet) -> Result<Refs<'s>> {
+        let tables = set
             .tables
             .iter()
             .rev()
             .map(|t| self.ref_table(t))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Refs::new(&state.refs, tables))
+        Ok(Refs::new(set, tables))
     }
 
     fn ref_table(&self, t: &RefTableRef) -> Result<Arc<Table>> {
@@ -353,21 +360,6 @@ impl Repository {
             .tables
             .insert(key, table.clone(), TABLE_WEIGHT, self.indexes.max_objects);
         Ok(table)
-    }
-
-    /// Writes `records` (sorted by name, each name once) as a new ref table
-    /// and returns its entry for the state; deletion records are kept only
-    /// with `keep_deletions` (a table with older tables below it).
-    ///
-    /// # Errors
-    /// The store failed, or a name is longer than a table holds.
-    pub fn write_ref_table<'a>(
-        &self,
-        records: impl IntoIterator<Item = (&'a str, crate::reftable::RefValue)>,
-        keep_deletions: bool,
-    ) -> Result<RefTableRef> {
-        let (bytes, records) = crate::refs::encode_table(records, keep_deletions)?;
-        self.put_ref_table(&bytes, records)
     }
 
     /// Stores the bytes of a ref table of `records` records under a new id
@@ -391,7 +383,7 @@ impl Repository {
         })
     }
 
-    /// When the inline refs of `set` have outgrown [`MAX_RECENT_BYTES`],
+    /// When the inline refs of `set` have outgrown [`RefSet::outgrown`],
     /// writes them out as a new ref table on top of the stack and empties
     /// the inline part (a state of format 1 becomes one table: its
     /// conversion). Call it on a state about to be committed by
@@ -401,16 +393,15 @@ impl Repository {
     /// (plan 0009). Returns whether it wrote a table.
     ///
     /// # Errors
-    /// As [`Repository::write_ref_table`].
+    /// The store failed, or a name is longer than a table holds.
     pub fn spill_refs(&self, set: &mut RefSet) -> Result<bool> {
-        if set.recent_bytes() <= MAX_RECENT_BYTES {
+        if !set.outgrown() {
             return Ok(false);
         }
-        let keep_deletions = !set.tables.is_empty();
-        let table = self.write_ref_table(
-            set.recent.iter().map(|(n, v)| (n.as_str(), *v)),
-            keep_deletions,
-        )?;
+        // Deletion records are inline only above tables: copied as they are.
+        let (bytes, records) =
+            crate::refs::encode_cursor(&mut crate::reftable::SliceCursor::new(&set.recent))?;
+        let table = self.put_ref_table(&bytes, records)?;
         tracing::debug!(
             repo = self.name,
             table = table.id.as_str(),

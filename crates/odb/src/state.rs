@@ -108,6 +108,12 @@ impl RefSet {
             .sum()
     }
 
+    /// True when the inline part has passed [`MAX_RECENT_BYTES`]: the next
+    /// commit writes it out as a ref table first.
+    pub fn outgrown(&self) -> bool {
+        self.recent_bytes() > MAX_RECENT_BYTES
+    }
+
     /// Live refs in all ([`RefSet::count`]).
     pub fn len(&self) -> u64 {
         self.count

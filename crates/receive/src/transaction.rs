@@ -221,12 +221,13 @@ impl Transaction<'_> {
                 .collect();
             return Ok((statuses, None, vec![PRUNED.to_owned()]));
         };
-        // Whether each command's ref exists now (one lookup each).
-        let exists: Vec<bool> = self
+        // Each command's ref as it is now: the one lookup of it.
+        let before: Vec<Option<ObjectId>> = self
             .commands
             .iter()
-            .map(|c| refs.contains(&c.name))
+            .map(|c| refs.oid(&c.name))
             .collect::<Result<_, _>>()?;
+        let exists: Vec<bool> = before.iter().map(Option::is_some).collect();
         let mut reasons = self.rejected.clone();
         let mut messages = Vec::new();
         // Checks git's receive-pack makes before its ref transaction.
@@ -303,8 +304,7 @@ impl Transaction<'_> {
                 if reason.is_some() {
                     continue;
                 }
-                let current = refs.oid(&cmd.name)?;
-                let current = current.as_ref();
+                let current = before[i].as_ref();
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
                     && (existing_check.df_conflict(&existing, &cmd.name)?
@@ -340,8 +340,11 @@ impl Transaction<'_> {
                 if reason.is_some() {
                     continue;
                 }
-                let current = running.get(&cmd.name)?;
-                let current = current.as_ref();
+                // Changed by an earlier command, else as it was.
+                let current = match running.changes.get(&cmd.name) {
+                    Some(changed) => changed.as_ref(),
+                    None => before[i].as_ref(),
+                };
                 let conflict = !cmd.new.is_null()
                     && current.is_none()
                     && running_check.df_conflict(&running, &cmd.name)?;

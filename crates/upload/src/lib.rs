@@ -536,17 +536,12 @@ pub fn serve_v2(
             let args =
                 LsRefsArgs::parse(cmd.args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
             let view = repo.refs(state)?;
-            let head_oid = view.head_oid(state.head.as_deref())?;
+            // HEAD is listed only when it resolves.
             let refs =
                 advertise::refs_with_prefixes(state, &view, &args.ref_prefixes, &opts.hidden)?;
-            let unborn = match (&state.head, head_oid) {
-                (Some(target), None) if args.unborn => Some(target.as_str()),
+            let unborn = match &state.head {
+                Some(target) if args.unborn && view.oid(target)?.is_none() => Some(target.as_str()),
                 _ => None,
-            };
-            let refs: Vec<_> = if head_oid.is_none() {
-                refs.into_iter().filter(|r| r.name != "HEAD").collect()
-            } else {
-                refs
             };
             gitstow_protocol::write_ls_refs(&mut &mut *out, &args, &refs, unborn)?;
             out.flush()?;
