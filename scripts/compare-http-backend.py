@@ -1125,6 +1125,12 @@ def main():
         subprocess.run(["git", "push", "-q", f"{seeding.url}/hidden.git", *seed],
                        cwd=src, env=git_env(home), check=True)
         seeding.stop()
+        # The same store, the namespace hidden for this repository only
+        # (`gitstow access hide-refs`) instead of by the server's flag.
+        repo_hidden_store = os.path.join(tmp, "repo-hidden-gitstow-store")
+        shutil.copytree(hidden_store, repo_hidden_store)
+        subprocess.run([args.gitstow, "access", "hide-refs", "--store", f"file://{repo_hidden_store}",
+                        "hidden", "refs/changes"], check=True, capture_output=True)
         hidden_backend = start_backend(hidden_root, hidden_home)
         servers.append(hidden_backend)
         hidden_gitstow = start_gitstow(args.gitstow, hidden_store, ["--hide-refs", "refs/changes"])
@@ -1136,12 +1142,21 @@ def main():
             ctx = Ctx(srv.label, srv.url, work, home, names)
             ctx.src, ctx.main = src, main_oid
             hidden_columns.append(run_all(ctx, tmp, HIDDEN_SCENARIOS))
+        repo_hidden_gitstow = start_gitstow(args.gitstow, repo_hidden_store)
+        servers.append(repo_hidden_gitstow)
+        work = os.path.join(tmp, "repo-hidden-work-gitstow")
+        os.makedirs(work)
+        ctx = Ctx(repo_hidden_gitstow.label, repo_hidden_gitstow.url, work, home, names)
+        ctx.src, ctx.main = src, main_oid
+        repo_hidden_column = run_all(ctx, tmp, HIDDEN_SCENARIOS)
 
         git_version = subprocess.run(["git", "--version"], capture_output=True,
                                      text=True).stdout.strip()
         rows, same_count = table(SCENARIOS, columns)
         auth_rows, auth_same = table(AUTH_SCENARIOS, auth_columns)
         hidden_rows, hidden_same = table(HIDDEN_SCENARIOS, hidden_columns)
+        repo_hidden_rows, repo_hidden_same = table(
+            HIDDEN_SCENARIOS, [hidden_columns[0], repo_hidden_column])
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                               capture_output=True, text=True).stdout.strip() or "?"
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -1203,6 +1218,15 @@ def main():
             *hidden_rows,
             "",
             f"{hidden_same} of {len(hidden_rows)} scenarios behave the same.",
+            "",
+            "The same repository with the namespace hidden for it alone (`gitstow access",
+            "hide-refs hidden refs/changes`, kept in the access document) and no `--hide-refs`:",
+            "",
+            "| scenario | git http-backend, transfer.hideRefs | gitstow access hide-refs | same? |",
+            "|---|---|---|---|",
+            *repo_hidden_rows,
+            "",
+            f"{repo_hidden_same} of {len(repo_hidden_rows)} scenarios behave the same.",
             "",
         ])
         if args.out:

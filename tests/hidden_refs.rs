@@ -133,3 +133,128 @@ fn a_hidden_prefix_outside_refs_is_refused_at_start() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("want a namespace under refs/"), "{err}");
 }
+
+/// `gitstow access hide-refs PATTERN PREFIX…`: a repository's own hidden
+/// namespaces, added to the server's `--hide-refs`, seen by a running
+/// server within `--access-refresh`, and taken back by an empty list.
+#[test]
+fn per_repository_hidden_namespaces() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_with(&[
+        "--no-maintenance",
+        "--access-refresh",
+        "1",
+        "--hide-refs",
+        "refs/pull",
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    for repo in ["gerrit/app", "other"] {
+        git(
+            &work,
+            &[
+                "push",
+                "--quiet",
+                &server.url(repo),
+                "main",
+                &format!("{c1}:refs/changes/01/1/1"),
+            ],
+        );
+    }
+    let admin = |args: &[&str]| {
+        let out = server.store().admin(args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, said) = admin(&["access", "hide-refs", "gerrit/*", "refs/"]);
+    assert!(!ok && said.contains("invalid hidden ref prefix"), "{said}");
+    let (ok, said) = admin(&["access", "hide-refs", "gerrit/*", "refs/changes/"]);
+    assert!(ok, "{said}");
+    let (_, shown) = admin(&["access", "show"]);
+    assert!(
+        shown.contains("hidden in gerrit/*: refs/changes/"),
+        "{shown}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1_500)); // --access-refresh 1
+    let listed = |repo: &str, version: &str| {
+        git_out(
+            &work,
+            &[
+                "-c",
+                &format!("protocol.version={version}"),
+                "ls-remote",
+                &server.url(repo),
+            ],
+        )
+    };
+    for version in ["0", "2"] {
+        let gerrit = listed("gerrit/app", version);
+        assert!(!gerrit.contains("refs/changes/"), "v{version}: {gerrit}");
+        assert!(gerrit.contains("refs/heads/main"), "v{version}: {gerrit}");
+        let other = listed("other", version);
+        assert!(other.contains("refs/changes/01/1/1"), "v{version}: {other}");
+    }
+    let adv = http(
+        server.port(),
+        "GET",
+        "/gerrit/app.git/info/refs?service=git-receive-pack",
+        &[],
+        b"",
+    );
+    assert_eq!(adv.status, 200);
+    assert!(!adv.text().contains("refs/changes/"), "{}", adv.text());
+    let said = git_fail(
+        &work,
+        &[
+            "push",
+            &server.url("gerrit/app"),
+            "main:refs/changes/02/2/1",
+        ],
+    );
+    assert!(said.contains("(deny updating a hidden ref)"), "{said}");
+    // The server's own prefix still holds in both.
+    for repo in ["gerrit/app", "other"] {
+        let said = git_fail(&work, &["push", &server.url(repo), "main:refs/pull/1/head"]);
+        assert!(
+            said.contains("(deny updating a hidden ref)"),
+            "{repo}: {said}"
+        );
+    }
+    git(
+        &work,
+        &[
+            "push",
+            "--quiet",
+            &server.url("other"),
+            "main:refs/changes/02/2/1",
+        ],
+    );
+    // A hidden tip is still fetched by its id.
+    let f = tmp.path().join("fetch");
+    init_repo(&f);
+    git(&f, &["fetch", "--quiet", &server.url("gerrit/app"), &c1]);
+    // Taken back.
+    let (ok, said) = admin(&["access", "hide-refs", "gerrit/*"]);
+    assert!(ok, "{said}");
+    let (ok, said) = admin(&["access", "hide-refs", "gerrit/*"]);
+    assert!(!ok && said.contains("has no hide-refs entry"), "{said}");
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert!(listed("gerrit/app", "2").contains("refs/changes/01/1/1"));
+    git(
+        &work,
+        &[
+            "push",
+            "--quiet",
+            &server.url("gerrit/app"),
+            "main:refs/changes/02/2/1",
+        ],
+    );
+}

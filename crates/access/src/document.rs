@@ -36,6 +36,46 @@ pub struct AccessDoc {
     /// Where pushes are announced (in the order they were added).
     #[serde(default)]
     pub webhooks: Vec<Webhook>,
+    /// Hidden ref namespaces by repository, added to the server's
+    /// `--hide-refs`: every entry whose pattern matches adds its prefixes
+    /// (as git's multi-valued `transfer.hideRefs`). Left out of the JSON
+    /// when empty, so that a document without them stays readable by
+    /// builds that do not know them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<HiddenRefs>,
+}
+
+/// Ref namespaces of the repositories a pattern matches that are hidden
+/// as git's `transfer.hideRefs` hides them (git-config(1)): in no
+/// advertisement, closed to pushes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HiddenRefs {
+    /// The repositories.
+    pub repos: RepoPattern,
+    /// Prefixes ([`check_hidden_prefix`]): `refs/changes` hides that ref
+    /// and every ref below it.
+    pub refs: Vec<String>,
+}
+
+/// Checks a hidden ref prefix: a namespace under `refs/` (`refs/changes`,
+/// `refs/pull/`), without the characters git refuses in ref names;
+/// `refs/` alone would hide everything.
+pub fn check_hidden_prefix(p: &str) -> Result<()> {
+    let t = p.trim_end_matches('/');
+    let ok = t.len() > "refs/".len()
+        && t.starts_with("refs/")
+        && !t.contains("..")
+        && !t.contains("//")
+        && t.bytes()
+            .all(|b| b > b' ' && b != 0x7f && !b"~^:?*[\\".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid hidden ref prefix {p:?}: want a namespace under refs/ (refs/changes, refs/pull)"
+        )))
+    }
 }
 
 /// A receiver of push events for the repositories a pattern matches.
@@ -276,6 +316,35 @@ impl AccessDoc {
         }
     }
 
+    /// The hidden ref prefixes of `repo`: those of every entry of
+    /// [`AccessDoc::hidden`] whose pattern matches, in entry order.
+    pub fn hidden_refs(&self, repo: &str) -> Vec<String> {
+        self.hidden
+            .iter()
+            .filter(|h| h.repos.matches(repo))
+            .flat_map(|h| h.refs.iter().cloned())
+            .collect()
+    }
+
+    /// Sets the hidden ref prefixes of the repositories `repos` matches,
+    /// replacing an entry for the same pattern; an empty `refs` removes
+    /// it. Returns whether an entry was replaced or removed.
+    ///
+    /// # Errors
+    /// A prefix [`check_hidden_prefix`] refuses.
+    pub fn hide_refs(&mut self, repos: RepoPattern, refs: Vec<String>) -> Result<bool> {
+        for r in &refs {
+            check_hidden_prefix(r)?;
+        }
+        let before = self.hidden.len();
+        self.hidden.retain(|h| h.repos != repos);
+        let replaced = before != self.hidden.len();
+        if !refs.is_empty() {
+            self.hidden.push(HiddenRefs { repos, refs });
+        }
+        Ok(replaced)
+    }
+
     /// Sets the protected refs of the repositories `repos` matches (ahead
     /// of every other entry, replacing one for the same pattern).
     pub fn protect(&mut self, repos: RepoPattern, refs: Vec<String>) -> Result<()> {
@@ -444,6 +513,38 @@ mod tests {
             doc.authenticate("gitstow_nope", 50).unwrap_err(),
             Rejected::Unknown
         );
+    }
+
+    #[test]
+    fn hidden_refs_add_up_by_pattern_and_stay_out_of_old_documents() {
+        let mut doc = AccessDoc::default();
+        let plain = serde_json::to_string(&doc).unwrap();
+        assert!(!plain.contains("hidden"), "{plain}");
+        let p = |s: &str| RepoPattern::parse(s).unwrap();
+        assert!(!doc.hide_refs(p("*"), vec!["refs/pull".into()]).unwrap());
+        assert!(!doc
+            .hide_refs(p("gerrit/*"), vec!["refs/changes/".into()])
+            .unwrap());
+        assert_eq!(doc.hidden_refs("gerrit/x"), ["refs/pull", "refs/changes/"]);
+        assert_eq!(doc.hidden_refs("org/x"), ["refs/pull"]);
+        // Replacing and removing an entry.
+        assert!(doc.hide_refs(p("*"), vec!["refs/mr".into()]).unwrap());
+        assert_eq!(doc.hidden_refs("org/x"), ["refs/mr"]);
+        assert!(doc.hide_refs(p("*"), vec![]).unwrap());
+        assert!(doc.hidden_refs("org/x").is_empty());
+        for bad in [
+            "refs/",
+            "refs",
+            "heads/x",
+            "refs/a..b",
+            "refs/x*",
+            "refs/a b",
+            "",
+        ] {
+            assert!(doc.hide_refs(p("*"), vec![bad.into()]).is_err(), "{bad}");
+        }
+        let back = parse(&serde_json::to_vec(&doc).unwrap()).unwrap();
+        assert_eq!(back, doc);
     }
 
     #[test]

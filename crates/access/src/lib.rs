@@ -18,8 +18,8 @@ mod pattern;
 mod token;
 
 pub use document::{
-    check_ref_pattern, load, parse, update, AccessDoc, Decision, Grant, Protection, Rejected,
-    StoredToken, Webhook, ACCESS_KEY, DEFAULT_PROTECTED,
+    check_hidden_prefix, check_ref_pattern, load, parse, update, AccessDoc, Decision, Grant,
+    HiddenRefs, Protection, Rejected, StoredToken, Webhook, ACCESS_KEY, DEFAULT_PROTECTED,
 };
 pub use level::Level;
 pub use pattern::RepoPattern;

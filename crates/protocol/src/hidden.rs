@@ -44,6 +44,23 @@ impl HiddenRefs {
         Ok(HiddenRefs { prefixes: out })
     }
 
+    /// These prefixes and `more` (a repository's own, added to the
+    /// server's); a prefix of `more` that [`HiddenRefs::new`] refuses is
+    /// left out (returned in the second place, for the log).
+    pub fn with<S: AsRef<str>>(&self, more: &[S]) -> (Self, Vec<String>) {
+        let mut out = self.clone();
+        let mut refused = Vec::new();
+        for p in more {
+            match HiddenRefs::new(&[p.as_ref()]) {
+                Ok(h) => out.prefixes.extend(h.prefixes),
+                Err(_) => refused.push(p.as_ref().to_owned()),
+            }
+        }
+        out.prefixes.sort();
+        out.prefixes.dedup();
+        (out, refused)
+    }
+
     /// No prefix is hidden.
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
@@ -78,6 +95,10 @@ mod tests {
         assert!(!h.hides("refs/changesx/1"));
         assert!(!h.hides("refs/heads/main"));
         assert!(HiddenRefs::new(&["refs/"]).is_err());
+        let (both, refused) = h.with(&["refs/keep-around/", "refs/", "refs/pull"]);
+        assert_eq!(refused, ["refs/"]);
+        assert!(both.hides("refs/keep-around/abc") && both.hides("refs/pull/1/head"));
+        assert!(!h.hides("refs/keep-around/abc"));
         assert!(HiddenRefs::new(&["heads/x"]).is_err());
         assert!(HiddenRefs::new::<&str>(&[]).unwrap().is_empty());
     }

@@ -131,6 +131,28 @@ impl App {
         Repository::new(self.store.clone(), name, self.indexes.clone())
     }
 
+    /// The hidden ref prefixes of repository `name`: the server's (`base`,
+    /// from `--hide-refs`) and the repository's from the access document.
+    pub(crate) fn hidden(
+        &self,
+        base: &gitstow_protocol::HiddenRefs,
+        name: &str,
+        repo_prefixes: &[String],
+    ) -> gitstow_protocol::HiddenRefs {
+        if repo_prefixes.is_empty() {
+            return base.clone();
+        }
+        let (hidden, refused) = base.with(repo_prefixes);
+        if !refused.is_empty() {
+            tracing::warn!(
+                repo = name,
+                ?refused,
+                "access document: hidden ref prefixes ignored (not under refs/)"
+            );
+        }
+        hidden
+    }
+
     /// Shutdown began: `/readyz` answers 503 from now on.
     pub fn shutting_down(&self) {
         self.health.shutting_down();
@@ -265,7 +287,7 @@ async fn route(
     logged.token = principal.token.clone();
     match (route, method) {
         (Route::InfoRefs(_), Method::GET) => {
-            info_refs(app, name, uri.query().unwrap_or(""), &headers).await
+            info_refs(app, name, principal, uri.query().unwrap_or(""), &headers).await
         }
         (Route::UploadPack(_), Method::POST) => {
             match expect_content_type(&headers, "application/x-git-upload-pack-request") {
@@ -371,7 +393,13 @@ pub(crate) fn not_found(name: &str) -> Response {
 /// written (1.1M refs: ~270 MB), so a flood of them must not run at once.
 pub const LARGE_LISTING: usize = 100_000;
 
-async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap) -> Response {
+async fn info_refs(
+    app: Arc<App>,
+    name: String,
+    principal: Principal,
+    query: &str,
+    headers: &HeaderMap,
+) -> Response {
     let requested = query.split('&').find_map(|kv| kv.strip_prefix("service="));
     let Some(service) = service_from_query(query) else {
         return match requested {
@@ -407,10 +435,14 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
         None
     };
     let repo = app.repo(&name);
-    let config = app.clone();
+    let hidden = match service {
+        Service::UploadPack => &app.config.upload.hidden,
+        Service::ReceivePack => &app.config.receive.hidden,
+    };
+    let hidden = app.hidden(hidden, &name, &principal.hide_refs);
     // Ref tables are read from the store: off the async threads.
     let written = tokio::task::spawn_blocking(move || {
-        advertisement(&config, &repo, &state, service, v2_capabilities)
+        advertisement(&repo, &state, service, v2_capabilities, &hidden)
     })
     .await;
     let out = match written {
@@ -434,11 +466,11 @@ async fn info_refs(app: Arc<App>, name: String, query: &str, headers: &HeaderMap
 /// The body of an `info/refs` answer for `service` (the v2 capabilities,
 /// or the v0 advertisement of the refs of `state`).
 fn advertisement(
-    app: &App,
     repo: &gitstow_odb::Repository,
     state: &gitstow_odb::RepoState,
     service: Service,
     v2_capabilities: bool,
+    hidden: &gitstow_protocol::HiddenRefs,
 ) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
     let mut out = Vec::new();
     match service {
@@ -450,16 +482,14 @@ fn advertisement(
         )?,
         Service::UploadPack => {
             let view = repo.refs(state)?;
-            let refs =
-                gitstow_upload::advertise::refs(state, &view, true, &app.config.upload.hidden)?;
+            let refs = gitstow_upload::advertise::refs(state, &view, true, hidden)?;
             let head_resolves = refs.first().is_some_and(|r| r.name == "HEAD");
             let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(state, head_resolves);
             write_v0_advertisement(&mut out, service, &refs, &caps, true)?
         }
         Service::ReceivePack => {
             let view = repo.refs(state)?;
-            let refs =
-                gitstow_upload::advertise::refs(state, &view, false, &app.config.receive.hidden)?;
+            let refs = gitstow_upload::advertise::refs(state, &view, false, hidden)?;
             let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
                 .iter()
                 .map(|s| s.to_string())
@@ -549,7 +579,8 @@ async fn upload_pack(
     }
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
     let repo = app.repo(&name);
-    let opts = app.config.upload.clone();
+    let mut opts = app.config.upload.clone();
+    opts.hidden = app.hidden(&opts.hidden, &name, &principal.hide_refs);
     let arena = app.fetch_arena;
     let token = principal.token;
     response::stream(

@@ -118,6 +118,9 @@ pub struct Principal {
     pub protect: Option<Vec<String>>,
     /// The webhooks (names) that receive the repository's pushes.
     pub webhooks: Vec<String>,
+    /// The repository's hidden ref prefixes from the access document
+    /// (`gitstow access hide-refs`), added to the server's `--hide-refs`.
+    pub hide_refs: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -319,6 +322,7 @@ impl Auth {
         let webhooks = repo.map_or_else(Vec::new, |r| {
             doc.webhooks_for(r).map(|w| w.name.clone()).collect()
         });
+        let hide_refs = repo.map_or_else(Vec::new, |r| doc.hidden_refs(r));
         if doc.enforced() {
             self.enforcing.store(true, Ordering::Relaxed);
         } else if !self.enforcing.load(Ordering::Relaxed) {
@@ -343,6 +347,7 @@ impl Auth {
             }
             return Ok(Principal {
                 webhooks,
+                hide_refs,
                 ..Principal::default()
             });
         }
@@ -389,6 +394,7 @@ impl Auth {
                     .map(|r| doc.protected_refs(r)),
                 token: name,
                 webhooks,
+                hide_refs,
             }),
             Decision::Unauthenticated => Err(unauthorized("authentication required")),
             Decision::Forbidden(reason) => {

@@ -72,6 +72,7 @@ pub(crate) async fn receive_pack(
     opts.protect = principal
         .protect
         .map(|refs| gitstow_receive::protect::Protect { refs });
+    opts.hidden = app.hidden(&opts.hidden, &name, &principal.hide_refs);
     opts.pusher = principal.token.clone();
     if !principal.webhooks.is_empty() {
         match &app.webhooks {

@@ -117,6 +117,22 @@ pub enum AccessCommand {
         /// The pattern as it was protected.
         pattern: String,
     },
+    /// Hide ref namespaces of the repositories PATTERN matches, as git's
+    /// transfer.hideRefs: their refs are in no advertisement (fetch, push)
+    /// and a push to one is refused ("deny updating a hidden ref"); a
+    /// hidden tip can still be fetched by its id. Adds to the server's
+    /// --hide-refs and to every other entry that matches; replaces this
+    /// pattern's entry; no PREFIX removes it. Servers see the change within
+    /// --access-refresh seconds.
+    HideRefs {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `org/project`, `org/*` or `*`.
+        pattern: String,
+        /// `refs/changes`, `refs/pull`, `refs/merge-requests`, `refs/keep-around`.
+        prefixes: Vec<String>,
+    },
     /// Take back an `allow-anonymous-read`.
     DenyAnonymousRead {
         /// The store and its S3 settings.
@@ -191,6 +207,9 @@ pub fn access_main(args: AccessArgs) -> i32 {
                 "protected elsewhere: {}",
                 gitstow_access::DEFAULT_PROTECTED.join(" ")
             );
+            for h in &doc.hidden {
+                println!("hidden in {}: {}", h.repos, h.refs.join(" "));
+            }
             if doc.anonymous_read.is_empty() {
                 println!("anonymous read: none");
             } else {
@@ -221,6 +240,21 @@ pub fn access_main(args: AccessArgs) -> i32 {
                 println!("{p}: no ref protected");
             } else {
                 println!("{p}: only admin may rewrite or delete {}", refs.join(" "));
+            }
+            Ok(())
+        }),
+        AccessCommand::HideRefs {
+            store,
+            pattern,
+            prefixes,
+        } => run(&store, |s| {
+            let p = RepoPattern::parse(&pattern)?;
+            let replaced =
+                gitstow_access::update(s, |doc| doc.hide_refs(p.clone(), prefixes.clone()))?;
+            match (prefixes.is_empty(), replaced) {
+                (true, false) => return Err(format!("{pattern:?} has no hide-refs entry").into()),
+                (true, true) => println!("{p}: no ref namespace hidden by this entry"),
+                (false, _) => println!("{p}: hidden {}", prefixes.join(" ")),
             }
             Ok(())
         }),
