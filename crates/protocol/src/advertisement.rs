@@ -153,31 +153,107 @@ impl RefLine {
 }
 
 fn write_v0_refs(
-    batch: &mut PktBatch<'_, impl Write>,
+    batch: PktBatch<'_, impl Write>,
     service: Service,
     refs: &[AdvertisedRef],
     capabilities: &[String],
 ) -> io::Result<()> {
-    let caps = capabilities.join(" ");
-    if refs.is_empty() {
-        let line = format!("{} capabilities^{{}}\0{caps}", crate::null_oid());
-        batch.text(&line)?;
+    let mut out = V0Refs::start(batch, service, capabilities);
+    for r in refs {
+        out.push(&r.name, &r.oid, r.peeled.as_ref())?;
     }
-    let mut line = RefLine::default();
-    for (i, r) in refs.iter().enumerate() {
-        line.start(&r.oid, &r.name);
-        if i == 0 {
-            line.text.push('\0');
-            line.text.push_str(&caps);
+    out.finish()
+}
+
+/// A v0/v1 ref advertisement written as the refs come (gitprotocol-pack(5)
+/// "Reference Discovery"): nothing is held but one line and a 64 KiB
+/// batch, so a listing of millions of refs never builds their list.
+/// Made by [`V0Refs::new`] (or [`write_v0_advertisement`] for a slice);
+/// [`V0Refs::finish`] ends it (with the `capabilities^{}` line if no ref
+/// was pushed).
+pub struct V0Refs<'w, W: Write> {
+    batch: PktBatch<'w, W>,
+    service: Service,
+    caps: String,
+    first: bool,
+    line: RefLine,
+}
+
+impl<'w, W: Write> V0Refs<'w, W> {
+    /// Starts the advertisement of `service` on `w`: with `http_header`,
+    /// the `# service=` pkt and its flush; with `version1`, a `version 1`
+    /// pkt. `capabilities` go on the first ref line.
+    ///
+    /// # Errors
+    /// Writing to `w` failed.
+    pub fn new(
+        w: &'w mut W,
+        service: Service,
+        capabilities: &[String],
+        http_header: bool,
+        version1: bool,
+    ) -> io::Result<Self> {
+        let mut batch = PktBatch::new(w);
+        if http_header {
+            write_service_header(&mut batch, service)?;
         }
-        batch.text(&line.text)?;
-        if let (Service::UploadPack, Some(peeled)) = (service, r.peeled) {
-            line.start(&peeled, &r.name);
-            line.text.push_str("^{}");
-            batch.text(&line.text)?;
+        if version1 {
+            batch.text("version 1")?;
+        }
+        Ok(Self::start(batch, service, capabilities))
+    }
+
+    fn start(batch: PktBatch<'w, W>, service: Service, capabilities: &[String]) -> Self {
+        V0Refs {
+            batch,
+            service,
+            caps: capabilities.join(" "),
+            first: true,
+            line: RefLine::default(),
         }
     }
-    batch.special(b"0000")
+
+    /// The next ref (refs in advertisement order: `HEAD` first, then by
+    /// name); `peeled` (an annotated tag's target) is written as
+    /// `<oid> <name>^{}` for upload-pack only, as git's receive-pack
+    /// advertises none.
+    ///
+    /// # Errors
+    /// Writing failed, or the line exceeds the pkt-line limit
+    /// (`InvalidInput`).
+    pub fn push(
+        &mut self,
+        name: &str,
+        oid: &ObjectId,
+        peeled: Option<&ObjectId>,
+    ) -> io::Result<()> {
+        self.line.start(oid, name);
+        if self.first {
+            self.first = false;
+            self.line.text.push('\0');
+            self.line.text.push_str(&self.caps);
+        }
+        self.batch.text(&self.line.text)?;
+        if let (Service::UploadPack, Some(peeled)) = (self.service, peeled) {
+            self.line.start(peeled, name);
+            self.line.text.push_str("^{}");
+            self.batch.text(&self.line.text)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the advertisement (flush-pkt) and writes what is batched.
+    ///
+    /// # Errors
+    /// Writing failed.
+    pub fn finish(mut self) -> io::Result<()> {
+        if self.first {
+            let line = format!("{} capabilities^{{}}\0{}", crate::null_oid(), self.caps);
+            self.batch.text(&line)?;
+        }
+        self.batch.special(b"0000")?;
+        self.batch.finish()
+    }
 }
 
 /// The smart-HTTP v0 advertisement, as git http-backend sends it
@@ -204,8 +280,7 @@ pub fn write_v0_advertisement(
     if http_header {
         write_service_header(&mut batch, service)?;
     }
-    write_v0_refs(&mut batch, service, refs, capabilities)?;
-    batch.finish()
+    write_v0_refs(batch, service, refs, capabilities)
 }
 
 /// The protocol v1 advertisement: like [`write_v0_advertisement`] with a
@@ -224,8 +299,7 @@ pub fn write_v1_advertisement(
         write_service_header(&mut batch, service)?;
     }
     batch.text("version 1")?;
-    write_v0_refs(&mut batch, service, refs, capabilities)?;
-    batch.finish()
+    write_v0_refs(batch, service, refs, capabilities)
 }
 
 /// The v2 capability advertisement: "version 2" then one pkt per
@@ -336,27 +410,79 @@ pub fn write_ls_refs(
     refs: &[AdvertisedRef],
     unborn_head: Option<&str>,
 ) -> io::Result<()> {
-    let mut batch = PktBatch::new(w);
-    if let Some(target) = unborn_head {
-        if args.unborn && args.symrefs && args.matches("HEAD") {
-            batch.text(&format!("unborn HEAD symref-target:{target}"))?;
-        }
-    }
-    let mut line = RefLine::default();
+    let mut out = LsRefs::new(w, args, unborn_head)?;
     for r in refs.iter().filter(|r| args.matches(&r.name)) {
-        line.start(&r.oid, &r.name);
-        if let (true, Some(target)) = (args.symrefs, &r.symref_target) {
-            line.text.push_str(" symref-target:");
-            line.text.push_str(target);
-        }
-        if let (true, Some(peeled)) = (args.peel, r.peeled) {
-            line.text.push_str(" peeled:");
-            line.push_oid(&peeled);
-        }
-        batch.text(&line.text)?;
+        out.push(
+            &r.name,
+            &r.oid,
+            r.peeled.as_ref(),
+            r.symref_target.as_deref(),
+        )?;
     }
-    batch.special(b"0000")?;
-    batch.finish()
+    out.finish()
+}
+
+/// An `ls-refs` answer written as the refs come (gitprotocol-v2(5)
+/// "ls-refs"), holding one line and a 64 KiB batch. The caller passes only
+/// refs its prefixes match (see [`write_ls_refs`] for the rules).
+pub struct LsRefs<'w, 'a, W: Write> {
+    batch: PktBatch<'w, W>,
+    args: &'a LsRefsArgs,
+    line: RefLine,
+}
+
+impl<'w, 'a, W: Write> LsRefs<'w, 'a, W> {
+    /// Starts the answer to `args`: the `unborn HEAD` line first when
+    /// HEAD is unborn (`unborn_head`: its target) and `args` ask for it.
+    ///
+    /// # Errors
+    /// Writing failed.
+    pub fn new(w: &'w mut W, args: &'a LsRefsArgs, unborn_head: Option<&str>) -> io::Result<Self> {
+        let mut batch = PktBatch::new(w);
+        if let Some(target) = unborn_head {
+            if args.unborn && args.symrefs && args.matches("HEAD") {
+                batch.text(&format!("unborn HEAD symref-target:{target}"))?;
+            }
+        }
+        Ok(LsRefs {
+            batch,
+            args,
+            line: RefLine::default(),
+        })
+    }
+
+    /// The next ref: `<oid> <name>[ symref-target:<t>][ peeled:<oid>]`,
+    /// the attributes as `args` ask.
+    ///
+    /// # Errors
+    /// Writing failed, or the line exceeds the pkt-line limit.
+    pub fn push(
+        &mut self,
+        name: &str,
+        oid: &ObjectId,
+        peeled: Option<&ObjectId>,
+        symref_target: Option<&str>,
+    ) -> io::Result<()> {
+        self.line.start(oid, name);
+        if let (true, Some(target)) = (self.args.symrefs, symref_target) {
+            self.line.text.push_str(" symref-target:");
+            self.line.text.push_str(target);
+        }
+        if let (true, Some(peeled)) = (self.args.peel, peeled) {
+            self.line.text.push_str(" peeled:");
+            self.line.push_oid(peeled);
+        }
+        self.batch.text(&self.line.text)
+    }
+
+    /// Ends the answer (flush-pkt) and writes what is batched.
+    ///
+    /// # Errors
+    /// Writing failed.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.batch.special(b"0000")?;
+        self.batch.finish()
+    }
 }
 
 #[cfg(test)]

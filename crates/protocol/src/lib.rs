@@ -57,7 +57,7 @@ pub mod sideband;
 
 pub use advertisement::{
     symref_capabilities, write_ls_refs, write_v0_advertisement, write_v1_advertisement,
-    write_v2_capabilities, AdvertisedRef, LsRefsArgs, Service,
+    write_v2_capabilities, AdvertisedRef, LsRefs, LsRefsArgs, Service, V0Refs,
 };
 pub use capabilities::Capabilities;
 pub use fetch::{

@@ -19,7 +19,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use gitstow_odb::{IndexCache, Repository, StateCache};
-use gitstow_protocol::{write_v0_advertisement, write_v2_capabilities, Service};
+use gitstow_protocol::{write_v2_capabilities, Service};
 use gitstow_store::ObjectStore;
 
 use gitstow_access::Level;
@@ -420,10 +420,10 @@ async fn info_refs(
         (None, _) => return not_found(&name),
     };
     let v2_capabilities = service == Service::UploadPack && wants_v2(headers);
-    // A listing of many refs holds them all while it is written: it waits
-    // for a fetch slot, so that concurrent listings stay within the fetch
-    // memory budget.
-    let _slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING as u64 {
+    // A listing of many refs reads tables and spends CPU for as long as it
+    // is written: it waits for a fetch slot, so that a flood of them
+    // shares the fetch slots with clones.
+    let slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING as u64 {
         match app.fetches.admit().await {
             Ok(slot) => Some(slot),
             Err(busy) => {
@@ -440,65 +440,60 @@ async fn info_refs(
         Service::ReceivePack => &app.config.receive.hidden,
     };
     let hidden = app.hidden(hidden, &name, &principal.hide_refs);
-    // Ref tables are read from the store: off the async threads.
-    let written = tokio::task::spawn_blocking(move || {
-        advertisement(&repo, &state, service, v2_capabilities, &hidden)
-    })
-    .await;
-    let out = match written {
-        Ok(Ok(out)) => out,
-        Ok(Err(e)) => return server_error("writing the advertisement", e.as_ref()),
-        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
-    };
     let content_type = match service {
         Service::UploadPack => "application/x-git-upload-pack-advertisement",
         Service::ReceivePack => "application/x-git-receive-pack-advertisement",
     };
-    let mut resp = Response::new(Body::from(out));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static(content_type),
-    );
-    response::no_cache(&mut resp);
-    resp
+    // Ref tables are read from the store (off the async threads), and the
+    // advertisement streams as they are read: a listing of millions of
+    // refs holds a line and a batch, not their list.
+    response::stream(
+        "info/refs",
+        content_type,
+        move |out| {
+            let _slot = slot;
+            advertisement(out, &repo, &state, service, v2_capabilities, &hidden)
+        },
+        |e| server_error("writing the advertisement", e.as_ref()),
+    )
+    .await
 }
 
-/// The body of an `info/refs` answer for `service` (the v2 capabilities,
-/// or the v0 advertisement of the refs of `state`).
+/// Writes the body of an `info/refs` answer for `service` to `out` (the
+/// v2 capabilities, or the v0 advertisement of the refs of `state`).
 fn advertisement(
+    out: &mut impl std::io::Write,
     repo: &gitstow_odb::Repository,
     state: &gitstow_odb::RepoState,
     service: Service,
     v2_capabilities: bool,
     hidden: &gitstow_protocol::HiddenRefs,
-) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
-    let mut out = Vec::new();
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use gitstow_upload::advertise;
     match service {
         Service::UploadPack if v2_capabilities => write_v2_capabilities(
-            &mut out,
+            out,
             service,
-            &gitstow_upload::advertise::upload_pack_v2_capabilities(),
+            &advertise::upload_pack_v2_capabilities(),
             false,
         )?,
         Service::UploadPack => {
             let view = repo.refs(state)?;
-            let refs = gitstow_upload::advertise::refs(state, &view, true, hidden)?;
-            let head_resolves = refs.first().is_some_and(|r| r.name == "HEAD");
-            let caps = gitstow_upload::advertise::upload_pack_v0_capabilities(state, head_resolves);
-            write_v0_advertisement(&mut out, service, &refs, &caps, true)?
+            let head = advertise::head(state, &view)?;
+            let caps = advertise::upload_pack_v0_capabilities(state, head.is_some());
+            advertise::write_v0(out, service, &view, head, &caps, hidden)?
         }
         Service::ReceivePack => {
             let view = repo.refs(state)?;
-            let refs = gitstow_upload::advertise::refs(state, &view, false, hidden)?;
             let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-            caps.push(format!("agent={}", gitstow_upload::advertise::AGENT));
-            write_v0_advertisement(&mut out, service, &refs, &caps, true)?
+            caps.push(format!("agent={}", advertise::AGENT));
+            advertise::write_v0(out, service, &view, None, &caps, hidden)?
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Whether a v2 request is an `ls-refs` command (its first pkt-line is

@@ -1,23 +1,27 @@
 //! The refs both services advertise, built from a repository state.
 
+use std::io::Write;
+
 use gitstow_odb::reftable::RefValue;
 use gitstow_odb::{Refs, RepoState};
-use gitstow_protocol::{AdvertisedRef, HiddenRefs};
+use gitstow_protocol::{HiddenRefs, LsRefs, LsRefsArgs, Service, V0Refs};
+use gix_hash::ObjectId;
 
 /// Agent string sent as `agent=<this>`.
 pub const AGENT: &str = concat!("gitstow/", env!("CARGO_PKG_VERSION"));
 
 /// Calls `f` with every ref of `refs` under `from` (all of them when
 /// empty) in name order, hidden ones left out: a hidden namespace is
-/// skipped with one seek past it, not visited ref by ref.
+/// skipped with one seek past it, not visited ref by ref. `f`'s error
+/// (a write to the client) ends the walk.
 ///
 /// # Errors
-/// The refs could not be read.
+/// The refs could not be read, or `f` failed.
 pub fn visible(
     refs: &Refs<'_>,
     from: &str,
     hidden: &HiddenRefs,
-    mut f: impl FnMut(&str, RefValue),
+    mut f: impl FnMut(&str, RefValue) -> std::io::Result<()>,
 ) -> gitstow_odb::Result<()> {
     let mut walk = refs.walk(from)?;
     loop {
@@ -25,7 +29,7 @@ pub fn visible(
             None => return Ok(()),
             Some((name, value)) => match hidden.hiding(name) {
                 None => {
-                    f(name, value);
+                    f(name, value)?;
                     None
                 }
                 // Below the prefix: every name up to `<prefix>0`.
@@ -39,80 +43,90 @@ pub fn visible(
     }
 }
 
-fn advertised(name: &str, value: RefValue) -> Option<AdvertisedRef> {
-    Some(AdvertisedRef {
-        name: name.to_owned(),
-        oid: value.oid()?,
-        peeled: value.peeled(),
-        symref_target: None,
-    })
-}
-
 /// HEAD as advertised: its target and oid, when it resolves.
-fn head(state: &RepoState, refs: &Refs<'_>) -> gitstow_odb::Result<Option<AdvertisedRef>> {
+///
+/// # Errors
+/// The refs could not be read.
+pub fn head<'s>(
+    state: &'s RepoState,
+    refs: &Refs<'_>,
+) -> gitstow_odb::Result<Option<(&'s str, ObjectId)>> {
     let (Some(target), Some(oid)) = (&state.head, refs.head_oid(state.head.as_deref())?) else {
         return Ok(None);
     };
-    Ok(Some(AdvertisedRef {
-        name: "HEAD".into(),
-        oid,
-        peeled: None,
-        symref_target: Some(target.clone()),
-    }))
+    Ok(Some((target.as_str(), oid)))
 }
 
-/// The refs of `state` (read through `refs`) in advertisement order: HEAD
-/// first (when `with_head` and it resolves), then every ref not `hidden`
-/// sorted by name, with peeled tag targets.
+/// Writes the v0 advertisement of `service` (gitprotocol-pack(5)
+/// "Reference Discovery", with the smart-HTTP `# service=` header) to `w`
+/// as the refs are read: `head` first (its target and oid, from
+/// [`head`]; upload-pack only), then every ref not `hidden` by name, with
+/// peeled tag targets for upload-pack. Nothing is held but a line and a
+/// 64 KiB batch, however many refs there are.
 ///
 /// # Errors
-/// The refs could not be read.
-pub fn refs(
+/// The refs could not be read, or writing failed.
+pub fn write_v0(
+    w: &mut impl Write,
+    service: Service,
+    refs: &Refs<'_>,
+    head: Option<(&str, ObjectId)>,
+    capabilities: &[String],
+    hidden: &HiddenRefs,
+) -> gitstow_odb::Result<()> {
+    let mut out = V0Refs::new(w, service, capabilities, true, false)?;
+    if let Some((_, oid)) = head {
+        out.push("HEAD", &oid, None)?;
+    }
+    visible(refs, "", hidden, |name, value| match value.oid() {
+        Some(oid) => out.push(name, &oid, value.peeled().as_ref()),
+        None => Ok(()),
+    })?;
+    Ok(out.finish()?)
+}
+
+/// Writes the answer to an `ls-refs` command (gitprotocol-v2(5)) to `w`
+/// as the refs are read: the refs under any of `args`' prefixes (all refs
+/// when none), HEAD first when it resolves and a prefix matches it (or
+/// `unborn HEAD` as `args` ask), `hidden` ones left out. Each prefix is a
+/// seek in the refs, so a narrow prefix does not visit every ref (nor a
+/// hidden namespace); a prefix another one covers is not walked again.
+///
+/// # Errors
+/// The refs could not be read, or writing failed.
+pub fn write_ls_refs(
+    w: &mut impl Write,
+    args: &LsRefsArgs,
     state: &RepoState,
     refs: &Refs<'_>,
-    with_head: bool,
     hidden: &HiddenRefs,
-) -> gitstow_odb::Result<Vec<AdvertisedRef>> {
-    let mut out = Vec::with_capacity(usize::try_from(refs.len()).unwrap_or(0).saturating_add(1));
-    if with_head {
-        out.extend(head(state, refs)?);
+) -> gitstow_odb::Result<()> {
+    let head = if args.matches("HEAD") {
+        head(state, refs)?
+    } else {
+        None
+    };
+    let unborn = match (&state.head, head) {
+        (Some(target), None) if args.unborn && refs.oid(target)?.is_none() => Some(target.as_str()),
+        _ => None,
+    };
+    let mut out = LsRefs::new(w, args, unborn)?;
+    if let Some((target, oid)) = head {
+        out.push("HEAD", &oid, None, Some(target))?;
     }
-    visible(refs, "", hidden, |name, value| {
-        out.extend(advertised(name, value))
-    })?;
-    Ok(out)
-}
-
-/// The refs under any of `prefixes` (all refs when empty), HEAD first when it
-/// resolves and a prefix matches it, `hidden` ones left out. Each prefix is a
-/// seek in the refs, so a narrow prefix does not visit every ref (nor a
-/// hidden namespace).
-///
-/// # Errors
-/// The refs could not be read.
-pub fn refs_with_prefixes(
-    state: &RepoState,
-    view: &Refs<'_>,
-    prefixes: &[String],
-    hidden: &HiddenRefs,
-) -> gitstow_odb::Result<Vec<AdvertisedRef>> {
-    if prefixes.is_empty() {
-        return refs(state, view, true, hidden);
+    let mut walked: Vec<&str> = args.ref_prefixes.iter().map(String::as_str).collect();
+    if walked.is_empty() {
+        walked.push("");
     }
-    let mut out = Vec::new();
-    if prefixes.iter().any(|p| "HEAD".starts_with(p.as_str())) {
-        out.extend(head(state, view)?);
-    }
-    // A prefix that another one covers adds nothing: walk the others.
-    let mut walked: Vec<&String> = prefixes.iter().collect();
     walked.sort_unstable();
-    walked.dedup_by(|later, earlier| later.starts_with(earlier.as_str()));
+    walked.dedup_by(|later, earlier| later.starts_with(*earlier));
     for p in walked {
-        visible(view, p, hidden, |name, value| {
-            out.extend(advertised(name, value))
+        visible(refs, p, hidden, |name, value| match value.oid() {
+            Some(oid) => out.push(name, &oid, value.peeled().as_ref(), None),
+            None => Ok(()),
         })?;
     }
-    Ok(out)
+    Ok(out.finish()?)
 }
 
 /// Capabilities of a v0/v1 upload-pack advertisement (`symref=HEAD:…`
@@ -184,7 +198,11 @@ mod tests {
         let h = HiddenRefs::new(&["refs/changes", "refs/pull"]).unwrap();
         let seen = |from: &str, h: &HiddenRefs| {
             let mut out = Vec::new();
-            visible(&view, from, h, |n, _| out.push(n.to_owned())).unwrap();
+            visible(&view, from, h, |n, _| {
+                out.push(n.to_owned());
+                Ok(())
+            })
+            .unwrap();
             out
         };
         assert_eq!(
@@ -207,14 +225,18 @@ mod tests {
             refs: set.clone(),
             ..Default::default()
         };
-        let prefixes = [
-            "refs/tags/".to_owned(),
-            "refs/".to_owned(),
-            "HEAD".to_owned(),
-        ];
-        let listed = refs_with_prefixes(&state, &view, &prefixes, &h).unwrap();
-        let listed: Vec<&str> = listed.iter().map(|r| r.name.as_str()).collect();
+        let args = LsRefsArgs {
+            ref_prefixes: vec!["refs/tags/".into(), "refs/".into(), "HEAD".into()],
+            symrefs: true,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        write_ls_refs(&mut out, &args, &state, &view, &h).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let listed: Vec<&str> = text.lines().filter_map(|l| l.split(' ').nth(1)).collect();
         assert_eq!(listed[0], "HEAD");
+        assert!(text.contains("symref-target:refs/heads/main"), "{text}");
         assert_eq!(listed.len(), 6, "refs/tags/ is inside refs/: listed once");
+        assert!(text.ends_with("0000"), "{text}");
     }
 }

@@ -536,14 +536,7 @@ pub fn serve_v2(
             let args =
                 LsRefsArgs::parse(cmd.args.iter()).map_err(|e| Error::Protocol(e.to_string()))?;
             let view = repo.refs(state)?;
-            // HEAD is listed only when it resolves.
-            let refs =
-                advertise::refs_with_prefixes(state, &view, &args.ref_prefixes, &opts.hidden)?;
-            let unborn = match &state.head {
-                Some(target) if args.unborn && view.oid(target)?.is_none() => Some(target.as_str()),
-                _ => None,
-            };
-            gitstow_protocol::write_ls_refs(&mut &mut *out, &args, &refs, unborn)?;
+            advertise::write_ls_refs(&mut &mut *out, &args, state, &view, &opts.hidden)?;
             out.flush()?;
             Ok(Outcome::default())
         }
