@@ -24,8 +24,18 @@ source, packed as `git gc` leaves it. Per server, in this order:
 - the push advertisement (GET info/refs?service=git-receive-pack): CPU.
 - a push of one commit to main: server CPU, and bytes written to the
   store or the repository directory by it (new or changed files).
+- 16 concurrent pushers, each making 20 raw receive-pack requests of one
+  ref creation (`refs/pushers/<t>/<i>`, no objects): pushes per second,
+  server CPU, and refs lost (requested, answered `ok`, then not listed).
 - peak RSS of the server over the phases (gitstow: VmHWM of the daemon;
   git: ru_maxrss of its largest process).
+
+With S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY and S3_BUCKET
+set (`eval "$(bash scripts/s3-radosgw.sh env)"`), also a new instance's
+first fetch on S3: the repository is pushed to a gitstow on the bucket
+(defaults, maintenance settled), then a new instance with an empty cache
+serves `git fetch origin main` (up to date) and `git ls-remote`; its store
+requests and bytes read come from its /metrics.
 """
 import argparse, hashlib, http.client, os, shutil, struct, subprocess, sys, tempfile, time, urllib.request
 
@@ -121,6 +131,70 @@ def push_refs(src, url):
             sys.exit("raw push refused: %d %r" % (r.status, answer[:300]))
 
 
+def raw_post(url, body):
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    path = "/" + url.split("//")[1].split("/", 1)[1] + "/git-receive-pack"
+    c = http.client.HTTPConnection(host, int(port), timeout=3600)
+    c.request("POST", path, body, {"Content-Type": "application/x-git-receive-pack-request"})
+    r = c.getresponse()
+    return r.status, r.read()
+
+
+PUSHERS, PUSHES_EACH = 16, 20
+
+
+def pushers(url, oids, repo=None):
+    """16 threads, each making 20 raw pushes of one new ref; returns (wall,
+    pushes answered ok, refs lost). Refs are read back by `git ls-remote`,
+    or from git's repository `repo` (git 2.47 on reftable with hideRefs
+    leaves refs of newer tables out of its listings: not a loss)."""
+    import threading
+    head = b"PACK" + struct.pack(">II", 2, 0)
+    empty = head + hashlib.sha1(head).digest()
+    ok, landed = [0] * PUSHERS, {}
+
+    def run(t):
+        for i in range(PUSHES_EACH):
+            name = "refs/pushers/%d/%d" % (t, i)
+            oid = oids[(t * PUSHES_EACH + i) % len(oids)]
+            line = ("%s %s %s\0report-status" % ("0" * 40, oid, name)).encode()
+            status, answer = raw_post(url, pkt(line) + b"0000" + empty)
+            if status == 200 and (b"ok " + name.encode()) in answer:
+                ok[t] += 1
+                landed[name] = oid
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(PUSHERS)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.monotonic() - t0
+    if repo:
+        lines = [l.replace(" ", "\t", 1) for l in sbs.git(
+            "-C", repo, "for-each-ref", "--format=%(objectname) %(refname)", "refs/pushers/").stdout.splitlines()]
+    else:
+        lines = sbs.git("ls-remote", url, "refs/pushers/*").stdout.splitlines()
+    listed = dict((n, o) for o, n in (l.split("\t") for l in lines))
+    lost = sum(1 for n, o in landed.items() if listed.get(n) != o)
+    return wall, sum(ok), lost
+
+
+def delete_pushers(url, repo=None):
+    if repo:
+        upd = sbs.git("-C", repo, "for-each-ref", "--format=delete %(refname)", "refs/pushers/").stdout
+        subprocess.run(["git", "-C", repo, "update-ref", "--stdin"], input=upd.encode(), check=True)
+        return
+    refs = [l.split("\t") for l in sbs.git("ls-remote", url, "refs/pushers/*").stdout.splitlines()]
+    if not refs:
+        return
+    head = b"PACK" + struct.pack(">II", 2, 0)
+    lines = [pkt(("%s %s %s%s" % (o, "0" * 40, n, "\0report-status delete-refs" if i == 0 else "")).encode())
+             for i, (o, n) in enumerate(refs)]
+    status, answer = raw_post(url, b"".join(lines) + b"0000")
+    if status != 200 or b"ng " in answer:
+        sys.exit("deleting the pushers' refs failed: %d %r" % (status, answer[:300]))
+
+
 def client(work, src, url):
     """A clone of main (made from the source: cheap), origin at url."""
     sbs.git("clone", "-q", "--single-branch", "--branch", "main", src, work)
@@ -179,31 +253,48 @@ def gitstow_side(a, src, n, hidden, workdir):
     before = dir_files(store)
     out["push"] = sbs.gitstow_phase(p.pid, ["-C", work, "push", "-q", "--force", "origin", "HEAD:main"], err)["cpu"]
     out["push_bytes"] = written(before, dir_files(store))
+    oids = sbs.git("-C", src, "rev-list", "--max-count=%d" % (PUSHERS * PUSHES_EACH), "main").stdout.split()
+    c0 = sbs.proc_cpu(p.pid)[0]
+    wall, ok, lost = pushers(url, oids)
+    out["pushers"] = (ok / wall, sbs.proc_cpu(p.pid)[0] - c0, lost, ok)
+    delete_pushers(url)
     out["rss"] = sbs.proc_status(p.pid)["VmHWM"]
     p.kill()
     p.wait()
     return out
 
 
-def git_side(a, src, ref_format, hidden, workdir):
+def git_repo(src, ref_format, workdir):
+    """git's repository: a mirror of the source, as `git gc` leaves it, with
+    bitmaps and a commit-graph (made once per ref format)."""
     root = os.path.join(workdir, "hb")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     repo = os.path.join(root, "r.git")
     sbs.git("clone", "-q", "--mirror", "--ref-format=" + ref_format, src, repo)
     sbs.git("-C", repo, "config", "http.receivepack", "true")
-    if hidden:
-        sbs.git("-C", repo, "config", "transfer.hideRefs", "refs/changes")
     sbs.git("-C", repo, "gc", "-q")
     sbs.git("-C", repo, "repack", "-adq", "--write-bitmap-index")
     sbs.git("-C", repo, "commit-graph", "write", "--reachable")
+    return root, repo
+
+
+def git_side(a, src, root, repo, hidden, workdir):
+    if hidden:
+        sbs.git("-C", repo, "config", "transfer.hideRefs", "refs/changes")
+    else:
+        sbs.git("-C", repo, "config", "--unset-all", "transfer.hideRefs", check=False)
+    # Refs as `git gc` leaves them, after the other variant's push (git
+    # 2.47 on reftable with hideRefs set after that push refused the push
+    # below: "cannot lock ref 'refs/heads/main': reference already exists").
+    sbs.git("-C", repo, "pack-refs", "--all")
     work = os.path.join(workdir, "hb-client")
     shutil.rmtree(work, ignore_errors=True)
     client(work, src, "http://127.0.0.1:1/r.git")
     out, err = {}, workdir + "/client.err"
 
-    def phase(tag, args_for):
-        return sbs.http_backend_phase(a.http_backend_server, root, args_for, workdir, tag)
+    def phase(tag, args_for, run=None):
+        return sbs.http_backend_phase(a.http_backend_server, root, args_for, workdir, tag, run)
 
     def set_origin(u):
         sbs.git("-C", work, "remote", "set-url", "origin", u + "/r.git")
@@ -220,13 +311,84 @@ def git_side(a, src, ref_format, hidden, workdir):
     r = phase("push", lambda u: (set_origin(u), ["-C", work, "push", "-q", "--force", "origin", "HEAD:main"])[1])
     out["push"], rss = r["cpu"], max(rss, r["peak"])
     out["push_bytes"] = written(before, dir_files(repo))
-    out["rss"] = rss
+    oids = sbs.git("-C", src, "rev-list", "--max-count=%d" % (PUSHERS * PUSHES_EACH), "main").stdout.split()
+    res = {}
+
+    def run(u):
+        res["r"] = pushers(u + "/r.git", oids, repo)
+        delete_pushers(u + "/r.git", repo)
+        return res["r"][0]
+    r = phase("pushers", None, run)
+    wall, ok, lost = res["r"]
+    out["pushers"] = (ok / wall, r["cpu"], lost, ok)
+    out["rss"] = max(rss, r["peak"])
+    return out
+
+
+def s3_args():
+    e = os.environ
+    if not e.get("S3_ENDPOINT"):
+        return None
+    return ["--s3-endpoint", e["S3_ENDPOINT"], "--s3-region", e.get("S3_REGION", "us-east-1"),
+            "--s3-access-key", e["S3_ACCESS_KEY"], "--s3-secret-key", e["S3_SECRET_KEY"], "--s3-path-style"]
+
+
+def metrics(url):
+    base = url.rsplit("/", 1)[0]
+    with urllib.request.urlopen(base + "/metrics", timeout=60) as r:
+        text = r.read().decode()
+    reqs = read = 0
+    for line in text.splitlines():
+        if line.startswith("gitstow_store_requests_total{") and 'outcome="sent"' in line:
+            reqs += float(line.split()[-1])
+        if line.startswith("gitstow_store_bytes_total{") and 'direction="read"' in line:
+            read += float(line.split()[-1])
+    return int(reqs), int(read)
+
+
+def s3_first_fetch(a, src, n, workdir):
+    """A new instance's first `git fetch origin main` and `git ls-remote` on
+    S3: store requests and bytes read, from its /metrics."""
+    extra = s3_args()
+    store = "s3://%s/refs-at-scale-%d-%d" % (os.environ["S3_BUCKET"], n, int(time.time()))
+
+    def start(cache):
+        args = [a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", store, "--cache-dir", cache] + extra
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(workdir + "/gs-s3.err", "a"), text=True)
+        return p, p.stdout.readline().split()[-1] + "/r.git"
+    p, url = start(os.path.join(workdir, "s3-cache-fill"))
+    t = time.time()
+    push_refs(src, url)
+    settle(p.pid)
+    sbs.log("gitstow on S3: %d refs pushed in %.0f s (maintenance settled)" % (n, time.time() - t))
+    p.kill()
+    p.wait()
+    work = os.path.join(workdir, "gs-s3-client")
+    shutil.rmtree(work, ignore_errors=True)
+    client(work, src, url)
+    out = {}
+    for phase, args in (("fetch", ["fetch", "-q", "origin", "main"]), ("ls_remote", ["ls-remote", "origin"])):
+        cache = os.path.join(workdir, "s3-cache-" + phase)
+        shutil.rmtree(cache, ignore_errors=True)
+        p, url = start(cache)
+        sbs.git("-C", work, "remote", "set-url", "origin", url)
+        base = metrics(url)
+        t0 = time.monotonic()
+        sbs.git("-C", work, *args)
+        wall = time.monotonic() - t0
+        now = metrics(url)
+        out[phase] = (now[0] - base[0], now[1] - base[1], wall)
+        p.kill()
+        p.wait()
     return out
 
 
 def fmt(v, unit):
     if v is None:
         return "–"
+    if unit == "pushers":
+        rate, cpu, lost, ok = v
+        return "%.1f/s, %.2f s CPU, %d of %d lost" % (rate, cpu, lost, ok)
     if unit == "s":
         return "%.3f s" % v
     if unit == "B":
@@ -258,19 +420,33 @@ def main():
         for hidden in (False, True):
             tag = " hidden" if hidden else ""
             cols["gitstow" + tag] = gitstow_side(a, src, n, hidden, workdir)
-            for rf in ("files", "reftable"):
-                cols["git %s%s" % ("packed-refs" if rf == "files" else rf, tag)] = git_side(a, src, rf, hidden, workdir)
-            sbs.log("%d refs%s done" % (n, tag))
-        names = list(cols)
+        for rf in ("files", "reftable"):
+            root, repo = git_repo(src, rf, workdir)
+            for hidden in (False, True):
+                tag = " hidden" if hidden else ""
+                cols["git %s%s" % ("packed-refs" if rf == "files" else rf, tag)] = \
+                    git_side(a, src, root, repo, hidden, workdir)
+            sbs.log("%d refs, git %s done" % (n, rf))
+        order = ["gitstow", "git packed-refs", "git reftable"]
+        names = [c + t for t in ("", " hidden") for c in order]
         report += ["## %d refs" % n, "", "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for key, label, unit in [("fetch", "`git fetch origin main`, server CPU", "s"),
                                  ("ls_remote", "`git ls-remote`, server CPU", "s"),
                                  ("advertisement", "push advertisement (GET), server CPU", "s"),
                                  ("push", "push of one commit, server CPU", "s"),
                                  ("push_bytes", "bytes written by that push", "B"),
+                                 ("pushers", "16 concurrent pushers × 20 one-ref pushes", "pushers"),
                                  ("rss", "peak RSS", "M")]:
             report.append("| %s | " % label + " | ".join(fmt(cols[c][key], unit) for c in names) + " |")
         report.append("")
+        if s3_args():
+            s3 = s3_first_fetch(a, src, n, workdir)
+            report += ["A new instance on S3 (Ceph RGW on loopback), empty cache, one command:", "",
+                       "| | store requests | bytes read | wall |", "|---|---|---|---|"]
+            for key, label in (("fetch", "`git fetch origin main` (up to date)"), ("ls_remote", "`git ls-remote`")):
+                reqs, read, wall = s3[key]
+                report.append("| %s | %d | %s | %.2f s |" % (label, reqs, fmt(read, "B"), wall))
+            report.append("")
     text = "\n".join(report) + "\n"
     print(text)
     if a.out:

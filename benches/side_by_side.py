@@ -160,8 +160,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http_backend_phase(server, root, args_for, workdir, tag):
-    """One fresh CGI host for one phase; returns wall, CPU and maxrss of git's side."""
+def http_backend_phase(server, root, args_for, workdir, tag, run=None):
+    """One fresh CGI host for one phase; returns wall, CPU and maxrss of git's side.
+    The phase is `git <args_for(url)>`, or `run(url)` (returning its wall time)."""
     port, report = free_port(), os.path.join(workdir, "hb-%s.json" % tag)
     p = subprocess.Popen([sys.executable, "-c", LAUNCHER, server, root, str(port), report])
     for _ in range(100):
@@ -174,7 +175,8 @@ def http_backend_phase(server, root, args_for, workdir, tag):
         p.kill()
         sys.exit("http-backend server did not start on port %d" % port)
     try:
-        wall = timed_client(args_for("http://127.0.0.1:%d" % port), os.path.join(workdir, "hb-%s.err" % tag))
+        url = "http://127.0.0.1:%d" % port
+        wall = run(url) if run else timed_client(args_for(url), os.path.join(workdir, "hb-%s.err" % tag))
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait()
