@@ -613,16 +613,25 @@ impl Repository {
         if let Some(idx) = self.indexes.get(&key) {
             return Ok(idx);
         }
-        let (bytes, _) = self
-            .store
-            .get(&key)?
-            .ok_or_else(|| gitstow_store::Error::NotFound { key: key.clone() })?;
-        let idx = Arc::new(
+        let read = || -> Result<ContainerIndex> {
+            let (bytes, _) = self
+                .store
+                .get(&key)?
+                .ok_or_else(|| gitstow_store::Error::NotFound { key: key.clone() })?;
             ContainerIndex::decode(&bytes).map_err(|source| Error::Index {
                 container: id.to_owned(),
                 source,
-            })?,
-        );
+            })
+        };
+        // A damaged local copy (the cache directory's) is dropped and the
+        // index read again from the store; damage there is reported.
+        let idx = Arc::new(match read() {
+            Err(Error::Index { .. }) => {
+                self.store.discard_local_copy(&key);
+                read()?
+            }
+            other => other?,
+        });
         self.indexes.insert(key, idx.clone());
         Ok(idx)
     }

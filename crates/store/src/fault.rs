@@ -219,6 +219,10 @@ impl ObjectStore for FaultyStore {
     fn get_to_file(&self, key: &str, file: &mut File) -> Result<Option<ObjectMeta>> {
         self.run("get", key, || self.inner.get_to_file(key, file))
     }
+    fn discard_local_copy(&self, key: &str) {
+        self.inner.discard_local_copy(key)
+    }
+
     fn metrics(&self) -> StoreMetrics {
         self.inner.metrics()
     }

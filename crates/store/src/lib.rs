@@ -250,6 +250,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         Ok(IfNoneMatch::of(self.get(key)?, etag))
     }
 
+    /// Drops a local copy of `key` that a reader found damaged (an index
+    /// whose checksum fails), so that the next read asks the store itself.
+    /// The default (a store without local copies) does nothing.
+    fn discard_local_copy(&self, key: &str) {
+        let _ = key;
+    }
+
     /// What the store counted about its own work, for `/metrics`. The
     /// default (and [`FsStore`]) counts nothing.
     fn metrics(&self) -> StoreMetrics {

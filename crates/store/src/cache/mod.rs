@@ -160,6 +160,11 @@ struct Entry {
     size: u64,
     etag: ETag,
     last_used: u64,
+    /// Whether the store was asked that this copy's size and ETag are the
+    /// object's: files adopted from the directory at start are not, until
+    /// their first read (a file cut short or replaced while no process
+    /// held the directory is dropped then, not served).
+    verified: bool,
 }
 
 /// How an immutable key can be read.
@@ -292,6 +297,7 @@ impl CachedStore {
                         size,
                         etag,
                         last_used,
+                        verified: false,
                     },
                 ) {
                     // Two files for one key (two ETags): keep the newer.
@@ -354,6 +360,7 @@ impl CachedStore {
                 size,
                 etag,
                 last_used,
+                verified: true,
             };
             if let Some(old) = index.entries.insert(key_name.clone(), entry) {
                 index.total -= old.size;
@@ -416,10 +423,13 @@ impl CachedStore {
             let now = index.clock;
             index.entries.get_mut(&key_name).map(|e| {
                 e.last_used = now;
-                (e.path.clone(), e.size, e.etag.clone())
+                (e.path.clone(), e.size, e.etag.clone(), e.verified)
             })
         };
-        if let Some((path, size, etag)) = cached {
+        if let Some((path, size, etag, verified)) = cached {
+            if !verified && !self.adopted_copy_holds(key, &key_name, &path, size, &etag)? {
+                return self.lookup_uncached(key, key_name);
+            }
             match File::open(&path) {
                 Ok(file) => {
                     self.hits.fetch_add(1, Ordering::Relaxed);
@@ -434,6 +444,42 @@ impl CachedStore {
                 }
             }
         }
+        self.lookup_uncached(key, key_name)
+    }
+
+    /// Whether the adopted file `path` is the object `key` (its size and
+    /// ETag are the store's); if not, it is dropped. One HEAD, once per
+    /// adopted file.
+    fn adopted_copy_holds(
+        &self,
+        key: &str,
+        key_name: &str,
+        path: &Path,
+        size: u64,
+        etag: &ETag,
+    ) -> Result<bool> {
+        let on_disk = fs::symlink_metadata(path).ok();
+        let meta = self.inner.head(key)?;
+        let holds = meta
+            .as_ref()
+            .is_some_and(|m| m.size == size && &m.etag == etag)
+            && on_disk.is_some_and(|d| d.is_file() && d.len() == size);
+        if holds {
+            if let Some(e) = self.lock().entries.get_mut(key_name) {
+                if e.path == path {
+                    e.verified = true;
+                }
+            }
+        } else {
+            tracing::warn!(key, file = %path.display(), "a cached copy found at start is not the stored object (size or version); dropped");
+            self.forget(key_name, path);
+            let _ = fs::remove_file(path);
+        }
+        Ok(holds)
+    }
+
+    /// Finds `key` (not cached) in the inner store and downloads it.
+    fn lookup_uncached(&self, key: &str, key_name: String) -> Result<Lookup> {
         if self.lock().oversized.contains_key(key) {
             self.read_through.fetch_add(1, Ordering::Relaxed);
             return Ok(Lookup::Remote);
@@ -657,6 +703,16 @@ impl ObjectStore for CachedStore {
             self.drop_local(key);
         }
         Ok(())
+    }
+
+    fn discard_local_copy(&self, key: &str) {
+        if (self.immutable)(key) {
+            tracing::warn!(
+                key,
+                "a cached copy failed its check; dropped, read again from the store"
+            );
+            self.drop_local(key);
+        }
     }
 
     fn metrics(&self) -> StoreMetrics {

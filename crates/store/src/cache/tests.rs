@@ -208,6 +208,66 @@ fn a_restart_adopts_the_files() {
     assert_eq!(inner.reads.load(Ordering::SeqCst), reads);
 }
 
+/// Files found at start are checked against the store (size and ETag, one
+/// HEAD) on their first read: a copy cut short or replaced while no process
+/// held the directory is dropped and the object read again; a sound copy
+/// is served without a second HEAD.
+#[test]
+fn adopted_files_are_checked_on_their_first_read() {
+    let (d, inner, cached) = setup(1 << 20);
+    for key in ["r/containers/a.bin", "r/containers/b.bin"] {
+        inner.put(key, b"abcdef", PutCondition::None).unwrap();
+        cached.get(key).unwrap();
+    }
+    drop(cached);
+    // Cut one copy short.
+    let cache = d.path().join("cache");
+    let cut = fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&key_name("r/containers/a.bin"))
+        })
+        .unwrap();
+    fs::write(&cut, b"abc").unwrap();
+    let again = CachedStore::new(inner.clone(), cache, 1 << 20, immutable);
+    let (reads, heads) = (
+        inner.reads.load(Ordering::SeqCst),
+        inner.heads.load(Ordering::SeqCst),
+    );
+    assert_eq!(
+        again.get("r/containers/a.bin").unwrap().unwrap().0,
+        b"abcdef"
+    );
+    assert_eq!(again.get_range("r/containers/a.bin", 3..6).unwrap(), b"def");
+    assert_eq!(
+        inner.reads.load(Ordering::SeqCst),
+        reads + 1,
+        "read again once"
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            again.get("r/containers/b.bin").unwrap().unwrap().0,
+            b"abcdef"
+        );
+    }
+    assert_eq!(
+        inner.reads.load(Ordering::SeqCst),
+        reads + 1,
+        "b is served locally"
+    );
+    // a: a HEAD to check, one to size the download; b: one to check.
+    assert_eq!(inner.heads.load(Ordering::SeqCst), heads + 3);
+    // A copy a reader found damaged is dropped and read again.
+    again.discard_local_copy("r/containers/b.bin");
+    again.get("r/containers/b.bin").unwrap();
+    assert_eq!(inner.reads.load(Ordering::SeqCst), reads + 2);
+}
+
 #[test]
 fn concurrent_first_reads() {
     let (_d, inner, cached) = setup(1 << 20);
