@@ -168,7 +168,7 @@ fn chain_pack(depth: usize) -> (Vec<u8>, String, Vec<u8>) {
 }
 
 /// 3,000 chained OFS deltas: git accepts any depth. canonical: "unpack ok",
-/// "ok refs/heads/deep"; gitstow the same (stored chains are cut at 50), and
+/// "ok refs/heads/deep"; gitstow the same (stored chains re-based within 50), and
 /// the clone has the last blob.
 #[test]
 fn deep_delta_chain_is_accepted() {
@@ -235,4 +235,58 @@ fn very_deep_delta_chain_does_not_overflow() {
     if let Target::Gitstow(server) = &s.target {
         assert!(!server.logs().contains("panicked"), "{}", server.logs());
     }
+}
+
+/// Finding 5 of the hardening issue: a 64 KiB blob of noise and 3,000
+/// chained OFS deltas each appending 8 bytes (a 115 KB pack) were
+/// stored as ~190 MB, every object past the stored depth cap (50) whole.
+/// Now the chain is re-based on objects higher up it (`receive::rebase`):
+/// canonical git and gitstow both answer "unpack ok"; gitstow stores the
+/// push within a small factor of its pack, and the clone has the last blob.
+#[test]
+fn a_deep_chain_is_stored_within_a_small_factor_of_its_pack() {
+    let s = setup("rebased");
+    let mut data = noise(64 << 10, 5);
+    let mut pack = RawPack::default().whole(Kind::Blob, &data);
+    for i in 0..3000u64 {
+        let tail = i.to_be_bytes();
+        let d = delta(
+            data.len(),
+            data.len() + tail.len(),
+            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
+        );
+        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        data.extend_from_slice(&tail);
+    }
+    let blob_id = object_id(Kind::Blob, &data);
+    let tree = tree_data(&[("100644", "long.bin", &blob_id)]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "long\n");
+    let id = object_id(Kind::Commit, &commit);
+    let pack = pack
+        .whole(Kind::Tree, &tree)
+        .whole(Kind::Commit, &commit)
+        .build();
+    let r = s.push_pack_to("rebased", &id, &pack, Duration::from_secs(120));
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, ["ok refs/heads/rebased"], "{r:?}");
+    if let Target::Gitstow(server) = &s.target {
+        let state = server.store().repo_state(&s.repo).unwrap();
+        let stored: u64 = state.containers.iter().map(|c| c.bytes).sum();
+        eprintln!("pack {} bytes, stored {stored} bytes", pack.len());
+        assert!(
+            stored <= 4 * pack.len() as u64,
+            "a {} byte pack stored as {stored} bytes",
+            pack.len()
+        );
+        let o = server.store().admin(&["fsck", "--repo", &s.repo]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    }
+    let dir = s.tmp.path().join("rebased");
+    git(
+        s.tmp.path(),
+        &["clone", "--quiet", "--branch", "rebased", &s.url, "rebased"],
+    );
+    assert_eq!(std::fs::read(dir.join("long.bin")).unwrap(), data);
+    fsck(&dir);
 }

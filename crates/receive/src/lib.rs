@@ -23,6 +23,7 @@ pub mod conflict;
 pub mod hooks;
 pub mod progress;
 pub mod protect;
+mod rebase;
 mod report;
 pub mod resolve;
 pub mod scan;

@@ -21,6 +21,7 @@ use gix_hash::ObjectId;
 use gix_object::Kind;
 
 use crate::check::{check_object, Collected};
+use crate::rebase::{Placement, Rebase};
 use crate::scan::{EntryKind, ScannedPack};
 
 /// Limits and knobs of the resolution.
@@ -30,7 +31,8 @@ pub struct ResolveOptions {
     pub threads: usize,
     /// Largest object, in bytes.
     pub max_object_bytes: u64,
-    /// Deepest delta chain stored; deeper objects are stored whole.
+    /// Deepest delta chain stored; deeper objects are re-based on objects
+    /// higher up their chain (see [`crate::rebase`]).
     pub max_stored_depth: u32,
     /// Deepest delta chain accepted in a pack.
     pub max_chain_depth: u32,
@@ -361,7 +363,7 @@ impl Shared<'_> {
             self.staged.fetch_add(1, Ordering::Relaxed);
         }
         self.counters.objects.fetch_add(1, Ordering::Relaxed);
-        self.descend(w, Some(i), oid, kind, data, 0, 0)
+        self.descend(w, Some(i), oid, kind, data, 0, 0, None)
     }
 
     fn resolve_thin_base(&self, w: &mut Worker, base: ObjectId) -> Result<(), ResolveError> {
@@ -382,7 +384,7 @@ impl Shared<'_> {
         let mut data = take_buf(w);
         data.extend_from_slice(&obj.data);
         drop(obj);
-        self.descend(w, None, base, kind, data, depth, 0)
+        self.descend(w, None, base, kind, data, depth, 0, None)
     }
 
     /// Resolves the children of the object `base_oid` (pack entry `base_index`,
@@ -393,7 +395,8 @@ impl Shared<'_> {
     /// a linear chain of any depth holds two objects and one stack frame, and
     /// only the other children hold their parent (at most log2(entries) levels
     /// for OFS deltas). What parents hold while their other children are
-    /// resolved is bounded by `max_held_bytes`.
+    /// resolved is bounded by `max_held_bytes`. `rebase`: the re-basing
+    /// state of the path, once it passed the stored depth cap.
     #[allow(clippy::too_many_arguments)]
     fn descend(
         &self,
@@ -404,6 +407,7 @@ impl Shared<'_> {
         mut data: Vec<u8>,
         mut stored_depth: u32,
         mut chain: u32,
+        mut rebase: Option<Rebase>,
     ) -> Result<(), ResolveError> {
         loop {
             let mut children: Vec<u32> = match base_index {
@@ -438,20 +442,40 @@ impl Shared<'_> {
                 .expect("not empty");
             let last = children.remove(heaviest);
             if !children.is_empty() {
-                if w.held > 0 && w.held + data.len() as u64 > self.opts.max_held_bytes {
+                // A base held for its other children, and the re-basing
+                // state each of them starts from.
+                let held = data.len() as u64 + rebase.as_ref().map_or(0, Rebase::held_bytes);
+                if w.held > 0 && w.held + held > self.opts.max_held_bytes {
                     recycle(w, data);
                     return Err(ResolveError::Invalid(format!(
                         "delta bases of more than {} bytes would be held at once",
                         self.opts.max_held_bytes
                     )));
                 }
-                w.held += data.len() as u64;
+                w.held += held;
                 let result = children.iter().try_for_each(|&c| {
-                    let (oid, child, depth) =
-                        self.resolve_child(w, c as usize, base_oid, kind, &data, stored_depth)?;
-                    self.descend(w, Some(c as usize), oid, kind, child, depth, chain + 1)
+                    let mut branch = rebase.clone();
+                    let (oid, child, depth) = self.resolve_child(
+                        w,
+                        c as usize,
+                        base_oid,
+                        kind,
+                        &data,
+                        stored_depth,
+                        &mut branch,
+                    )?;
+                    self.descend(
+                        w,
+                        Some(c as usize),
+                        oid,
+                        kind,
+                        child,
+                        depth,
+                        chain + 1,
+                        branch,
+                    )
                 });
-                w.held -= data.len() as u64;
+                w.held -= held;
                 if let Err(e) = result {
                     recycle(w, data);
                     return Err(e);
@@ -461,8 +485,15 @@ impl Shared<'_> {
                 recycle(w, data);
                 return Ok(());
             }
-            let resolved =
-                self.resolve_child(w, last as usize, base_oid, kind, &data, stored_depth);
+            let resolved = self.resolve_child(
+                w,
+                last as usize,
+                base_oid,
+                kind,
+                &data,
+                stored_depth,
+                &mut rebase,
+            );
             recycle(w, data);
             let (oid, child, depth) = resolved?;
             base_index = Some(last as usize);
@@ -474,7 +505,11 @@ impl Shared<'_> {
     }
 
     /// Inflates the delta entry `c`, applies it to `base`, hashes, checks and
-    /// stages the result; returns its id, bytes and stored depth.
+    /// stages the result; returns its id, bytes and stored depth. Within
+    /// the depth cap the result is stored as the pack's delta against its
+    /// parent; past it, where `rebase` places it (its state updated, or
+    /// started at an object stored whole).
+    #[allow(clippy::too_many_arguments)]
     fn resolve_child(
         &self,
         w: &mut Worker,
@@ -483,6 +518,7 @@ impl Shared<'_> {
         kind: Kind,
         base: &[u8],
         stored_depth: u32,
+        rebase: &mut Option<Rebase>,
     ) -> Result<(ObjectId, Vec<u8>, u32), ResolveError> {
         let e = self.pack.entries[c];
         self.read_compressed(w, c)?;
@@ -509,23 +545,47 @@ impl Shared<'_> {
         }
         let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
-        let mut depth = stored_depth + 1;
-        if !self.db.contains(&oid) {
-            if depth > self.opts.max_stored_depth {
-                depth = 0;
-                w.deflated.clear();
-                zlib::deflate(&data, &mut w.deflated);
+        let cap = self.opts.max_stored_depth;
+        let existing = self.db.contains(&oid).then(|| {
+            self.db
+                .lookup(&oid)
+                .map_or(stored_depth + 1, |l| l.entry.depth)
+        });
+        let size = data.len() as u64;
+        let placement = match rebase.as_mut() {
+            Some(r) => r
+                .step(&w.delta, oid, size, stored_depth, existing, cap)
+                .map_err(|err| self.invalid(c, err))?,
+            None => match existing.unwrap_or(stored_depth + 1) {
+                depth if depth <= cap => Placement::Parent(depth),
+                _ => Placement::Whole,
+            },
+        };
+        let depth = match (placement, existing) {
+            (Placement::Whole, held) => {
+                let depth = held.unwrap_or(0);
+                if held.is_none() {
+                    w.deflated.clear();
+                    zlib::deflate(&data, &mut w.deflated);
+                    self.sink.stage(EncodedObject {
+                        id: oid,
+                        kind,
+                        size,
+                        encoding: Encoding::Whole { zlib: &w.deflated },
+                    })?;
+                    self.staged.fetch_add(1, Ordering::Relaxed);
+                }
+                *rebase = Rebase::start(oid, size, depth, cap);
+                depth
+            }
+            (Placement::Parent(depth), Some(_)) | (Placement::Rebased { depth, .. }, Some(_)) => {
+                depth
+            }
+            (Placement::Parent(depth), None) => {
                 self.sink.stage(EncodedObject {
                     id: oid,
                     kind,
-                    size: data.len() as u64,
-                    encoding: Encoding::Whole { zlib: &w.deflated },
-                })?;
-            } else {
-                self.sink.stage(EncodedObject {
-                    id: oid,
-                    kind,
-                    size: data.len() as u64,
+                    size,
                     encoding: Encoding::Delta {
                         base: base_oid,
                         delta_size: e.decompressed_size,
@@ -533,11 +593,34 @@ impl Shared<'_> {
                         depth,
                     },
                 })?;
+                self.staged.fetch_add(1, Ordering::Relaxed);
+                depth
             }
-            self.staged.fetch_add(1, Ordering::Relaxed);
-        } else if let Some(loc) = self.db.lookup(&oid) {
-            depth = loc.entry.depth;
-        }
+            (
+                Placement::Rebased {
+                    base,
+                    depth,
+                    delta: composed,
+                },
+                None,
+            ) => {
+                w.deflated.clear();
+                zlib::deflate(&composed, &mut w.deflated);
+                self.sink.stage(EncodedObject {
+                    id: oid,
+                    kind,
+                    size,
+                    encoding: Encoding::Delta {
+                        base,
+                        delta_size: composed.len() as u64,
+                        zlib: &w.deflated,
+                        depth,
+                    },
+                })?;
+                self.staged.fetch_add(1, Ordering::Relaxed);
+                depth
+            }
+        };
         self.counters.objects.fetch_add(1, Ordering::Relaxed);
         self.counters.deltas.fetch_add(1, Ordering::Relaxed);
         Ok((oid, data, depth))
