@@ -447,3 +447,80 @@ fn killed_spills_and_merges_leave_whole_refs() {
     let mirror = mirror_sound(&server.url("killed"), tmp.path(), server.store());
     assert_eq!(local_refs(&mirror).len(), expected.len());
 }
+
+/// Two instances on one store take pushes of distinct refs at once, each
+/// push large enough that the inline part spills a table every few pushes
+/// and automatic maintenance merges the stack meanwhile: every ref a push
+/// was answered `ok` for is listed by both instances, nothing else is, and
+/// the repository clones and checks sound.
+#[test]
+fn two_instances_pushing_distinct_refs_lose_nothing() {
+    if Server::is_canonical() {
+        return;
+    }
+    let a = Server::start_with(&[]);
+    let b = Server::start_on(Some(a.store()), &[], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    git(&work, &["push", "--quiet", &a.url("two"), "main"]);
+    let zero = "0".repeat(40);
+    let head = b"PACK\0\0\0\x02\0\0\0\0".to_vec();
+    let mut empty_pack = head.clone();
+    empty_pack.extend_from_slice(&sha1(&head));
+    const PUSHES: u32 = 8;
+    const REFS: u32 = 400;
+    let pushers: Vec<_> = [&a, &b]
+        .iter()
+        .enumerate()
+        .map(|(who, server)| {
+            let port = server.port();
+            let (zero, c1, pack) = (zero.clone(), c1.clone(), empty_pack.clone());
+            std::thread::spawn(move || {
+                let mut landed = Vec::new();
+                for push in 0..PUSHES {
+                    let first = 1 + (who as u32 * PUSHES + push) * REFS;
+                    let names: Vec<String> = (first..first + REFS).map(change).collect();
+                    let commands: Vec<(&str, &str, &str)> = names
+                        .iter()
+                        .map(|n| (zero.as_str(), c1.as_str(), n.as_str()))
+                        .collect();
+                    let body = receive_pack_request(&commands, "report-status", Some(&pack));
+                    let r = http(
+                        port,
+                        "POST",
+                        "/two.git/git-receive-pack",
+                        &[("Content-Type", "application/x-git-receive-pack-request")],
+                        &body,
+                    );
+                    let text = r.text();
+                    assert!(text.contains("unpack ok"), "instance {who}: {text}");
+                    for n in names {
+                        if text.contains(&format!("ok {n}\n")) {
+                            landed.push(n);
+                        } else {
+                            assert!(text.contains(&format!("ng {n} ")), "{n}: {text}");
+                        }
+                    }
+                }
+                landed
+            })
+        })
+        .collect();
+    let mut expected: BTreeSet<String> = [format!("{c1}\trefs/heads/main")].into();
+    for p in pushers {
+        expected.extend(p.join().unwrap().into_iter().map(|n| format!("{c1}\t{n}")));
+    }
+    assert_eq!(
+        expected.len() as u32,
+        1 + 2 * PUSHES * REFS,
+        "every push of distinct refs is answered ok"
+    );
+    for server in [&a, &b] {
+        for version in ["0", "2"] {
+            assert_eq!(remote_refs(&work, &server.url("two"), version), expected);
+        }
+    }
+    mirror_sound(&b.url("two"), tmp.path(), a.store());
+}
