@@ -24,7 +24,11 @@ source, packed as `git gc` leaves it. Per server, in this order:
 - the push advertisement (GET info/refs?service=git-receive-pack): CPU.
 - a push of one commit to main: server CPU, and bytes written to the
   store or the repository directory by it (new or changed files).
-- 16 concurrent pushers, each making 20 raw receive-pack requests of one
+- the tombstone case: 90,000 changes deleted in one push and created again
+  in another (wall), then `git ls-remote` and `git fetch origin main`
+  (server CPU; gitstow once its automatic maintenance settled: what a
+  user meets a minute later). Not in the hidden variants.
+- 16 concurrent pushers, each making 20 (4 at 1M refs and more) raw receive-pack requests of one
   ref creation (`refs/pushers/<t>/<i>`, no objects): pushes per second,
   server CPU, and refs lost (requested, answered `ok`, then not listed).
 - peak RSS of the server over the phases (gitstow: VmHWM of the daemon;
@@ -103,32 +107,50 @@ def pkt(b):
     return b"%04x" % (len(b) + 4) + b
 
 
+def changes_of(src):
+    refs = sbs.git("-C", src, "for-each-ref", "--format=%(objectname) %(refname)", "refs/changes/").stdout.split("\n")
+    return [r.split(" ") for r in refs if r]
+
+
+def post_commands(url, commands, caps):
+    """Raw receive-pack requests of 90,000 (old, new, name) commands each
+    (no objects); exits unless every command is answered ok."""
+    head = b"PACK" + struct.pack(">II", 2, 0)
+    empty = head + hashlib.sha1(head).digest()
+    for start in range(0, len(commands), 90_000):
+        lines = []
+        for old, new, name in commands[start:start + 90_000]:
+            line = ("%s %s %s" % (old, new, name)).encode()
+            if not lines:
+                line += b"\0" + caps.encode()
+            lines.append(pkt(line))
+        deletes_only = all(new == "0" * 40 for _, new, _ in commands[start:start + 90_000])
+        status, answer = raw_post(url, b"".join(lines) + b"0000" + (b"" if deletes_only else empty))
+        if status != 200 or b"unpack ok" not in answer[:40] or b"ng " in answer:
+            sys.exit("raw push refused: %d %r" % (status, answer[:300]))
+
+
+TOMBSTONES = 90_000
+
+
+def delete_recreate(src, url):
+    """Deletes the first 90,000 changes in one push, then creates them again
+    in another (the tombstone case); returns the wall time of both."""
+    refs = changes_of(src)[:TOMBSTONES]
+    zero = "0" * 40
+    t = time.monotonic()
+    post_commands(url, [(oid, zero, name) for oid, name in refs], "report-status delete-refs")
+    post_commands(url, [(zero, oid, name) for oid, name in refs], "report-status")
+    return time.monotonic() - t
+
+
 def push_refs(src, url):
     """main with the history by `git push`, then the refs by raw
     receive-pack requests of 90,000 creations each (git's send-pack spends
     minutes of client CPU matching 90,000 new refs; the server's work is
     the same)."""
     sbs.git("-C", src, "push", "-q", url, "refs/heads/main:refs/heads/main")
-    refs = sbs.git("-C", src, "for-each-ref", "--format=%(objectname) %(refname)", "refs/changes/").stdout.split("\n")
-    refs = [r.split(" ") for r in refs if r]
-    head = b"PACK" + struct.pack(">II", 2, 0)
-    empty = head + hashlib.sha1(head).digest()
-    host, port = url.split("//")[1].split("/")[0].split(":")
-    path = "/" + url.split("//")[1].split("/", 1)[1] + "/git-receive-pack"
-    for start in range(0, len(refs), 90_000):
-        lines = []
-        for oid, name in refs[start:start + 90_000]:
-            line = ("%s %s %s" % ("0" * 40, oid, name)).encode()
-            if not lines:
-                line += b"\0report-status"
-            lines.append(pkt(line))
-        body = b"".join(lines) + b"0000" + empty
-        c = http.client.HTTPConnection(host, int(port), timeout=3600)
-        c.request("POST", path, body, {"Content-Type": "application/x-git-receive-pack-request"})
-        r = c.getresponse()
-        answer = r.read()
-        if r.status != 200 or b"unpack ok" not in answer[:40] or b"ng " in answer:
-            sys.exit("raw push refused: %d %r" % (r.status, answer[:300]))
+    post_commands(url, [("0" * 40, oid, name) for oid, name in changes_of(src)], "report-status")
 
 
 def raw_post(url, body):
@@ -140,7 +162,10 @@ def raw_post(url, body):
     return r.status, r.read()
 
 
-PUSHERS, PUSHES_EACH = 16, 20
+PUSHERS = 16
+# Pushes per pusher: 20, or 4 at 1M refs and more (git's receive-pack
+# spends seconds of CPU a push there, checking connectivity against every ref).
+PUSHES_EACH = 20
 
 
 def pushers(url, oids, repo=None):
@@ -258,6 +283,11 @@ def gitstow_side(a, src, n, hidden, workdir):
     wall, ok, lost = pushers(url, oids)
     out["pushers"] = (ok / wall, sbs.proc_cpu(p.pid)[0] - c0, lost, ok)
     delete_pushers(url)
+    if not hidden:
+        out["recreate"] = delete_recreate(src, url)
+        settle(p.pid)
+        out["ls_after"] = sbs.gitstow_phase(p.pid, ["-C", work, "ls-remote", url], err)["cpu"]
+        out["fetch_after"] = sbs.gitstow_phase(p.pid, ["-C", work, "fetch", "-q", "origin", "main"], err)["cpu"]
     out["rss"] = sbs.proc_status(p.pid)["VmHWM"]
     p.kill()
     p.wait()
@@ -321,7 +351,15 @@ def git_side(a, src, root, repo, hidden, workdir):
     r = phase("pushers", None, run)
     wall, ok, lost = res["r"]
     out["pushers"] = (ok / wall, r["cpu"], lost, ok)
-    out["rss"] = max(rss, r["peak"])
+    rss = max(rss, r["peak"])
+    if not hidden:
+        r = phase("recreate", None, lambda u: delete_recreate(src, u + "/r.git"))
+        out["recreate"], rss = r["wall"], max(rss, r["peak"])
+        r = phase("ls-after", lambda u: ["-C", work, "ls-remote", u + "/r.git"])
+        out["ls_after"], rss = r["cpu"], max(rss, r["peak"])
+        r = phase("fetch-after", lambda u: (set_origin(u), ["-C", work, "fetch", "-q", "origin", "main"])[1])
+        out["fetch_after"], rss = r["cpu"], max(rss, r["peak"])
+    out["rss"] = rss
     return out
 
 
@@ -389,6 +427,8 @@ def fmt(v, unit):
     if unit == "pushers":
         rate, cpu, lost, ok = v
         return "%.1f/s, %.2f s CPU, %d of %d lost" % (rate, cpu, lost, ok)
+    if v == "n/a":
+        return "–"
     if unit == "s":
         return "%.3f s" % v
     if unit == "B":
@@ -410,7 +450,9 @@ def main():
     report = ["# Refs at scale: gitstow beside git http-backend", "",
               "`python3 benches/refs_at_scale.py --refs %s` (one run each, 2-core machine, %s)" %
               (a.refs, sbs.git("--version").stdout.strip()), ""]
+    global PUSHES_EACH
     for n in [int(x) for x in a.refs.split(",")]:
+        PUSHES_EACH = 20 if n < 1_000_000 else 4
         src = os.path.join(workdir, "src-%d.git" % n)
         if not os.path.exists(src):
             t = time.time()
@@ -435,9 +477,12 @@ def main():
                                  ("advertisement", "push advertisement (GET), server CPU", "s"),
                                  ("push", "push of one commit, server CPU", "s"),
                                  ("push_bytes", "bytes written by that push", "B"),
-                                 ("pushers", "16 concurrent pushers × 20 one-ref pushes", "pushers"),
+                                 ("pushers", "16 concurrent pushers × %d one-ref pushes" % PUSHES_EACH, "pushers"),
+                                 ("recreate", "delete 90,000 changes, then create them again (two pushes), wall", "s"),
+                                 ("ls_after", "`git ls-remote` after that, server CPU", "s"),
+                                 ("fetch_after", "`git fetch origin main` after that, server CPU", "s"),
                                  ("rss", "peak RSS", "M")]:
-            report.append("| %s | " % label + " | ".join(fmt(cols[c][key], unit) for c in names) + " |")
+            report.append("| %s | " % label + " | ".join(fmt(cols[c].get(key, "n/a"), unit) for c in names) + " |")
         report.append("")
         if s3_args():
             s3 = s3_first_fetch(a, src, n, workdir)
