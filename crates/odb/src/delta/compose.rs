@@ -14,7 +14,7 @@
 //! are merged, so composing deltas that each copy most of their base and
 //! insert a little stays as small as the inserts.
 
-use super::{varint, DeltaError};
+use super::{instruction, varint, DeltaError, Instruction};
 
 /// Most bytes one copy instruction moves (its size has three bytes).
 const MAX_COPY: u64 = 0xff_ffff;
@@ -113,42 +113,19 @@ impl Composed {
             segments: Vec::new(),
             lits: Vec::new(),
         };
-        while i < delta.len() {
-            let cmd = delta[i];
-            i += 1;
-            if cmd & 0x80 != 0 {
-                let mut ofs = 0u64;
-                let mut len = 0u64;
-                for bit in 0..4 {
-                    if cmd & (1 << bit) != 0 {
-                        ofs |= u64::from(*delta.get(i).ok_or(DeltaError::Truncated)?) << (8 * bit);
-                        i += 1;
+        while let Some(ins) = instruction(delta, &mut i)? {
+            match ins {
+                Instruction::Copy { ofs, len } => {
+                    if ofs + len > self.size {
+                        return Err(DeltaError::CopyOutOfBounds {
+                            offset: ofs,
+                            len,
+                            base_len: self.size,
+                        });
                     }
+                    self.copy_into(&mut out, ofs, len);
                 }
-                for bit in 0..3 {
-                    if cmd & (0x10 << bit) != 0 {
-                        len |= u64::from(*delta.get(i).ok_or(DeltaError::Truncated)?) << (8 * bit);
-                        i += 1;
-                    }
-                }
-                if len == 0 {
-                    len = 0x10000;
-                }
-                if ofs + len > self.size {
-                    return Err(DeltaError::CopyOutOfBounds {
-                        offset: ofs,
-                        len,
-                        base_len: self.size,
-                    });
-                }
-                self.copy_into(&mut out, ofs, len);
-            } else if cmd == 0 {
-                return Err(DeltaError::ReservedInstruction);
-            } else {
-                let len = cmd as usize;
-                let data = delta.get(i..i + len).ok_or(DeltaError::Truncated)?;
-                i += len;
-                out.push_literal(data);
+                Instruction::Insert(data) => out.push_literal(data),
             }
             if out.size > result_size {
                 return Err(DeltaError::ResultSizeMismatch {

@@ -70,6 +70,58 @@ fn varint(d: &[u8], i: &mut usize) -> Result<u64, DeltaError> {
     }
 }
 
+/// One instruction of a delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Instruction<'a> {
+    /// Copy `len` bytes of the base from `ofs`.
+    Copy {
+        /// Where in the base.
+        ofs: u64,
+        /// How many bytes (1 to 2^24 - 1, or 0x10000 written as none).
+        len: u64,
+    },
+    /// Insert these bytes.
+    Insert(&'a [u8]),
+}
+
+/// The instruction of `delta` at `*i`, moving `*i` past it; `None` at the end.
+pub(crate) fn instruction<'a>(
+    delta: &'a [u8],
+    i: &mut usize,
+) -> Result<Option<Instruction<'a>>, DeltaError> {
+    let Some(&cmd) = delta.get(*i) else {
+        return Ok(None);
+    };
+    *i += 1;
+    if cmd & 0x80 != 0 {
+        let mut ofs = 0u64;
+        let mut len = 0u64;
+        for bit in 0..4 {
+            if cmd & (1 << bit) != 0 {
+                ofs |= u64::from(*delta.get(*i).ok_or(DeltaError::Truncated)?) << (8 * bit);
+                *i += 1;
+            }
+        }
+        for bit in 0..3 {
+            if cmd & (0x10 << bit) != 0 {
+                len |= u64::from(*delta.get(*i).ok_or(DeltaError::Truncated)?) << (8 * bit);
+                *i += 1;
+            }
+        }
+        if len == 0 {
+            len = 0x10000;
+        }
+        Ok(Some(Instruction::Copy { ofs, len }))
+    } else if cmd == 0 {
+        Err(DeltaError::ReservedInstruction)
+    } else {
+        let len = cmd as usize;
+        let data = delta.get(*i..*i + len).ok_or(DeltaError::Truncated)?;
+        *i += len;
+        Ok(Some(Instruction::Insert(data)))
+    }
+}
+
 /// Reads the (base size, result size) header of `delta`.
 pub fn sizes(delta: &[u8]) -> Result<(u64, u64), DeltaError> {
     let mut i = 0;
@@ -96,55 +148,34 @@ pub fn apply(base: &[u8], delta: &[u8], limit: u64, out: &mut Vec<u8>) -> Result
     }
     out.clear();
     out.reserve_exact(result_size as usize);
-    while i < delta.len() {
-        let cmd = delta[i];
-        i += 1;
-        if cmd & 0x80 != 0 {
-            let mut ofs = 0u64;
-            let mut len = 0u64;
-            for bit in 0..4 {
-                if cmd & (1 << bit) != 0 {
-                    ofs |= u64::from(*delta.get(i).ok_or(DeltaError::Truncated)?) << (8 * bit);
-                    i += 1;
+    while let Some(ins) = instruction(delta, &mut i)? {
+        match ins {
+            Instruction::Copy { ofs, len } => {
+                let end = ofs + len;
+                if end > base.len() as u64 {
+                    return Err(DeltaError::CopyOutOfBounds {
+                        offset: ofs,
+                        len,
+                        base_len: base.len() as u64,
+                    });
                 }
-            }
-            for bit in 0..3 {
-                if cmd & (0x10 << bit) != 0 {
-                    len |= u64::from(*delta.get(i).ok_or(DeltaError::Truncated)?) << (8 * bit);
-                    i += 1;
+                if out.len() as u64 + len > result_size {
+                    return Err(DeltaError::ResultSizeMismatch {
+                        expected: result_size,
+                        actual: out.len() as u64 + len,
+                    });
                 }
+                out.extend_from_slice(&base[ofs as usize..end as usize]);
             }
-            if len == 0 {
-                len = 0x10000;
+            Instruction::Insert(data) => {
+                if (out.len() + data.len()) as u64 > result_size {
+                    return Err(DeltaError::ResultSizeMismatch {
+                        expected: result_size,
+                        actual: (out.len() + data.len()) as u64,
+                    });
+                }
+                out.extend_from_slice(data);
             }
-            let end = ofs + len;
-            if end > base.len() as u64 {
-                return Err(DeltaError::CopyOutOfBounds {
-                    offset: ofs,
-                    len,
-                    base_len: base.len() as u64,
-                });
-            }
-            if out.len() as u64 + len > result_size {
-                return Err(DeltaError::ResultSizeMismatch {
-                    expected: result_size,
-                    actual: out.len() as u64 + len,
-                });
-            }
-            out.extend_from_slice(&base[ofs as usize..end as usize]);
-        } else if cmd == 0 {
-            return Err(DeltaError::ReservedInstruction);
-        } else {
-            let len = cmd as usize;
-            let data = delta.get(i..i + len).ok_or(DeltaError::Truncated)?;
-            i += len;
-            if (out.len() + len) as u64 > result_size {
-                return Err(DeltaError::ResultSizeMismatch {
-                    expected: result_size,
-                    actual: (out.len() + len) as u64,
-                });
-            }
-            out.extend_from_slice(data);
         }
     }
     if out.len() as u64 != result_size {
