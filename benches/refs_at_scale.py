@@ -191,7 +191,10 @@ def pushers(url, oids, repo=None):
             name = "refs/pushers/%d/%d" % (t, i)
             oid = oids[(t * PUSHES_EACH + i) % len(oids)]
             line = ("%s %s %s\0report-status" % ("0" * 40, oid, name)).encode()
-            status, answer = raw_post(url, pkt(line) + b"0000" + empty)
+            try:
+                status, answer = raw_post(url, pkt(line) + b"0000" + empty)
+            except OSError:  # refused or reset: not answered ok
+                continue
             if status == 200 and (b"ok " + name.encode()) in answer:
                 ok[t] += 1
                 landed[name] = oid
@@ -457,7 +460,7 @@ def fmt(v, unit):
     if unit == "s":
         return "%.3f s" % v
     if unit == "B":
-        return "%d B" % v if v < 10_000 else "%.1f MB" % (v / 1e6)
+        return "%d B" % v if v < 10_000 else "%.0f kB" % (v / 1e3) if v < 1e6 else "%.1f MB" % (v / 1e6)
     return "%.0f MB" % (v / MiB)
 
 
