@@ -272,3 +272,75 @@ fn daemons_on_one_host_take_cache_directories_of_their_own() {
         assert!(cached > 0, "nothing cached in {d}");
     }
 }
+
+/// Finding 11 of the hardening issue, on the real S3 server: a file of the
+/// container cache damaged while no process held the directory (cut to
+/// half its size) is not served after a restart: the first read checks it
+/// against the store, drops it and reads the object again, so the clone
+/// is whole.
+#[test]
+fn cache_files_cut_while_stopped_are_read_again() {
+    let store = TestStore::s3();
+    let mut server = Server::start_uncached_on(&store, &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    for i in 0..5 {
+        commit_files(
+            &work,
+            &[("f.txt", format!("version {i}\n").repeat(200).as_str())],
+            &format!("c{i}"),
+        );
+    }
+    git(&work, &["push", "--quiet", &server.url("cut"), "main"]);
+    let first = tmp.path().join("first");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            &server.url("cut"),
+            first.to_str().unwrap(),
+        ],
+    );
+    let logs = server.logs();
+    let dir = logs
+        .lines()
+        .find_map(|l| l.split("container cache dir=").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no cache line in {logs}"))
+        .to_owned();
+    server.kill();
+    let mut cut = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        cut += 1;
+    }
+    assert!(cut > 0, "nothing cached in {dir}");
+    server.start_again();
+    let second = tmp.path().join("second");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            &server.url("cut"),
+            second.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        git_out(&second, &["rev-parse", "HEAD"]),
+        git_out(&first, &["rev-parse", "HEAD"])
+    );
+    fsck(&second);
+    assert!(
+        server.logs().contains("is not the stored object"),
+        "the cut copies were noticed"
+    );
+}
