@@ -152,19 +152,6 @@ impl RefLine {
     }
 }
 
-fn write_v0_refs(
-    batch: PktBatch<'_, impl Write>,
-    service: Service,
-    refs: &[AdvertisedRef],
-    capabilities: &[String],
-) -> io::Result<()> {
-    let mut out = V0Refs::start(batch, service, capabilities);
-    for r in refs {
-        out.push(&r.name, &r.oid, r.peeled.as_ref())?;
-    }
-    out.finish()
-}
-
 /// A v0/v1 ref advertisement written as the refs come (gitprotocol-pack(5)
 /// "Reference Discovery"): nothing is held but one line and a 64 KiB
 /// batch, so a listing of millions of refs never builds their list.
@@ -200,17 +187,13 @@ impl<'w, W: Write> V0Refs<'w, W> {
         if version1 {
             batch.text("version 1")?;
         }
-        Ok(Self::start(batch, service, capabilities))
-    }
-
-    fn start(batch: PktBatch<'w, W>, service: Service, capabilities: &[String]) -> Self {
-        V0Refs {
+        Ok(V0Refs {
             batch,
             service,
             caps: capabilities.join(" "),
             first: true,
             line: RefLine::default(),
-        }
+        })
     }
 
     /// The next ref (refs in advertisement order: `HEAD` first, then by
@@ -276,11 +259,10 @@ pub fn write_v0_advertisement(
     capabilities: &[String],
     http_header: bool,
 ) -> io::Result<()> {
-    let mut batch = PktBatch::new(w);
-    if http_header {
-        write_service_header(&mut batch, service)?;
-    }
-    write_v0_refs(batch, service, refs, capabilities)
+    write_refs(
+        V0Refs::new(w, service, capabilities, http_header, false)?,
+        refs,
+    )
 }
 
 /// The protocol v1 advertisement: like [`write_v0_advertisement`] with a
@@ -294,12 +276,17 @@ pub fn write_v1_advertisement(
     capabilities: &[String],
     http_header: bool,
 ) -> io::Result<()> {
-    let mut batch = PktBatch::new(w);
-    if http_header {
-        write_service_header(&mut batch, service)?;
+    write_refs(
+        V0Refs::new(w, service, capabilities, http_header, true)?,
+        refs,
+    )
+}
+
+fn write_refs(mut out: V0Refs<'_, impl Write>, refs: &[AdvertisedRef]) -> io::Result<()> {
+    for r in refs {
+        out.push(&r.name, &r.oid, r.peeled.as_ref())?;
     }
-    batch.text("version 1")?;
-    write_v0_refs(batch, service, refs, capabilities)
+    out.finish()
 }
 
 /// The v2 capability advertisement: "version 2" then one pkt per

@@ -389,8 +389,9 @@ pub(crate) fn not_found(name: &str) -> Response {
 }
 
 /// Refs above which a listing (`info/refs`, v2 `ls-refs`) waits for a fetch
-/// slot: at ~100 bytes a ref, such a listing holds tens of MB while it is
-/// written (1.1M refs: ~270 MB), so a flood of them must not run at once.
+/// slot: it streams (a line and a batch held), but reads ref tables and
+/// spends CPU for as long as it is written, so a flood of them shares the
+/// fetch slots with clones.
 pub const LARGE_LISTING: usize = 100_000;
 
 async fn info_refs(
@@ -440,10 +441,7 @@ async fn info_refs(
         Service::ReceivePack => &app.config.receive.hidden,
     };
     let hidden = app.hidden(hidden, &name, &principal.hide_refs);
-    let content_type = match service {
-        Service::UploadPack => "application/x-git-upload-pack-advertisement",
-        Service::ReceivePack => "application/x-git-receive-pack-advertisement",
-    };
+    let content_type = service.advertisement_content_type();
     // Ref tables are read from the store (off the async threads), and the
     // advertisement streams as they are read: a listing of millions of
     // refs holds a line and a batch, not their list.
