@@ -50,14 +50,15 @@ pub mod advertisement;
 pub mod capabilities;
 pub mod fetch;
 pub mod hidden;
+pub mod ls_refs;
 pub mod pktline;
 pub mod push;
 pub mod refname;
 pub mod sideband;
 
 pub use advertisement::{
-    symref_capabilities, write_ls_refs, write_v0_advertisement, write_v1_advertisement,
-    write_v2_capabilities, AdvertisedRef, LsRefs, LsRefsArgs, Service, V0Refs,
+    symref_capabilities, write_v0_advertisement, write_v1_advertisement, write_v2_capabilities,
+    AdvertisedRef, Service, V0Refs,
 };
 pub use capabilities::Capabilities;
 pub use fetch::{
@@ -66,6 +67,7 @@ pub use fetch::{
     write_wanted_refs, AckKind, CommandRequestV2, FetchArgsV2, FetchError, UploadRequestV0,
 };
 pub use hidden::HiddenRefs;
+pub use ls_refs::{write_ls_refs, LsRefs, LsRefsArgs};
 pub use pktline::{
     write_data, write_delim, write_error, write_flush, write_response_end, write_text, Packet,
     PktError, PktReader, MAX_DATA_LEN, MAX_PKT_LEN,
