@@ -63,12 +63,8 @@ pub struct HiddenRefs {
 /// `refs/` alone would hide everything.
 pub fn check_hidden_prefix(p: &str) -> Result<()> {
     let t = p.trim_end_matches('/');
-    let ok = t.len() > "refs/".len()
-        && t.starts_with("refs/")
-        && !t.contains("..")
-        && !t.contains("//")
-        && t.bytes()
-            .all(|b| b > b' ' && b != 0x7f && !b"~^:?*[\\".contains(&b));
+    let ok =
+        t.len() > "refs/".len() && t.starts_with("refs/") && !t.contains('*') && plain_ref_text(t);
     if ok {
         Ok(())
     } else {
@@ -126,10 +122,7 @@ pub struct Protection {
 pub fn check_ref_pattern(p: &str) -> Result<()> {
     let ok = p == "HEAD"
         || (p.starts_with("refs/")
-            && !p.contains("..")
-            && !p.contains("//")
-            && p.bytes()
-                .all(|b| b > b' ' && b != 0x7f && !b"~^:?[\\".contains(&b))
+            && plain_ref_text(p)
             && (!p.contains('*') || (p.ends_with("/*") && p.matches('*').count() == 1)));
     if ok {
         Ok(())
@@ -138,6 +131,15 @@ pub fn check_ref_pattern(p: &str) -> Result<()> {
             "invalid ref pattern {p:?}: want HEAD, a ref name under refs/, or a prefix ending in /* (refs/tags/*)"
         )))
     }
+}
+
+/// No `..`, no `//`, no control character, space or one of `~^:?[\`:
+/// what git's check-ref-format refuses in a name (`*` is the caller's).
+fn plain_ref_text(t: &str) -> bool {
+    !t.contains("..")
+        && !t.contains("//")
+        && t.bytes()
+            .all(|b| b > b' ' && b != 0x7f && !b"~^:?[\\".contains(&b))
 }
 
 /// A token as stored: never its secret.
