@@ -229,7 +229,9 @@ impl RefWalk<'_> {
         }
         self.started = true;
         match self.merged.current() {
-            Some((name, value)) if name.starts_with(&self.prefix) => Ok(Some((utf8(name)?, value))),
+            Some((name, value)) if self.prefix.is_empty() || name.starts_with(&self.prefix) => {
+                Ok(Some((utf8(name)?, value)))
+            }
             _ => Ok(None),
         }
     }

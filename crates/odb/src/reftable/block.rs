@@ -150,6 +150,19 @@ fn fixed_payload(kind: u8) -> Result<Option<usize>> {
     }
 }
 
+/// True when a name whose tail after the shared prefix is `suffix` comes
+/// after the previous name, whose tail is `previous`. A writer shares the
+/// longest prefix, so the first bytes almost always decide (no call to
+/// `memcmp` per record); a shorter shared prefix falls back to the full
+/// comparison.
+fn follows(suffix: &[u8], previous: &[u8]) -> bool {
+    match (suffix.first(), previous.first()) {
+        (_, None) => !suffix.is_empty(),
+        (Some(a), Some(b)) if a != b => a > b,
+        _ => suffix > previous,
+    }
+}
+
 fn oid_at(data: &[u8]) -> ObjectId {
     ObjectId::from_bytes_or_panic(&data[..HASH_BYTES])
 }
@@ -262,7 +275,7 @@ impl Block {
         if suffix.is_empty() {
             return Err(ReftableError::Corrupt("record name repeats"));
         }
-        if ordered && suffix <= &key[prefix..] {
+        if ordered && !follows(suffix, &key[prefix..]) {
             return Err(ReftableError::Corrupt("record names out of order"));
         }
         key.truncate(prefix);

@@ -67,13 +67,18 @@ impl<N: AsRef<[u8]>> RefCursor for SliceCursor<'_, N> {
 /// hide their names unless [`MergedRefs::keeping_deletions`] (what a merge
 /// of tables above the bottom of the stack writes out).
 ///
-/// Each step compares the sources' current names (a stack holds about
-/// log2(refs) tables) and copies one name into a buffer it reuses.
+/// The sources not at their end are kept ordered by (current name, place in
+/// the stack); a step moves the first one (and any at the same name) on and
+/// puts it back in order, comparing from the smallest name up. While one
+/// table holds a run of the next names, as the bottom table holds most of
+/// them, a step is one comparison; otherwise a few (a stack holds about
+/// log2(refs) tables). Nothing is allocated or copied per step.
 pub struct MergedRefs<'a> {
     sources: Vec<Box<dyn RefCursor + 'a>>,
-    winner: Option<usize>,
+    /// Sources not at their end, in descending (name, place) order: the
+    /// last one is the winner.
+    order: Vec<usize>,
     keep_deletions: bool,
-    key: Vec<u8>,
 }
 
 impl<'a> MergedRefs<'a> {
@@ -81,10 +86,9 @@ impl<'a> MergedRefs<'a> {
     /// [`RefCursor::seek`] (`seek(b"")` for a full walk).
     pub fn new(sources: Vec<Box<dyn RefCursor + 'a>>) -> Self {
         MergedRefs {
+            order: Vec::with_capacity(sources.len()),
             sources,
-            winner: None,
             keep_deletions: false,
-            key: Vec::new(),
         }
     }
 
@@ -95,40 +99,63 @@ impl<'a> MergedRefs<'a> {
         self
     }
 
-    /// Steps every source standing at `self.key` past it.
-    fn skip_key(&mut self) -> Result<()> {
-        for s in &mut self.sources {
-            if s.current().is_some_and(|(n, _)| n == self.key.as_slice()) {
-                s.advance()?;
-            }
+    fn name(&self, i: usize) -> &[u8] {
+        self.sources[i].current().map_or(&[], |(n, _)| n)
+    }
+
+    /// True when source `a`'s record comes before source `b`'s: a smaller
+    /// name, or the same name in a newer source.
+    fn before(&self, a: usize, b: usize) -> bool {
+        match self.name(a).cmp(self.name(b)) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => a < b,
         }
+    }
+
+    /// Puts source `i` back in order, unless it is at its end.
+    fn put_back(&mut self, i: usize) {
+        if self.sources[i].current().is_none() {
+            return;
+        }
+        let mut at = self.order.len();
+        while at > 0 && self.before(self.order[at - 1], i) {
+            at -= 1;
+        }
+        self.order.insert(at, i);
+    }
+
+    /// Moves the winner and every source at the same name past it.
+    fn step(&mut self) -> Result<()> {
+        let Some(first) = self.order.pop() else {
+            return Ok(());
+        };
+        while let Some(&next) = self.order.last() {
+            if self.name(next) != self.name(first) {
+                break;
+            }
+            self.order.pop();
+            self.sources[next].advance()?;
+            self.put_back(next);
+        }
+        self.sources[first].advance()?;
+        self.put_back(first);
         Ok(())
     }
 
-    /// Picks the winner among the sources' current records, stepping past
-    /// names whose newest record is a deletion (unless they are kept).
+    /// Steps past names whose newest record is a deletion (unless they are
+    /// kept).
     fn settle(&mut self) -> Result<()> {
-        loop {
-            let mut best: Option<(usize, &[u8], RefValue)> = None;
-            for (i, s) in self.sources.iter().enumerate() {
-                if let Some((name, value)) = s.current() {
-                    if best.is_none_or(|(_, b, _)| name < b) {
-                        best = Some((i, name, value));
-                    }
-                }
-            }
-            let Some((i, name, value)) = best else {
-                self.winner = None;
-                return Ok(());
-            };
-            if self.keep_deletions || !value.is_deletion() {
-                self.winner = Some(i);
-                return Ok(());
-            }
-            self.key.clear();
-            self.key.extend_from_slice(name);
-            self.skip_key()?;
+        if self.keep_deletions {
+            return Ok(());
         }
+        while let Some((_, value)) = self.current() {
+            if !value.is_deletion() {
+                break;
+            }
+            self.step()?;
+        }
+        Ok(())
     }
 }
 
@@ -137,23 +164,19 @@ impl RefCursor for MergedRefs<'_> {
         for s in &mut self.sources {
             s.seek(target)?;
         }
+        self.order.clear();
+        for i in (0..self.sources.len()).rev() {
+            self.put_back(i);
+        }
         self.settle()
     }
 
     fn advance(&mut self) -> Result<()> {
-        let Some(i) = self.winner else {
-            return Ok(());
-        };
-        let Some((name, _)) = self.sources[i].current() else {
-            return Ok(());
-        };
-        self.key.clear();
-        self.key.extend_from_slice(name);
-        self.skip_key()?;
+        self.step()?;
         self.settle()
     }
 
     fn current(&self) -> Option<(&[u8], RefValue)> {
-        self.winner.and_then(|i| self.sources[i].current())
+        self.order.last().and_then(|&i| self.sources[i].current())
     }
 }

@@ -340,3 +340,72 @@ fn varints_are_bounded() {
     let mut pos = 0;
     assert!(get_varint(&[0x80], &mut pos).is_err());
 }
+
+/// The merge against a model (a map applied oldest first): random stacks
+/// where one source holds long runs of the next names, names repeat across
+/// sources, and deletions hide names or are kept; walked whole and from
+/// seeks.
+#[test]
+fn a_merge_of_random_stacks_matches_the_model() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..200 {
+        let sources = 1 + rand(5) as usize;
+        let mut stacks: Vec<BTreeMap<Vec<u8>, RefValue>> = vec![BTreeMap::new(); sources];
+        let names = 1 + rand(400);
+        for k in 0..names {
+            // runs: a name goes to one source for a while, then another
+            let run_source = ((k / (1 + rand(40))) as usize + round) % sources;
+            let copies = if rand(6) == 0 { 1 + rand(3) } else { 1 };
+            for c in 0..copies {
+                let s = if c == 0 {
+                    run_source
+                } else {
+                    rand(sources as u64) as usize
+                };
+                let v = if rand(5) == 0 {
+                    RefValue::Deleted
+                } else {
+                    RefValue::Oid(oid(k * 10 + c))
+                };
+                stacks[s].insert(format!("refs/x/{k:05}").into_bytes(), v);
+            }
+        }
+        // model: newest first in `stacks`, so apply from the last
+        let mut model: BTreeMap<Vec<u8>, RefValue> = BTreeMap::new();
+        for s in stacks.iter().rev() {
+            for (n, v) in s {
+                model.insert(n.clone(), *v);
+            }
+        }
+        let tables: Vec<Table> = stacks
+            .iter()
+            .map(|s| open(write(&s.clone().into_iter().collect::<Vec<_>>()).0).0)
+            .collect();
+        for keep in [false, true] {
+            let mut m = MergedRefs::new(
+                tables
+                    .iter()
+                    .map(|t| Box::new(t.scan()) as Box<dyn RefCursor>)
+                    .collect(),
+            );
+            if keep {
+                m = m.keeping_deletions();
+            }
+            let target = format!("refs/x/{:05}", rand(names + 1)).into_bytes();
+            let start = if rand(2) == 0 { Vec::new() } else { target };
+            m.seek(&start).unwrap();
+            let want: Vec<_> = model
+                .range(start.clone()..)
+                .filter(|(_, v)| keep || !v.is_deletion())
+                .map(|(n, v)| (n.clone(), *v))
+                .collect();
+            assert_eq!(walk(&mut m), want, "round {round}, keep {keep}");
+        }
+    }
+}
