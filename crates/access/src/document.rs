@@ -43,6 +43,11 @@ pub struct AccessDoc {
     /// builds that do not know them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<HiddenRefs>,
+    /// SSH public keys, each presenting one token
+    /// ([`crate::ssh_key`]); left out of the JSON when empty, as
+    /// `hidden`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_keys: Vec<crate::StoredKey>,
 }
 
 /// Ref namespaces of the repositories a pattern matches that are hidden
@@ -431,10 +436,13 @@ impl AccessDoc {
         self.webhooks.iter().filter(move |w| w.repos.matches(repo))
     }
 
-    /// Removes the token named `name`; false if there was none.
+    /// Removes the token named `name` and the SSH keys attached to it
+    /// (a later token of that name does not inherit them); false if there
+    /// was none.
     pub fn revoke(&mut self, name: &str) -> bool {
         let before = self.tokens.len();
         self.tokens.retain(|t| t.name != name);
+        self.ssh_keys.retain(|k| k.token != name);
         before != self.tokens.len()
     }
 }

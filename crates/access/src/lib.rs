@@ -11,10 +11,13 @@
 //! A request's token is found by hashing the secret it presents and
 //! comparing the hash with every stored one in constant time
 //! ([`AccessDoc::authenticate`]); the decision is [`AccessDoc::decide`].
+//! An SSH key presents a token ([`ssh_key`]): the SSH server finds the
+//! token by the verified key's fingerprint.
 
 mod document;
 mod level;
 mod pattern;
+pub mod ssh_key;
 mod token;
 
 pub use document::{
@@ -23,6 +26,7 @@ pub use document::{
 };
 pub use level::Level;
 pub use pattern::RepoPattern;
+pub use ssh_key::{parse_public_key, ParsedKey, StoredKey};
 pub use token::{hash_secret, new_secret, SECRET_PREFIX};
 
 /// Errors of the access crate.

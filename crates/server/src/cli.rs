@@ -72,6 +72,8 @@ Exit status: 0 after a shutdown, 1 when the address or runtime cannot be had,
     Maintain(crate::maintain_cmd::MaintainArgs),
     /// Create, list and revoke access tokens.
     Token(crate::token_cmd::TokenArgs),
+    /// Attach SSH public keys to tokens; list and remove them.
+    Key(crate::key_cmd::KeyArgs),
     /// Show access control; allow or deny anonymous read; protect refs.
     Access(crate::token_cmd::AccessArgs),
     /// Announce pushes to HTTP receivers (signed JSON events).
@@ -238,6 +240,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => crate::serve_cmd::main(*args),
         Command::Maintain(args) => crate::maintain_cmd::main(args),
         Command::Token(args) => crate::token_cmd::token_main(args),
+        Command::Key(args) => crate::key_cmd::key_main(args),
         Command::Access(args) => crate::token_cmd::access_main(args),
         Command::Webhook(args) => crate::webhook_cmd::webhook_main(args),
         Command::Repo(args) => crate::repo_cmd::repo_main(args),

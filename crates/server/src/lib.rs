@@ -30,6 +30,7 @@ pub mod auth;
 pub mod body;
 pub mod cli;
 pub mod config_file;
+pub mod key_cmd;
 pub mod leftovers;
 pub mod limits;
 pub mod listen;

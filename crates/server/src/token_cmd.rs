@@ -207,6 +207,9 @@ pub fn access_main(args: AccessArgs) -> i32 {
                 "protected elsewhere: {}",
                 gitstow_access::DEFAULT_PROTECTED.join(" ")
             );
+            for k in doc.keys(None) {
+                println!("ssh key {} of {}: {}", k.fingerprint, k.token, k.title);
+            }
             for h in &doc.hidden {
                 println!("hidden in {}: {}", h.repos, h.refs.join(" "));
             }

@@ -1,0 +1,168 @@
+//! `gitstow key add/list/remove` with keys made by the real `ssh-keygen`
+//! (OpenSSH's client, installed by `.ci/run`): fingerprints as `ssh-keygen
+//! -lf` prints them, the key types accepted and refused, a key bound to one
+//! existing token, keys going with a revoked token, and what a second
+//! reader of the store sees (`GITSTOW_TEST_STORE=s3` runs it on S3).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// `ssh-keygen -t KIND [-b BITS]` into `dir/name`; returns the `.pub` path.
+fn keygen(dir: &Path, name: &str, kind: &str, bits: Option<&str>) -> PathBuf {
+    let path = dir.join(name);
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args([
+        "-q",
+        "-t",
+        kind,
+        "-N",
+        "",
+        "-C",
+        &format!("{name}@test"),
+        "-f",
+    ])
+    .arg(&path);
+    if let Some(b) = bits {
+        cmd.args(["-b", b]);
+    }
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("ssh-keygen is needed (OpenSSH's client; .ci/run installs it): {e}")
+    });
+    assert!(
+        out.status.success(),
+        "ssh-keygen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path.with_extension("pub")
+}
+
+/// The fingerprint `ssh-keygen -lf` prints for `public`.
+fn openssh_fingerprint(public: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(public)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .expect("a fingerprint")
+        .to_owned()
+}
+
+fn text(out: &std::process::Output) -> (bool, String, String) {
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn keys_are_added_listed_and_removed_by_openssh_fingerprint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(tmp.path());
+    store.create_token("ci", &["org/*:write"], &[]);
+    store.create_token("reader", &["*:read"], &[]);
+    let ed = keygen(tmp.path(), "ed", "ed25519", None);
+    let ec = keygen(tmp.path(), "ec", "ecdsa", Some("384"));
+    let rsa = keygen(tmp.path(), "rsa", "rsa", Some("3072"));
+
+    for (key, token, alg) in [
+        (&ed, "ci", "ssh-ed25519"),
+        (&ec, "ci", "ecdsa-sha2-nistp384"),
+        (&rsa, "reader", "ssh-rsa"),
+    ] {
+        let (ok, out, err) =
+            text(&store.admin(&["key", "add", "--token", token, key.to_str().unwrap()]));
+        assert!(ok, "key add {alg}: {out}{err}");
+        let fp = openssh_fingerprint(key);
+        assert_eq!(
+            out.trim(),
+            format!("added key {fp} ({alg}) to token '{token}'")
+        );
+    }
+
+    // listed as FINGERPRINT TOKEN TITLE, by a fresh reader of the store
+    let (ok, out, _) = text(&store.admin(&["key", "list"]));
+    assert!(ok);
+    let want = format!(
+        "{} ci ed@test\n{} ci ec@test\n{} reader rsa@test\n",
+        openssh_fingerprint(&ed),
+        openssh_fingerprint(&ec),
+        openssh_fingerprint(&rsa)
+    );
+    assert_eq!(out, want);
+    let (_, out, _) = text(&store.admin(&["key", "list", "--token", "reader"]));
+    assert_eq!(
+        out,
+        format!("{} reader rsa@test\n", openssh_fingerprint(&rsa))
+    );
+    let (ok, _, err) = text(&store.admin(&["key", "list", "--token", "nobody"]));
+    assert!(!ok && err.contains("no token named \"nobody\""), "{err}");
+
+    // one key, one token
+    let (ok, _, err) =
+        text(&store.admin(&["key", "add", "--token", "reader", ed.to_str().unwrap()]));
+    assert!(!ok, "a key given twice");
+    assert!(err.contains("belongs to token \"ci\" already"), "{err}");
+    let (ok, _, err) =
+        text(&store.admin(&["key", "add", "--token", "nobody", ed.to_str().unwrap()]));
+    assert!(!ok && err.contains("no token named"), "{err}");
+
+    // removed by fingerprint; a second removal says there is none
+    let fp = openssh_fingerprint(&ec);
+    let (ok, out, _) = text(&store.admin(&["key", "remove", &fp]));
+    assert!(ok);
+    assert_eq!(out.trim(), format!("removed key {fp} of token 'ci'"));
+    let (ok, _, err) = text(&store.admin(&["key", "remove", &fp]));
+    assert!(!ok && err.contains("no key has fingerprint"), "{err}");
+
+    // revoking a token removes its keys; a new token of the same name has none
+    let (ok, _, _) = text(&store.admin(&["token", "revoke", "ci"]));
+    assert!(ok);
+    store.create_token("ci", &["*:admin"], &[]);
+    let (_, out, _) = text(&store.admin(&["key", "list"]));
+    assert_eq!(
+        out,
+        format!("{} reader rsa@test\n", openssh_fingerprint(&rsa))
+    );
+    // `access show` lists the keys too
+    let (_, out, _) = text(&store.admin(&["access", "show"]));
+    assert!(
+        out.contains(&format!(
+            "ssh key {} of reader: rsa@test",
+            openssh_fingerprint(&rsa)
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn weak_and_unknown_keys_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(tmp.path());
+    store.create_token("ci", &["*:write"], &[]);
+    let weak = keygen(tmp.path(), "weak", "rsa", Some("1024"));
+    let ed = keygen(tmp.path(), "ed", "ed25519", None);
+    let private = ed.with_extension("");
+    let garbage = tmp.path().join("garbage.pub");
+    std::fs::write(&garbage, "ssh-ed25519 not-base64 x\n").unwrap();
+    for (file, says) in [
+        (weak.to_str().unwrap(), "1024 bits is too weak"),
+        (private.to_str().unwrap(), "that is a private key"),
+        (garbage.to_str().unwrap(), "not an OpenSSH public key line"),
+        ("/nonexistent/key.pub", "cannot read /nonexistent/key.pub"),
+    ] {
+        let (ok, out, err) = text(&store.admin(&["key", "add", "--token", "ci", file]));
+        assert!(!ok, "{file} accepted: {out}");
+        assert!(err.contains(says), "{file}: {err}");
+    }
+    let (_, out, _) = text(&store.admin(&["key", "list"]));
+    assert_eq!(out, "", "nothing was added");
+}
