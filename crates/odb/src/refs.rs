@@ -11,7 +11,7 @@ use std::sync::Arc;
 use gix_hash::ObjectId;
 
 use crate::reftable::{
-    MergedRefs, RefCursor, RefValue, ReftableError, SliceCursor, Table, TableWriter,
+    prefix_end, MergedRefs, RefCursor, RefValue, ReftableError, SliceCursor, Table, TableWriter,
 };
 use crate::state::RefSet;
 
@@ -101,7 +101,8 @@ impl<'s> Refs<'s> {
     /// # Errors
     /// As [`Refs::get`].
     pub fn walk(&self, prefix: &str) -> RefsResult<RefWalk<'_>> {
-        let mut merged = MergedRefs::new(self.sources(prefix.is_empty()));
+        let mut merged =
+            MergedRefs::new(self.sources(prefix.is_empty())).until(prefix_end(prefix.as_bytes()));
         merged.seek(prefix.as_bytes())?;
         Ok(RefWalk {
             merged,

@@ -79,6 +79,8 @@ pub struct MergedRefs<'a> {
     /// last one is the winner.
     order: Vec<usize>,
     keep_deletions: bool,
+    /// Names from here on are past the walk ([`MergedRefs::until`]).
+    end: Option<Vec<u8>>,
 }
 
 impl<'a> MergedRefs<'a> {
@@ -89,7 +91,23 @@ impl<'a> MergedRefs<'a> {
             order: Vec::with_capacity(sources.len()),
             sources,
             keep_deletions: false,
+            end: None,
         }
+    }
+
+    /// The same merge, ending before the first name not less than `end`
+    /// (`None`: at the sources' end). A walk of a prefix ends at
+    /// [`super::prefix_end`] of it, so that a run of deletion records past
+    /// the prefix is never stepped through: after deleting a range of
+    /// refs, a lookup below one of them costs a seek, not the range.
+    pub fn until(mut self, end: Option<Vec<u8>>) -> Self {
+        self.end = end;
+        self
+    }
+
+    /// True when `name` is past the walk.
+    fn past_end(&self, name: &[u8]) -> bool {
+        self.end.as_deref().is_some_and(|e| name >= e)
     }
 
     /// The same merge, yielding deletion records that win instead of
@@ -155,6 +173,8 @@ impl<'a> MergedRefs<'a> {
             }
             self.step()?;
         }
+        // `current` stops at the end, so a run of deletions past it is left
+        // unread
         Ok(())
     }
 }
@@ -177,6 +197,9 @@ impl RefCursor for MergedRefs<'_> {
     }
 
     fn current(&self) -> Option<(&[u8], RefValue)> {
-        self.order.last().and_then(|&i| self.sources[i].current())
+        self.order
+            .last()
+            .and_then(|&i| self.sources[i].current())
+            .filter(|(name, _)| !self.past_end(name))
     }
 }

@@ -409,3 +409,40 @@ fn a_merge_of_random_stacks_matches_the_model() {
         }
     }
 }
+
+/// A walk of a prefix ends at the prefix's end: a long run of deletion
+/// records right after it (a range of refs deleted, not yet merged into the
+/// bottom table) is not stepped through, so a lookup below a name costs a
+/// seek whatever was deleted around it.
+#[test]
+fn a_prefix_walk_does_not_step_through_deletions_past_its_end() {
+    let name = |i: u32| format!("refs/x/{i:05}").into_bytes();
+    let older: Vec<_> = (0..20_000)
+        .map(|i| (name(i), RefValue::Oid(oid(u64::from(i)))))
+        .collect();
+    let newer: Vec<_> = (10_001..20_000)
+        .map(|i| (name(i), RefValue::Deleted))
+        .collect();
+    let (t_old, old_reads) = open(write(&older).0);
+    let (t_new, new_reads) = open(write(&newer).0);
+    let walk = |end: Option<Vec<u8>>| {
+        let before =
+            new_reads.reads.load(Ordering::Relaxed) + old_reads.reads.load(Ordering::Relaxed);
+        let mut m =
+            MergedRefs::new(vec![Box::new(t_new.cursor()), Box::new(t_old.cursor())]).until(end);
+        m.seek(b"refs/x/10000/").unwrap();
+        let got = walk(&mut m);
+        let reads = new_reads.reads.load(Ordering::Relaxed)
+            + old_reads.reads.load(Ordering::Relaxed)
+            - before;
+        (got, reads)
+    };
+    let (got, reads) = walk(prefix_end(b"refs/x/10000/"));
+    assert!(got.is_empty());
+    assert!(reads <= 4, "{reads} block reads for one empty prefix");
+    // unbounded, the same seek steps through the 9,999 deletions to the
+    // names after them
+    let (got, reads) = walk(None);
+    assert_eq!(got.len(), 0, "every later name is deleted");
+    assert!(reads > 20, "{reads}");
+}
