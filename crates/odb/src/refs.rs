@@ -229,11 +229,11 @@ impl RefWalk<'_> {
             self.merged.advance()?;
         }
         self.started = true;
+        // the merge ends at the prefix's end, so every name it yields from
+        // the prefix on is under it
         match self.merged.current() {
-            Some((name, value)) if self.prefix.is_empty() || name.starts_with(&self.prefix) => {
-                Ok(Some((utf8(name)?, value)))
-            }
-            _ => Ok(None),
+            Some((name, value)) => Ok(Some((utf8(name)?, value))),
+            None => Ok(None),
         }
     }
 
@@ -243,7 +243,7 @@ impl RefWalk<'_> {
     /// # Errors
     /// As [`RefWalk::next`].
     pub fn skip_to(&mut self, target: &[u8]) -> RefsResult<()> {
-        self.merged.seek(target)?;
+        self.merged.seek(target.max(self.prefix.as_slice()))?;
         self.started = false;
         Ok(())
     }

@@ -171,10 +171,9 @@ impl<'a> MergedRefs<'a> {
             if !value.is_deletion() {
                 break;
             }
+            // `current` stops at the end: deletions past it are left unread
             self.step()?;
         }
-        // `current` stops at the end, so a run of deletions past it is left
-        // unread
         Ok(())
     }
 }
