@@ -376,7 +376,7 @@ impl AccessDoc {
         if grants.is_empty() {
             return Err(Error::Invalid("a token needs at least one --grant".into()));
         }
-        if self.tokens.iter().any(|t| t.name == name) {
+        if self.has_token(name) {
             return Err(Error::Invalid(format!(
                 "a token named {name:?} exists already (revoke it first)"
             )));
@@ -434,6 +434,11 @@ impl AccessDoc {
     /// The webhooks that receive `repo`'s pushes.
     pub fn webhooks_for<'a>(&'a self, repo: &'a str) -> impl Iterator<Item = &'a Webhook> + 'a {
         self.webhooks.iter().filter(move |w| w.repos.matches(repo))
+    }
+
+    /// True when a token named `name` exists.
+    pub fn has_token(&self, name: &str) -> bool {
+        self.tokens.iter().any(|t| t.name == name)
     }
 
     /// Removes the token named `name` and the SSH keys attached to it

@@ -113,9 +113,7 @@ pub fn parse_public_key(text: &str) -> Result<ParsedKey> {
     }
     let algorithm = key.algorithm().to_string();
     let comment = key.comment().to_string();
-    let mut bare = key.clone();
-    bare.set_comment("");
-    let public = bare
+    let public = PublicKey::from(key.key_data().clone())
         .to_openssh()
         .map_err(|e| Error::Invalid(format!("the key does not encode: {e}")))?
         .trim()
@@ -143,7 +141,7 @@ impl AccessDoc {
         title: Option<&str>,
         added: u64,
     ) -> Result<&StoredKey> {
-        if !self.tokens.iter().any(|t| t.name == token) {
+        if !self.has_token(token) {
             return Err(Error::Invalid(format!("no token named {token:?}")));
         }
         if let Some(k) = self.key(&key.fingerprint) {

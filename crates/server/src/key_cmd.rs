@@ -91,7 +91,7 @@ pub fn key_main(args: KeyArgs) -> i32 {
         KeyCommand::List { store, token } => run(&store, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             if let Some(t) = &token {
-                if !doc.tokens.iter().any(|x| &x.name == t) {
+                if !doc.has_token(t) {
                     return Err(format!("no token named {t:?}").into());
                 }
             }
