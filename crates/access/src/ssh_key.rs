@@ -182,6 +182,17 @@ impl AccessDoc {
         self.ssh_keys.iter().find(|k| k.fingerprint == fingerprint)
     }
 
+    /// The token the key of `fingerprint` is attached to, when it exists
+    /// and has not expired at `now` (seconds since the epoch): who an SSH
+    /// client that proved it holds the key is.
+    pub fn key_token(&self, fingerprint: &str, now: u64) -> Option<&crate::StoredToken> {
+        let key = self.key(fingerprint)?;
+        self.tokens
+            .iter()
+            .find(|t| t.name == key.token)
+            .filter(|t| t.expires.is_none_or(|e| e > now))
+    }
+
     /// The keys attached to `token` (every key for `None`), in the order
     /// they were added.
     pub fn keys<'a>(&'a self, token: Option<&'a str>) -> impl Iterator<Item = &'a StoredKey> + 'a {

@@ -18,8 +18,8 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::Router;
-use gitstow_odb::{IndexCache, Repository, StateCache};
-use gitstow_protocol::{write_v2_capabilities, Service};
+use gitstow_protocol::Service;
+use gitstow_service::{Host, Refusal};
 use gitstow_store::ObjectStore;
 
 use gitstow_access::Level;
@@ -27,61 +27,32 @@ use gitstow_access::Level;
 use crate::auth::Principal;
 use crate::body::{self, BodyError};
 use crate::metrics::{self as m, Metrics};
-use crate::queue::{Work, WorkQueue};
 use crate::repo_name::{self, Route};
 use crate::response::{self, error};
 
 /// Settings of the HTTP application.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Create a repository on its first push.
-    pub auto_create: bool,
+    /// The services' settings (queues, receive-pack, upload-pack,
+    /// maintenance, caches, webhooks), shared with every transport.
+    pub service: gitstow_service::Config,
     /// Largest receive-pack request body after decoding, in bytes.
     pub max_push_bytes: u64,
     /// Largest upload-pack request body after decoding, in bytes.
     pub max_fetch_request_bytes: u64,
     /// How fast a request body must arrive (`--idle-timeout`, `--min-body-rate`).
     pub body_pace: crate::body::Pace,
-    /// Receive-pack settings.
-    pub receive: gitstow_receive::Options,
-    /// Upload-pack settings.
-    pub upload: gitstow_upload::Options,
-    /// Pushes resolving at once; later ones queue.
-    pub max_concurrent_pushes: usize,
-    /// How long a push may wait in the queue before it is refused.
-    pub push_queue_timeout: std::time::Duration,
-    /// Upload-pack requests running at once; later ones queue (with their
-    /// body read).
-    pub max_concurrent_fetches: usize,
-    /// How long a fetch may wait in the queue before it is refused.
-    pub fetch_queue_timeout: std::time::Duration,
-    /// Automatic maintenance after pushes (`None`: off).
-    pub maintenance: Option<crate::maintenance::MaintenanceConfig>,
-    /// Objects the cache of decoded container indexes holds.
-    pub index_cache_objects: usize,
     /// Access control.
     pub auth: crate::auth::AuthConfig,
-    /// Bytes of decoded states the state cache holds.
-    pub state_cache_bytes: usize,
-    /// How webhooks are delivered.
-    pub webhooks: gitstow_hooks::deliver::DeliverConfig,
 }
 
 /// Shared state of all requests.
 #[derive(Debug)]
 pub struct App {
-    pub(crate) store: Arc<dyn ObjectStore>,
-    pub(crate) indexes: Arc<IndexCache>,
-    states: Arc<StateCache>,
-    pub(crate) pushes: WorkQueue,
-    fetches: WorkQueue,
+    /// The services every transport calls.
+    pub(crate) host: Arc<Host>,
     /// Who may do what.
     auth: crate::auth::Auth,
-    /// Where fetch work allocates (see [`crate::alloc::WorkArena`]).
-    fetch_arena: crate::alloc::WorkArena,
-    pub(crate) maintenance: Option<Arc<crate::maintenance::Maintenance>>,
-    /// Delivers recorded push events to webhooks (`None`: it could not start).
-    pub(crate) webhooks: Option<gitstow_hooks::deliver::Deliverer>,
     /// `/healthz`, `/readyz`.
     health: crate::request_log::Health,
     pub(crate) metrics: Option<Metrics>,
@@ -92,65 +63,25 @@ impl App {
     /// An application serving repositories from `store`, answering `/metrics`
     /// from `metrics` (404 when `None`).
     pub fn new(store: Arc<dyn ObjectStore>, config: Config, metrics: Option<Metrics>) -> Arc<Self> {
-        let indexes = IndexCache::with_limit(config.index_cache_objects);
-        let maintenance = config.maintenance.clone().and_then(|mc| {
-            crate::maintenance::Maintenance::start(store.clone(), indexes.clone(), mc)
-                .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
-                .ok()
-        });
-        let auth = crate::auth::Auth::new(store.clone(), config.auth.clone());
-        let webhooks =
-            gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
-                .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
-                .ok();
+        let host = Host::new(store.clone(), config.service.clone());
+        let auth = crate::auth::Auth::new(store, config.auth.clone());
         Arc::new(App {
+            host,
             auth,
-            webhooks,
             health: Default::default(),
-            store,
-            indexes,
-            states: StateCache::with_limit(config.state_cache_bytes),
-            maintenance,
-            pushes: WorkQueue::new(
-                Work::Push,
-                config.max_concurrent_pushes,
-                config.push_queue_timeout,
-            ),
-            fetches: WorkQueue::new(
-                Work::Fetch,
-                config.max_concurrent_fetches,
-                config.fetch_queue_timeout,
-            ),
-            fetch_arena: crate::alloc::WorkArena::create(),
             metrics,
             config,
         })
     }
 
-    pub(crate) fn repo(&self, name: &str) -> Repository {
-        Repository::new(self.store.clone(), name, self.indexes.clone())
+    /// The services (for another transport in the same process).
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
     }
 
-    /// The hidden ref prefixes of repository `name`: the server's (`base`,
-    /// from `--hide-refs`) and the repository's from the access document.
-    pub(crate) fn hidden(
-        &self,
-        base: &gitstow_protocol::HiddenRefs,
-        name: &str,
-        repo_prefixes: &[String],
-    ) -> gitstow_protocol::HiddenRefs {
-        if repo_prefixes.is_empty() {
-            return base.clone();
-        }
-        let (hidden, refused) = base.with(repo_prefixes);
-        if !refused.is_empty() {
-            tracing::warn!(
-                repo = name,
-                ?refused,
-                "access document: hidden ref prefixes ignored (not under refs/)"
-            );
-        }
-        hidden
+    /// Access control (for another transport in the same process).
+    pub fn auth(&self) -> &crate::auth::Auth {
+        &self.auth
     }
 
     /// Shutdown began: `/readyz` answers 503 from now on.
@@ -225,7 +156,7 @@ async fn route(
         .extensions
         .get::<crate::auth::ClientAddr>()
         .map(|c| c.0);
-    if let Some(resp) = app.health.answer(uri.path(), &app.store).await {
+    if let Some(resp) = app.health.answer(uri.path(), app.host.store()).await {
         return resp;
     }
     if crate::operator::is_operator_endpoint(uri.path()) {
@@ -332,21 +263,13 @@ fn service_from_query(query: &str) -> Option<Service> {
         .and_then(Service::from_name)
 }
 
-pub(crate) async fn load_state(
-    app: &Arc<App>,
-    name: &str,
-) -> Result<Option<Arc<gitstow_odb::RepoState>>, Response> {
-    let repo = app.repo(name);
-    let states = app.states.clone();
-    let loaded = tokio::task::spawn_blocking(move || repo.load_shared_state(&states)).await;
-    match loaded {
-        // A deleted repository (`gitstow repo delete`) is not found.
-        Ok(Ok(v)) => Ok(v.map(|v| v.state).filter(|s| !s.deleted)),
-        Ok(Err(e)) => Err(server_error(
-            &format!("reading the state of repository {name}"),
-            &e,
-        )),
-        Err(_) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")),
+/// The HTTP answer to a [`Refusal`]: 404, 503 with `Retry-After`, or 500.
+pub(crate) fn refusal(r: Refusal) -> Response {
+    match r {
+        Refusal::NotFound(_) => error(StatusCode::NOT_FOUND, r.to_string()),
+        Refusal::Busy(_) => error(StatusCode::SERVICE_UNAVAILABLE, r.to_string()),
+        Refusal::Unavailable(_) => busy_error(r.to_string()),
+        Refusal::Failed => error(StatusCode::INTERNAL_SERVER_ERROR, r.to_string()),
     }
 }
 
@@ -381,18 +304,9 @@ pub(crate) fn busy_error(message: String) -> Response {
     resp
 }
 
-pub(crate) fn not_found(name: &str) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        format!("repository '{name}.git' not found"),
-    )
-}
-
-/// Refs above which a listing (`info/refs`, v2 `ls-refs`) waits for a fetch
-/// slot: it streams (a line and a batch held), but reads ref tables and
-/// spends CPU for as long as it is written, so a flood of them shares the
-/// fetch slots with clones.
-pub const LARGE_LISTING: usize = 100_000;
+/// Refs above which a listing waits for a fetch slot (see
+/// [`gitstow_service::LARGE_LISTING`]).
+pub const LARGE_LISTING: usize = gitstow_service::LARGE_LISTING;
 
 async fn info_refs(
     app: Arc<App>,
@@ -411,36 +325,15 @@ async fn info_refs(
             ),
         };
     };
-    let state = match load_state(&app, &name).await {
-        Ok(s) => s,
-        Err(resp) => return resp,
-    };
-    let state = match (state, service) {
-        (Some(s), _) => s,
-        (None, Service::ReceivePack) if app.config.auto_create => Arc::default(),
-        (None, _) => return not_found(&name),
-    };
     let v2_capabilities = service == Service::UploadPack && wants_v2(headers);
-    // A listing of many refs reads tables and spends CPU for as long as it
-    // is written: it waits for a fetch slot, so that a flood of them
-    // shares the fetch slots with clones.
-    let slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING as u64 {
-        match app.fetches.admit().await {
-            Ok(slot) => Some(slot),
-            Err(busy) => {
-                tracing::warn!(repo = %name, error = %busy, "ref listing refused: queue timeout");
-                return error(StatusCode::SERVICE_UNAVAILABLE, busy.to_string());
-            }
-        }
-    } else {
-        None
+    let advertisement = match app
+        .host
+        .advertisement(&name, &principal, service, v2_capabilities)
+        .await
+    {
+        Ok(a) => a,
+        Err(r) => return refusal(r),
     };
-    let repo = app.repo(&name);
-    let hidden = match service {
-        Service::UploadPack => &app.config.upload.hidden,
-        Service::ReceivePack => &app.config.receive.hidden,
-    };
-    let hidden = app.hidden(hidden, &name, &principal.hide_refs);
     let content_type = service.advertisement_content_type();
     // Ref tables are read from the store (off the async threads), and the
     // advertisement streams as they are read: a listing of millions of
@@ -448,50 +341,10 @@ async fn info_refs(
     response::stream(
         "info/refs",
         content_type,
-        move |out| {
-            let _slot = slot;
-            advertisement(out, &repo, &state, service, v2_capabilities, &hidden)
-        },
+        move |out| advertisement.write(out, true),
         |e| server_error("writing the advertisement", e.as_ref()),
     )
     .await
-}
-
-/// Writes the body of an `info/refs` answer for `service` to `out` (the
-/// v2 capabilities, or the v0 advertisement of the refs of `state`).
-fn advertisement(
-    out: &mut impl std::io::Write,
-    repo: &gitstow_odb::Repository,
-    state: &gitstow_odb::RepoState,
-    service: Service,
-    v2_capabilities: bool,
-    hidden: &gitstow_protocol::HiddenRefs,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    use gitstow_upload::advertise;
-    match service {
-        Service::UploadPack if v2_capabilities => write_v2_capabilities(
-            out,
-            service,
-            &advertise::upload_pack_v2_capabilities(),
-            false,
-        )?,
-        Service::UploadPack => {
-            let view = repo.refs(state)?;
-            let head = advertise::head(state, &view)?;
-            let caps = advertise::upload_pack_v0_capabilities(state, head.is_some());
-            advertise::write_v0(out, service, &view, head, &caps, hidden)?
-        }
-        Service::ReceivePack => {
-            let view = repo.refs(state)?;
-            let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            caps.push(format!("agent={}", advertise::AGENT));
-            advertise::write_v0(out, service, &view, None, &caps, hidden)?
-        }
-    }
-    Ok(())
 }
 
 /// Whether a v2 request is an `ls-refs` command (its first pkt-line is
@@ -518,7 +371,7 @@ async fn upload_pack(
         body,
         is_gzip(&headers),
         app.config.max_fetch_request_bytes,
-        app.config.receive.staging_dir.as_deref(),
+        app.host.config().receive.staging_dir.as_deref(),
         app.config.body_pace,
     )
     .await
@@ -539,90 +392,19 @@ async fn upload_pack(
     // A v2 `ls-refs` only lists refs: it does not queue behind clones,
     // unless the repository has so many refs that the listing is not cheap.
     let ls_refs = v2 && is_ls_refs(&mut request);
-    let admit = || async {
-        match app.fetches.admit().await {
-            Ok(slot) => Ok(slot),
-            Err(busy) => {
-                tracing::warn!(repo = %name, error = %busy, "fetch refused: queue timeout");
-                Err(response::git_error(
-                    "application/x-git-upload-pack-result",
-                    &busy.to_string(),
-                ))
-            }
-        }
-    };
-    let mut slot = if ls_refs {
-        None
-    } else {
-        match admit().await {
-            Ok(slot) => Some(slot),
-            Err(resp) => return resp,
-        }
-    };
-    let state = match load_state(&app, &name).await {
-        Ok(Some(s)) => s,
-        Ok(None) => return not_found(&name),
-        Err(resp) => return resp,
-    };
-    if ls_refs && state.refs.len() > LARGE_LISTING as u64 {
-        match admit().await {
-            Ok(s) => slot = Some(s),
-            Err(resp) => return resp,
-        }
-    }
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
-    let repo = app.repo(&name);
-    let mut opts = app.config.upload.clone();
-    opts.hidden = app.hidden(&opts.hidden, &name, &principal.hide_refs);
-    let arena = app.fetch_arena;
-    let token = principal.token;
+    let fetch = match app.host.fetch(&name, &principal, v2, ls_refs).await {
+        Ok(f) => f,
+        // Said in the protocol: git shows nothing of a POST's error body.
+        Err(Refusal::Busy(busy)) => {
+            return response::git_error("application/x-git-upload-pack-result", &busy)
+        }
+        Err(r) => return refusal(r),
+    };
     response::stream(
         "upload-pack",
         "application/x-git-upload-pack-result",
-        move |out| {
-            let _slot = slot;
-            let _arena = arena.enter();
-            let started = std::time::Instant::now();
-            let cpu_started = m::thread_cpu();
-            let mut request = std::io::BufReader::with_capacity(64 << 10, request);
-            let result = if v2 {
-                gitstow_upload::serve_v2(&repo, &state, &mut request, out, &opts)
-            } else {
-                gitstow_upload::serve_v0(&repo, &state, &mut request, out, &opts)
-            };
-            metrics::histogram!(m::FETCH_DURATION).record(started.elapsed().as_secs_f64());
-            let cpu = m::thread_cpu().saturating_sub(cpu_started);
-            metrics::histogram!(m::FETCH_CPU).record(cpu.as_secs_f64());
-            if let Ok(o) = &result {
-                metrics::counter!(m::OBJECTS_SENT).increment(o.pack.map_or(0, |p| p.objects));
-            }
-            match &result {
-                Ok(o) => tracing::info!(
-                    repo = repo.name(),
-                    token = token.as_deref(),
-                    v2,
-                    wants = o.wants,
-                    haves = o.haves,
-                    commits_read = o.commits_read,
-                    graph_commits = o.graph_commits,
-                    graph_misses = o.graph_misses,
-                    have_bitmap_objects = o.have_bitmap.map(|h| h.objects),
-                    have_bitmap_walked = o.have_bitmap.map(|h| h.commits_walked),
-                    have_bitmap_dropped = o.have_bitmap.map(|h| h.dropped),
-                    objects = o.pack.map(|p| p.objects),
-                    thin_deltas = o.pack.map(|p| p.thin),
-                    resolved_deltas = o.pack.map(|p| p.resolved),
-                    bytes = o.pack.map(|p| p.bytes),
-                    lookups = o.lookups.lookups,
-                    index_probes = o.lookups.probes,
-                    ms = started.elapsed().as_millis() as u64,
-                    cpu_us = cpu.as_micros() as u64,
-                    "upload-pack"
-                ),
-                Err(e) => tracing::warn!(repo = repo.name(), error = %e, "upload-pack failed"),
-            }
-            result
-        },
+        move |out| fetch.run(&mut request, out),
         |e: gitstow_upload::Error| match e {
             gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => {
                 error(StatusCode::BAD_REQUEST, e.to_string())

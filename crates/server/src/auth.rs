@@ -108,20 +108,8 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 /// cannot be read; beyond it, requests are refused with 503.
 pub const MAX_STALE: Duration = Duration::from_secs(30);
 
-/// Who made a request, once it is allowed.
-#[derive(Debug, Clone, Default)]
-pub struct Principal {
-    /// The token's name (`None`: anonymous, or access control is off).
-    pub token: Option<String>,
-    /// The ref patterns this request may not rewrite or delete (the
-    /// repository's protected refs, for anyone below `admin`); `None`: any.
-    pub protect: Option<Vec<String>>,
-    /// The webhooks (names) that receive the repository's pushes.
-    pub webhooks: Vec<String>,
-    /// The repository's hidden ref prefixes from the access document
-    /// (`gitstow access hide-refs`), added to the server's `--hide-refs`.
-    pub hide_refs: Vec<String>,
-}
+/// Who made a request, once it is allowed (the service layer's).
+pub use gitstow_service::Principal;
 
 #[derive(Debug)]
 struct Cached {
@@ -401,6 +389,53 @@ impl Auth {
                 tracing::info!(token = name.as_deref(), repo, %reason, "request refused");
                 Err(error(StatusCode::FORBIDDEN, reason))
             }
+        }
+    }
+}
+
+impl Auth {
+    /// SSH: the name of the token the key of `fingerprint` is attached to,
+    /// when it exists and has not expired (`None` too when the access
+    /// document cannot be read: no login then).
+    pub async fn key_token(&self, fingerprint: &str) -> Option<String> {
+        let doc = self
+            .document()
+            .await
+            .map_err(|e| tracing::error!(error = %e, "reading the access document failed"))
+            .ok()?;
+        doc.key_token(fingerprint, now_secs())
+            .map(|t| t.name.clone())
+    }
+
+    /// SSH: whether the token of key `fingerprint` may do what `needed`
+    /// allows on `repo`. A repository the token may not read is answered as
+    /// one that does not exist.
+    pub async fn check_key(
+        &self,
+        fingerprint: &str,
+        repo: &str,
+        needed: Level,
+    ) -> Result<Principal, gitstow_ssh::Denied> {
+        use gitstow_ssh::Denied;
+        let doc = self.document().await.map_err(|e| {
+            tracing::error!(error = %e, "reading the access document failed");
+            Denied::Unavailable
+        })?;
+        let token = doc
+            .key_token(fingerprint, now_secs())
+            .ok_or(Denied::NotFound)?;
+        match doc.decide_enforced(Some(token), repo, needed) {
+            Decision::Allow => Ok(Principal {
+                protect: (doc.level(Some(token), repo) < Some(Level::Admin))
+                    .then(|| doc.protected_refs(repo)),
+                token: Some(token.name.clone()),
+                webhooks: doc.webhooks_for(repo).map(|w| w.name.clone()).collect(),
+                hide_refs: doc.hidden_refs(repo),
+            }),
+            Decision::Forbidden(reason) if doc.level(Some(token), repo).is_some() => {
+                Err(Denied::Forbidden(reason))
+            }
+            Decision::Forbidden(_) | Decision::Unauthenticated => Err(Denied::NotFound),
         }
     }
 }

@@ -6,15 +6,20 @@
 //! - [`listen`]: the accept loop: connection caps and header timeouts.
 //! - [`app`]: the smart-HTTP routes (gitprotocol-http(5)).
 //! - [`push`]: the receive-pack route.
+//!
+//! The work of a request (queues, upload-pack, receive-pack, hooks, the
+//! access-log line) is the service layer's (`gitstow_service::Host`); the
+//! routes read bodies and frame answers.
 //! - [`operator`]: `/metrics`, `/debug/pprof/heap`.
 //! - [`auth`]: tokens in requests, checked against the access document.
+//! - [`ssh_access`]: SSH keys, mapped to tokens for `serve --ssh-listen`.
 //! - [`body`]: request bodies (plain, chunked, gzip) with size bounds.
 //! - [`response`]: streaming a blocking producer as the response body.
 //! - [`repo_name`]: repository names in URLs.
 //! - [`metrics`]: `/metrics` (Prometheus text).
 //! - [`request_log`]: the access log, response counters, `/healthz` and `/readyz`.
-//! - [`queue`]: the push and fetch concurrency caps.
-//! - [`maintenance`]: automatic maintenance after pushes.
+//! - [`queue`], [`maintenance`]: the push and fetch concurrency caps and
+//!   automatic maintenance, from the service layer (`gitstow-service`).
 //! - [`maintain_cmd`]: `gitstow maintain`.
 //! - [`token_cmd`]: `gitstow token` and `gitstow access`.
 //! - [`webhook_cmd`]: `gitstow webhook`.
@@ -35,16 +40,17 @@ pub mod leftovers;
 pub mod limits;
 pub mod listen;
 pub mod maintain_cmd;
-pub mod maintenance;
 pub mod metrics;
 pub mod operator;
 pub mod push;
-pub mod queue;
 pub mod repo_cmd;
 pub mod repo_name;
 pub mod request_log;
 pub mod response;
 pub mod serve_cmd;
+pub mod ssh_access;
 pub mod tls;
 pub mod token_cmd;
 pub mod webhook_cmd;
+
+pub use gitstow_service::{maintenance, queue};

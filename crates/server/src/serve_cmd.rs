@@ -179,6 +179,16 @@ pub struct ServeArgs {
     /// on the main listener too).
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Also serve git over SSH on this address (off unless set; port 0
+    /// picks a free port, printed): `git clone ssh://git@HOST:PORT/org/repo.git`.
+    /// A key is attached to a token with `gitstow key add` and gets its
+    /// grants. Host keys are kept in the store (made once per store).
+    #[arg(long, value_name = "ADDR")]
+    pub ssh_listen: Option<SocketAddr>,
+    /// A host key file (OpenSSH private key) to present instead of the
+    /// ones kept in the store (repeatable).
+    #[arg(long, value_name = "FILE", requires = "ssh_listen")]
+    pub ssh_host_key: Vec<PathBuf>,
     /// Turn automatic maintenance off (by default each push that commits queues
     /// its repository for geometric compaction and the deletion of containers
     /// past their grace period).
@@ -418,33 +428,35 @@ pub fn main(args: ServeArgs) -> i32 {
         }
     };
     let mut config = Config {
-        max_concurrent_pushes,
-        push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
-        max_concurrent_fetches,
-        fetch_queue_timeout: std::time::Duration::from_secs(args.fetch_queue_timeout),
-        auto_create: !args.no_auto_create,
+        service: gitstow_service::Config {
+            max_concurrent_pushes,
+            push_queue_timeout: std::time::Duration::from_secs(args.push_queue_timeout.max(1)),
+            max_concurrent_fetches,
+            fetch_queue_timeout: std::time::Duration::from_secs(args.fetch_queue_timeout),
+            auto_create: !args.no_auto_create,
+            maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
+            receive,
+            upload: gitstow_upload::Options {
+                hidden,
+                ..Default::default()
+            },
+            index_cache_objects: args.index_cache_size,
+            state_cache_bytes: usize::try_from(args.state_cache_size).unwrap_or(usize::MAX),
+            webhooks: gitstow_hooks::deliver::DeliverConfig {
+                timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),
+                ..Default::default()
+            },
+        },
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
         body_pace: crate::body::Pace {
             idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
             min_rate: args.min_body_rate,
         },
-        maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
-        receive,
-        upload: gitstow_upload::Options {
-            hidden,
-            ..Default::default()
-        },
-        index_cache_objects: args.index_cache_size,
-        state_cache_bytes: usize::try_from(args.state_cache_size).unwrap_or(usize::MAX),
         auth: crate::auth::AuthConfig {
             refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
             enforce: false,
             loopback_hosts_only: !args.insecure_no_auth,
-        },
-        webhooks: gitstow_hooks::deliver::DeliverConfig {
-            timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),
-            ..Default::default()
         },
     };
     match check_exposure(&args, &store) {
@@ -504,10 +516,28 @@ pub fn main(args: ServeArgs) -> i32 {
             },
             None => None,
         };
+        let ssh = match args.ssh_listen {
+            Some(saddr) => match ssh_listener(saddr, &args.ssh_host_key, &store).await {
+                Ok(s) => Some(s),
+                Err(why) => {
+                    eprintln!("gitstow: --ssh-listen: {why}");
+                    return 1;
+                }
+            },
+            None => None,
+        };
         {
             use std::io::Write;
             let mut stdout = std::io::stdout();
             let _ = writeln!(stdout, "gitstow listening on {scheme}://{addr}");
+            if let Some((l, keys)) = &ssh {
+                if let Ok(saddr) = l.local_addr() {
+                    let _ = writeln!(stdout, "gitstow ssh on ssh://{saddr}");
+                }
+                for fp in keys.fingerprints() {
+                    let _ = writeln!(stdout, "gitstow ssh host key {fp}");
+                }
+            }
             if let Some(Ok(maddr)) = metrics_listener.as_ref().map(|l| l.local_addr()) {
                 let _ = writeln!(stdout, "gitstow metrics on http://{maddr}/metrics");
             }
@@ -520,6 +550,12 @@ pub fn main(args: ServeArgs) -> i32 {
         );
         let _scratch = scratch;
         let store_for_stats = store.clone();
+        let ssh_limits = gitstow_ssh::git::Limits {
+            max_push_bytes: config.max_push_bytes,
+            max_fetch_request_bytes: config.max_fetch_request_bytes,
+            idle: config.body_pace.idle,
+            staging_dir: config.service.receive.staging_dir.clone(),
+        };
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {
             let router = crate::operator::operator_router(app.clone());
@@ -532,11 +568,24 @@ pub fn main(args: ServeArgs) -> i32 {
             });
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (ssh_stop_tx, mut ssh_stop_rx) = tokio::sync::watch::channel(false);
+        if let Some((l, keys)) = ssh {
+            let access = Arc::new(crate::ssh_access::SshAccess(app.clone()));
+            let host = app.host().clone();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = ssh_stop_rx.wait_for(|s| *s).await;
+                };
+                gitstow_ssh::serve(l, host, access, &keys, gitstow_ssh::SshConfig::new(ssh_limits), stopped)
+                    .await;
+            });
+        }
         let stopping = app.clone();
         let drain = std::time::Duration::from_secs(args.drain_delay);
         let graceful = async move {
             shutdown_signal().await;
             stopping.shutting_down();
+            let _ = ssh_stop_tx.send(true);
             if !drain.is_zero() {
                 tracing::info!(drain_secs = drain.as_secs(), "draining: /readyz answers 503; still serving");
                 tokio::time::sleep(drain).await;
@@ -584,6 +633,28 @@ pub fn main(args: ServeArgs) -> i32 {
             }
         }
     })
+}
+
+/// Binds `--ssh-listen` and loads the host keys (`--ssh-host-key` files,
+/// else the store's, made on first use).
+async fn ssh_listener(
+    addr: SocketAddr,
+    files: &[PathBuf],
+    store: &Arc<dyn gitstow_store::ObjectStore>,
+) -> Result<(tokio::net::TcpListener, gitstow_ssh::HostKeys), String> {
+    let keys = if files.is_empty() {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || gitstow_ssh::HostKeys::from_store(&store))
+            .await
+            .map_err(|e| e.to_string())?
+    } else {
+        gitstow_ssh::HostKeys::from_files(files)
+    }
+    .map_err(|e| format!("host keys: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    Ok((listener, keys))
 }
 
 /// Refuses to serve beyond loopback while no token exists, unless

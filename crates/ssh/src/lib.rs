@@ -1,7 +1,22 @@
-//! The SSH transport (plan 0011). So far: the server's host keys
-//! ([`host_key`]), kept in the store so that every instance serving a
-//! bucket presents the same ones.
+//! The SSH transport (plan 0011): `git clone git@host:org/repo.git` and
+//! `ssh://` URLs served by the same process, store, queues and access
+//! control as smart HTTP.
+//!
+//! - [`host_key`]: the server's host keys, kept in the store so that every
+//!   instance serving a bucket presents the same ones.
+//! - [`listener`]: the russh listener: key authentication, `exec` requests,
+//!   limits.
+//! - [`command`]: the command of an `exec` request, as git sends it.
+//! - [`git`]: git's commands over a channel, framed around the service
+//!   layer (`gitstow_service`).
+//! - [`io`]: from the blocking threads that run the services to a channel.
+#![deny(missing_docs)]
 
+pub mod command;
+pub mod git;
 pub mod host_key;
+pub mod io;
+pub mod listener;
 
 pub use host_key::{HostKeyError, HostKeys};
+pub use listener::{serve, Denied, KeyAccess, SshConfig};

@@ -58,8 +58,8 @@ pub fn head<'s>(
 }
 
 /// Writes the v0 advertisement of `service` (gitprotocol-pack(5)
-/// "Reference Discovery", with the smart-HTTP `# service=` header) to `w`
-/// as the refs are read: `head` first (its target and oid, from
+/// "Reference Discovery", after the smart-HTTP `# service=` header when
+/// `http_header`) to `w` as the refs are read: `head` first (its target and oid, from
 /// [`head`]; upload-pack only), then every ref not `hidden` by name, with
 /// peeled tag targets for upload-pack. Nothing is held but a line and a
 /// 64 KiB batch, however many refs there are.
@@ -73,8 +73,9 @@ pub fn write_v0(
     head: Option<(&str, ObjectId)>,
     capabilities: &[String],
     hidden: &HiddenRefs,
+    http_header: bool,
 ) -> gitstow_odb::Result<()> {
-    let mut out = V0Refs::new(w, service, capabilities, true, false)?;
+    let mut out = V0Refs::new(w, service, capabilities, http_header, false)?;
     if let Some((_, oid)) = head {
         out.push("HEAD", &oid, None)?;
     }

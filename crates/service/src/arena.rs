@@ -1,0 +1,54 @@
+//! Where a kind of work allocates: a jemalloc arena of its own (see
+//! [`WorkArena`]).
+
+/// A jemalloc arena of its own for one kind of work (jemalloc(3)
+/// `arenas.create`). jemalloc gives each thread one of 4 × cores arenas, and
+/// what a thread frees stays in its arena (dirty, until decay returns it):
+/// work that runs on many pool threads in turn, each taking tens of
+/// megabytes, then holds that much in every arena it passed through, and the
+/// peak follows the number of threads, not the number of requests running
+/// at once. In one arena, what one request freed is what the next one
+/// takes. Measured with 8 fetches of 200,000 wants at once, 2 at a time:
+/// 4.0 × one fetch's peak across pool arenas, 2.3 × in one arena.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkArena {
+    index: Option<u32>,
+}
+
+impl WorkArena {
+    /// Creates the arena; without jemalloc's control interface (another
+    /// global allocator, as in unit tests), work runs where it would anyway.
+    pub fn create() -> WorkArena {
+        // SAFETY: `arenas.create` is read as jemalloc(3) documents it, an
+        // unsigned arena index.
+        let index = unsafe { tikv_jemalloc_ctl::raw::read::<u32>(b"arenas.create\0") }.ok();
+        WorkArena { index }
+    }
+
+    /// Binds the calling thread's allocations to this arena until the guard
+    /// drops, when the thread goes back to its previous arena (frees go to
+    /// the arena a block came from, wherever they happen).
+    pub fn enter(&self) -> ArenaGuard {
+        // SAFETY: `thread.arena` is an unsigned arena index (jemalloc(3));
+        // the index names an arena `arenas.create` made.
+        let previous = self.index.and_then(|i| {
+            unsafe { tikv_jemalloc_ctl::raw::update::<u32>(b"thread.arena\0", i) }.ok()
+        });
+        ArenaGuard { previous }
+    }
+}
+
+/// The thread works in a [`WorkArena`] while this lives.
+#[derive(Debug)]
+pub struct ArenaGuard {
+    previous: Option<u32>,
+}
+
+impl Drop for ArenaGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.previous {
+            // SAFETY: as in `WorkArena::enter`, with the index jemalloc gave back.
+            let _ = unsafe { tikv_jemalloc_ctl::raw::write::<u32>(b"thread.arena\0", p) };
+        }
+    }
+}

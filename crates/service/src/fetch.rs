@@ -1,0 +1,246 @@
+//! The ref advertisement and upload-pack requests (gitprotocol-pack(5),
+//! gitprotocol-v2(5)): what a transport asks for before a fetch and for
+//! each of its requests.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use gitstow_odb::{RepoState, Repository};
+use gitstow_protocol::{write_v2_capabilities, HiddenRefs, Service};
+
+use crate::metrics as m;
+use crate::queue::Slot;
+use crate::{Host, Principal, Refusal, LARGE_LISTING};
+
+/// A ref advertisement ready to be written: the state it lists, the refs
+/// hidden from this caller, and the fetch slot a large listing holds.
+#[derive(Debug)]
+pub struct Advertisement {
+    repo: Repository,
+    state: Arc<RepoState>,
+    service: Service,
+    v2_capabilities: bool,
+    hidden: HiddenRefs,
+    _slot: Option<Slot>,
+}
+
+/// An upload-pack request ready to run: the state it answers from, its
+/// options (the caller's hidden refs) and its fetch slot.
+#[derive(Debug)]
+pub struct Fetch {
+    repo: Repository,
+    state: Arc<RepoState>,
+    opts: gitstow_upload::Options,
+    v2: bool,
+    token: Option<String>,
+    arena: crate::arena::WorkArena,
+    _slot: Option<Slot>,
+}
+
+impl Host {
+    /// The advertisement of `service` for repository `name` as `principal`
+    /// sees it: v2's capabilities when `v2_capabilities` (upload-pack with
+    /// `GIT_PROTOCOL=version=2`), else the v0 list of refs. A repository
+    /// that does not exist advertises no refs to receive-pack when
+    /// repositories are created on their first push. A listing of more than
+    /// [`LARGE_LISTING`] refs waits for a fetch slot.
+    ///
+    /// # Errors
+    /// [`Refusal::NotFound`], [`Refusal::Busy`], or the store's failure.
+    pub async fn advertisement(
+        &self,
+        name: &str,
+        principal: &Principal,
+        service: Service,
+        v2_capabilities: bool,
+    ) -> Result<Advertisement, Refusal> {
+        let state = match (self.state(name).await?, service) {
+            (Some(s), _) => s,
+            (None, Service::ReceivePack) if self.config.auto_create => Arc::default(),
+            (None, _) => return Err(Refusal::NotFound(name.to_owned())),
+        };
+        let v2_capabilities = v2_capabilities && service == Service::UploadPack;
+        // A listing of many refs reads tables and spends CPU for as long as
+        // it is written: it waits for a fetch slot, so that a flood of them
+        // shares the fetch slots with clones.
+        let slot = if !v2_capabilities && state.refs.len() > LARGE_LISTING as u64 {
+            Some(self.admit_fetch(name).await?)
+        } else {
+            None
+        };
+        let hidden = match service {
+            Service::UploadPack => &self.config.upload.hidden,
+            Service::ReceivePack => &self.config.receive.hidden,
+        };
+        Ok(Advertisement {
+            repo: self.repo(name),
+            hidden: self.hidden(hidden, name, &principal.hide_refs),
+            state,
+            service,
+            v2_capabilities,
+            _slot: slot,
+        })
+    }
+
+    /// An upload-pack request of `principal` on repository `name` (`v2`:
+    /// gitprotocol-v2(5), else v0/v1), once a fetch slot is free. A v2
+    /// `ls-refs` (`ls_refs`) only lists refs: it does not queue behind
+    /// clones, unless the repository has so many refs that the listing is
+    /// not cheap.
+    ///
+    /// # Errors
+    /// [`Refusal::NotFound`], [`Refusal::Busy`], or the store's failure.
+    pub async fn fetch(
+        &self,
+        name: &str,
+        principal: &Principal,
+        v2: bool,
+        ls_refs: bool,
+    ) -> Result<Fetch, Refusal> {
+        let mut slot = if ls_refs {
+            None
+        } else {
+            Some(self.admit_fetch(name).await?)
+        };
+        let state = match self.state(name).await? {
+            Some(s) => s,
+            None => return Err(Refusal::NotFound(name.to_owned())),
+        };
+        if ls_refs && state.refs.len() > LARGE_LISTING as u64 {
+            slot = Some(self.admit_fetch(name).await?);
+        }
+        let mut opts = self.config.upload.clone();
+        opts.hidden = self.hidden(&opts.hidden, name, &principal.hide_refs);
+        Ok(Fetch {
+            repo: self.repo(name),
+            state,
+            opts,
+            v2,
+            token: principal.token.clone(),
+            arena: self.fetch_arena,
+            _slot: slot,
+        })
+    }
+}
+
+impl Advertisement {
+    /// Writes the advertisement to `out` (pkt-lines, ending in a flush-pkt),
+    /// after smart HTTP's `# service=` header when `service_header` (v0
+    /// only: git http-backend sends none before v2's capabilities). Runs on
+    /// a blocking thread: it reads ref tables from the store as it writes.
+    ///
+    /// # Errors
+    /// The store's failure or the writer's.
+    pub fn write(
+        self,
+        out: &mut dyn Write,
+        service_header: bool,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use gitstow_upload::advertise;
+        let mut out = out;
+        match self.service {
+            Service::UploadPack if self.v2_capabilities => write_v2_capabilities(
+                &mut out,
+                self.service,
+                &advertise::upload_pack_v2_capabilities(),
+                false,
+            )?,
+            Service::UploadPack => {
+                let view = self.repo.refs(&self.state)?;
+                let head = advertise::head(&self.state, &view)?;
+                let caps = advertise::upload_pack_v0_capabilities(&self.state, head.is_some());
+                advertise::write_v0(
+                    &mut out,
+                    self.service,
+                    &view,
+                    head,
+                    &caps,
+                    &self.hidden,
+                    service_header,
+                )?
+            }
+            Service::ReceivePack => {
+                let view = self.repo.refs(&self.state)?;
+                let mut caps: Vec<String> = gitstow_receive::CAPABILITIES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                caps.push(format!("agent={}", advertise::AGENT));
+                advertise::write_v0(
+                    &mut out,
+                    self.service,
+                    &view,
+                    None,
+                    &caps,
+                    &self.hidden,
+                    service_header,
+                )?
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Fetch {
+    /// The repository.
+    pub fn repo(&self) -> &Repository {
+        &self.repo
+    }
+
+    /// Answers the upload-pack request read from `request` on `out`, in the
+    /// fetch arena, and records its figures (`gitstow_fetch_duration_seconds`,
+    /// `gitstow_fetch_cpu_seconds`, `gitstow_objects_sent_total`) and its
+    /// access-log line. Runs on a blocking thread.
+    ///
+    /// # Errors
+    /// [`gitstow_upload::Error`]: a bad request (`Protocol`, `Walk`) or a
+    /// failure of the store or the writer.
+    pub fn run(
+        self,
+        request: &mut dyn Read,
+        out: &mut dyn Write,
+    ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
+        let _arena = self.arena.enter();
+        let started = std::time::Instant::now();
+        let cpu_started = m::thread_cpu();
+        let mut request = std::io::BufReader::with_capacity(64 << 10, request);
+        let (repo, state, opts) = (&self.repo, &self.state, &self.opts);
+        let result = if self.v2 {
+            gitstow_upload::serve_v2(repo, state, &mut request, out, opts)
+        } else {
+            gitstow_upload::serve_v0(repo, state, &mut request, out, opts)
+        };
+        metrics::histogram!(m::FETCH_DURATION).record(started.elapsed().as_secs_f64());
+        let cpu = m::thread_cpu().saturating_sub(cpu_started);
+        metrics::histogram!(m::FETCH_CPU).record(cpu.as_secs_f64());
+        match &result {
+            Ok(o) => {
+                metrics::counter!(m::OBJECTS_SENT).increment(o.pack.map_or(0, |p| p.objects));
+                tracing::info!(
+                    repo = repo.name(),
+                    token = self.token.as_deref(),
+                    v2 = self.v2,
+                    wants = o.wants,
+                    haves = o.haves,
+                    commits_read = o.commits_read,
+                    graph_commits = o.graph_commits,
+                    graph_misses = o.graph_misses,
+                    have_bitmap_objects = o.have_bitmap.map(|h| h.objects),
+                    have_bitmap_walked = o.have_bitmap.map(|h| h.commits_walked),
+                    have_bitmap_dropped = o.have_bitmap.map(|h| h.dropped),
+                    objects = o.pack.map(|p| p.objects),
+                    thin_deltas = o.pack.map(|p| p.thin),
+                    resolved_deltas = o.pack.map(|p| p.resolved),
+                    bytes = o.pack.map(|p| p.bytes),
+                    lookups = o.lookups.lookups,
+                    index_probes = o.lookups.probes,
+                    ms = started.elapsed().as_millis() as u64,
+                    cpu_us = cpu.as_micros() as u64,
+                    "upload-pack"
+                )
+            }
+            Err(e) => tracing::warn!(repo = repo.name(), error = %e, "upload-pack failed"),
+        }
+        result
+    }
+}

@@ -1,0 +1,251 @@
+//! git's two services, upload-pack and receive-pack, as one entry whatever
+//! the transport (architecture: the `service` layer; plan 0011).
+//!
+//! A transport (smart HTTP in `gitstow-server`, SSH in `gitstow-ssh`)
+//! authenticates the client into a [`Principal`], names the repository and
+//! asks a [`Host`] for the work: [`Host::advertisement`] (the ref
+//! advertisement, or v2's capabilities), [`Host::fetch`] (an upload-pack
+//! request) or [`Host::push`] (a receive-pack request). Each waits for its
+//! slot in the fetch or push queue and loads the repository's state on the
+//! async side, then hands back a job whose `run`/`write` the transport calls
+//! on a blocking thread with the client's bytes and a writer of its framing.
+//! The jobs record the same metrics, access-log lines, hooks, webhooks and
+//! automatic maintenance for every transport; what differs by transport is
+//! only the framing around the bytes.
+//!
+//! - [`queue`]: the push and fetch concurrency caps.
+//! - [`maintenance`]: automatic maintenance after pushes.
+//! - [`fetch`]: advertisements and upload-pack requests.
+//! - [`push`]: receive-pack requests.
+//! - [`metrics`]: the names of the figures recorded here.
+//! - [`arena`]: the jemalloc arena fetch work allocates in.
+//! - [`repo_name`]: repository names as clients give them.
+#![deny(missing_docs)]
+
+use std::sync::Arc;
+
+use gitstow_odb::{IndexCache, RepoState, Repository, StateCache};
+use gitstow_store::ObjectStore;
+
+pub mod arena;
+pub mod fetch;
+pub mod maintenance;
+pub mod metrics;
+pub mod push;
+pub mod queue;
+pub mod repo_name;
+
+pub use fetch::{Advertisement, Fetch};
+pub use push::Push;
+
+use queue::{Work, WorkQueue};
+
+/// Refs above which a listing (`info/refs`, v2 `ls-refs`) waits for a fetch
+/// slot: it streams (a line and a batch held), but reads ref tables and
+/// spends CPU for as long as it is written, so a flood of them shares the
+/// fetch slots with clones.
+pub const LARGE_LISTING: usize = 100_000;
+
+/// Who asks, once a transport authenticated and authorized them for the
+/// repository (HTTP: a token; SSH: a key attached to a token).
+#[derive(Debug, Clone, Default)]
+pub struct Principal {
+    /// The token's name (`None`: anonymous, or access control is off).
+    pub token: Option<String>,
+    /// The ref patterns this request may not rewrite or delete (the
+    /// repository's protected refs, for anyone below `admin`); `None`: any.
+    pub protect: Option<Vec<String>>,
+    /// The webhooks (names) that receive the repository's pushes.
+    pub webhooks: Vec<String>,
+    /// The repository's hidden ref prefixes from the access document
+    /// (`gitstow access hide-refs`), added to the server's `--hide-refs`.
+    pub hide_refs: Vec<String>,
+}
+
+/// Settings of the services, whatever the transport.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Create a repository on its first push.
+    pub auto_create: bool,
+    /// Receive-pack settings.
+    pub receive: gitstow_receive::Options,
+    /// Upload-pack settings.
+    pub upload: gitstow_upload::Options,
+    /// Pushes resolving at once; later ones queue.
+    pub max_concurrent_pushes: usize,
+    /// How long a push may wait in the queue before it is refused.
+    pub push_queue_timeout: std::time::Duration,
+    /// Upload-pack requests running at once; later ones queue (with their
+    /// request read).
+    pub max_concurrent_fetches: usize,
+    /// How long a fetch may wait in the queue before it is refused.
+    pub fetch_queue_timeout: std::time::Duration,
+    /// Automatic maintenance after pushes (`None`: off).
+    pub maintenance: Option<maintenance::MaintenanceConfig>,
+    /// Objects the cache of decoded container indexes holds.
+    pub index_cache_objects: usize,
+    /// Bytes of decoded states the state cache holds.
+    pub state_cache_bytes: usize,
+    /// How webhooks are delivered.
+    pub webhooks: gitstow_hooks::deliver::DeliverConfig,
+}
+
+/// Why a request is answered before any of git's protocol: each transport
+/// words it its way (HTTP: a status and this text; SSH: `ERROR: …` on
+/// stderr and exit 128). The text names no server path and no internal
+/// error (those were logged).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The repository does not exist (or was deleted).
+    #[error("repository '{0}.git' not found")]
+    NotFound(String),
+    /// A queue's timeout passed (the text is [`queue::QueueTimeout`]'s).
+    #[error("{0}")]
+    Busy(String),
+    /// The store does not answer, the server is out of space, or a part a
+    /// push needs (webhook deliveries) is not running: try again later.
+    #[error("{0}")]
+    Unavailable(&'static str),
+    /// Any other server-side failure (logged with its chain).
+    #[error("internal server error, try again later")]
+    Failed,
+}
+
+impl Refusal {
+    /// What a server-side `error` while `context` answers; the error and
+    /// its chain go to the log.
+    pub fn from_error(context: &str, error: &(dyn std::error::Error + 'static)) -> Refusal {
+        tracing::error!(error = %error, "{context} failed");
+        if gitstow_store::is_unavailable(error) {
+            Refusal::Unavailable("the store does not answer, try again later")
+        } else if gitstow_store::is_out_of_space(error) {
+            Refusal::Unavailable("the server is out of space, try again later")
+        } else {
+            Refusal::Failed
+        }
+    }
+}
+
+/// The repositories of one store as the services see them: the store, the
+/// caches of decoded indexes and states, the fetch and push queues,
+/// automatic maintenance and webhook deliveries. One per process, shared by
+/// every transport.
+#[derive(Debug)]
+pub struct Host {
+    store: Arc<dyn ObjectStore>,
+    indexes: Arc<IndexCache>,
+    states: Arc<StateCache>,
+    pushes: WorkQueue,
+    fetches: WorkQueue,
+    /// Where fetch work allocates (see [`arena::WorkArena`]).
+    fetch_arena: arena::WorkArena,
+    maintenance: Option<Arc<maintenance::Maintenance>>,
+    /// Delivers recorded push events to webhooks (`None`: it could not start).
+    webhooks: Option<gitstow_hooks::deliver::Deliverer>,
+    config: Config,
+}
+
+impl Host {
+    /// The services of `store` with `config`; starts automatic maintenance
+    /// and webhook deliveries (a part that cannot start is logged, and
+    /// pushes that need it are refused).
+    pub fn new(store: Arc<dyn ObjectStore>, config: Config) -> Arc<Self> {
+        let indexes = IndexCache::with_limit(config.index_cache_objects);
+        let maintenance = config.maintenance.clone().and_then(|mc| {
+            maintenance::Maintenance::start(store.clone(), indexes.clone(), mc)
+                .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
+                .ok()
+        });
+        let webhooks =
+            gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
+                .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
+                .ok();
+        Arc::new(Host {
+            webhooks,
+            states: StateCache::with_limit(config.state_cache_bytes),
+            maintenance,
+            pushes: WorkQueue::new(
+                Work::Push,
+                config.max_concurrent_pushes,
+                config.push_queue_timeout,
+            ),
+            fetches: WorkQueue::new(
+                Work::Fetch,
+                config.max_concurrent_fetches,
+                config.fetch_queue_timeout,
+            ),
+            fetch_arena: arena::WorkArena::create(),
+            store,
+            indexes,
+            config,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Repository `name` (not checked to exist).
+    pub fn repo(&self, name: &str) -> Repository {
+        Repository::new(self.store.clone(), name, self.indexes.clone())
+    }
+
+    /// The state of repository `name` through the state cache (read off the
+    /// async threads); `None` when it does not exist or was deleted.
+    ///
+    /// # Errors
+    /// [`Refusal`] when the store fails (logged).
+    pub async fn state(&self, name: &str) -> Result<Option<Arc<RepoState>>, Refusal> {
+        let repo = self.repo(name);
+        let states = self.states.clone();
+        let loaded = tokio::task::spawn_blocking(move || repo.load_shared_state(&states)).await;
+        match loaded {
+            // A deleted repository (`gitstow repo delete`) is not found.
+            Ok(Ok(v)) => Ok(v.map(|v| v.state).filter(|s| !s.deleted)),
+            Ok(Err(e)) => Err(Refusal::from_error(
+                &format!("reading the state of repository {name}"),
+                &e,
+            )),
+            Err(_) => Err(Refusal::Failed),
+        }
+    }
+
+    /// The hidden ref prefixes of repository `name`: the server's (`base`,
+    /// from `--hide-refs`) and the repository's from the access document.
+    pub fn hidden(
+        &self,
+        base: &gitstow_protocol::HiddenRefs,
+        name: &str,
+        repo_prefixes: &[String],
+    ) -> gitstow_protocol::HiddenRefs {
+        if repo_prefixes.is_empty() {
+            return base.clone();
+        }
+        let (hidden, refused) = base.with(repo_prefixes);
+        if !refused.is_empty() {
+            tracing::warn!(
+                repo = name,
+                ?refused,
+                "access document: hidden ref prefixes ignored (not under refs/)"
+            );
+        }
+        hidden
+    }
+
+    /// Waits for a fetch slot.
+    ///
+    /// # Errors
+    /// [`Refusal::Busy`] when the queue's timeout passed (logged).
+    pub async fn admit_fetch(&self, name: &str) -> Result<queue::Slot, Refusal> {
+        self.fetches.admit().await.map_err(|busy| {
+            tracing::warn!(repo = %name, error = %busy, "fetch refused: queue timeout");
+            Refusal::Busy(busy.to_string())
+        })
+    }
+}

@@ -1,0 +1,172 @@
+//! The command of an SSH `exec` request, as git's `connect.c` sends it:
+//! `git-upload-pack '/org/repo.git'` (the path quoted by `sq_quote`: in
+//! single quotes, a `'` or `!` inside written `'\''` and `'\!'`), with the
+//! path absolute for `ssh://host/org/repo.git` and relative for the
+//! scp-like `host:org/repo.git`; `git upload-pack …` (a space) from older
+//! clients and other tools.
+
+use gitstow_protocol::Service;
+
+/// A git command a client asked to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exec {
+    /// upload-pack (fetch, clone) or receive-pack (push).
+    pub service: Service,
+    /// The repository name as HTTP URLs carry it: no leading `/`, no
+    /// trailing `/` nor `.git` (`org/repo`), checked by
+    /// `gitstow_service::repo_name::validate`.
+    pub repo: String,
+}
+
+/// Why a command is refused (the text goes to the client's stderr).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// Not git-upload-pack nor git-receive-pack (a shell command, scp, …).
+    #[error("gitstow runs only git-upload-pack and git-receive-pack over SSH")]
+    NotGit,
+    /// The path is not quoted as git quotes it, or is empty.
+    #[error("the repository path is not quoted as git quotes it")]
+    BadQuoting,
+    /// The name breaks the rules of repository names.
+    #[error("{0}")]
+    BadName(String),
+}
+
+/// Longest command accepted (git's paths are far shorter; sshd takes 256 KiB).
+pub const MAX_COMMAND: usize = 4096;
+
+/// Parses the command of an `exec` request.
+///
+/// # Errors
+/// [`ExecError`] when it is not one of git's two commands with one quoted
+/// (or, for hand-typed commands, bare) path naming a valid repository.
+pub fn parse(command: &[u8]) -> Result<Exec, ExecError> {
+    if command.len() > MAX_COMMAND {
+        return Err(ExecError::NotGit);
+    }
+    let command = std::str::from_utf8(command).map_err(|_| ExecError::NotGit)?;
+    let (program, arg) = command.trim().split_once(' ').ok_or(ExecError::NotGit)?;
+    let (program, arg) = match program {
+        "git" => arg.trim_start().split_once(' ').ok_or(ExecError::NotGit)?,
+        p => (p, arg),
+    };
+    let service = match program.strip_prefix("git-").unwrap_or(program) {
+        "upload-pack" => Service::UploadPack,
+        "receive-pack" => Service::ReceivePack,
+        _ => return Err(ExecError::NotGit),
+    };
+    let path = unquote(arg.trim())?;
+    Ok(Exec {
+        service,
+        repo: repo_name(&path)?,
+    })
+}
+
+/// The argument without git's `sq_quote` quoting; a bare word (no quotes,
+/// no shell metacharacters) is taken as is.
+fn unquote(arg: &str) -> Result<String, ExecError> {
+    if !arg.starts_with('\'') {
+        let plain = !arg.is_empty()
+            && arg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-~".contains(&b));
+        return plain.then(|| arg.to_owned()).ok_or(ExecError::BadQuoting);
+    }
+    let mut out = String::new();
+    let mut rest = arg;
+    loop {
+        // Inside quotes up to the closing one.
+        let body = rest.strip_prefix('\'').ok_or(ExecError::BadQuoting)?;
+        let end = body.find('\'').ok_or(ExecError::BadQuoting)?;
+        out.push_str(&body[..end]);
+        rest = &body[end + 1..];
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        // Between quoted parts only `\'` and `\!` (sq_quote's escapes).
+        let (c, after) = match rest.as_bytes() {
+            [b'\\', c @ (b'\'' | b'!'), ..] => (*c as char, &rest[2..]),
+            _ => return Err(ExecError::BadQuoting),
+        };
+        out.push(c);
+        rest = after;
+    }
+}
+
+/// `/org/repo.git/` → `org/repo`, checked.
+fn repo_name(path: &str) -> Result<String, ExecError> {
+    let name = path.trim_start_matches('/').trim_end_matches('/');
+    let name = name.strip_suffix(".git").unwrap_or(name);
+    gitstow_service::repo_name::validate(name).map_err(|e| ExecError::BadName(e.to_string()))?;
+    Ok(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(cmd: &str) -> (Service, String) {
+        let e = parse(cmd.as_bytes()).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        (e.service, e.repo)
+    }
+
+    #[test]
+    fn commands_as_git_sends_them() {
+        // ssh://host/org/repo.git
+        assert_eq!(
+            ok("git-upload-pack '/org/repo.git'"),
+            (Service::UploadPack, "org/repo".into())
+        );
+        // host:org/repo.git
+        assert_eq!(
+            ok("git-receive-pack 'org/repo.git'"),
+            (Service::ReceivePack, "org/repo".into())
+        );
+        assert_eq!(
+            ok("git-upload-pack 'repo'"),
+            (Service::UploadPack, "repo".into())
+        );
+        assert_eq!(
+            ok("git upload-pack '/repo.git/'"),
+            (Service::UploadPack, "repo".into())
+        );
+        assert_eq!(
+            ok("git-upload-pack /org/r.git"),
+            (Service::UploadPack, "org/r".into())
+        );
+    }
+
+    #[test]
+    fn sq_quote_escapes_are_undone_and_then_checked() {
+        // git quotes a `'` in a path as '\'' : the name is then refused by
+        // the name rules, not by the quoting.
+        assert!(matches!(
+            parse(br"git-upload-pack 'it'\''s.git'"),
+            Err(ExecError::BadName(_))
+        ));
+        assert_eq!(unquote(r"'a'\''b'\!'c'").unwrap(), "a'b!c");
+    }
+
+    #[test]
+    fn everything_else_is_refused() {
+        for bad in [
+            "",
+            "ls -la",
+            "sh -c 'id'",
+            "git-upload-archive 'repo.git'",
+            "scp -t /tmp",
+            "git-upload-pack",
+            "git-upload-pack 'repo.git",
+            "git-upload-pack 'repo.git' ; id",
+            "git-upload-pack 'repo.git''more'",
+            "git-upload-pack repo.git;id",
+            "git-upload-pack '../etc/passwd'",
+            "git-upload-pack '/org/../x.git'",
+            "git-upload-pack ''",
+        ] {
+            assert!(parse(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        assert!(parse(&[b'a'; MAX_COMMAND + 1]).is_err());
+        assert!(parse(b"git-upload-pack '\xff'").is_err());
+    }
+}

@@ -1,0 +1,530 @@
+//! git's commands over an SSH channel: the framing around the service
+//! layer ([`gitstow_service::Host`]). Over SSH a command is one stream in
+//! each direction (gitprotocol-pack(5)): the advertisement first, then the
+//! client's requests; the answers are the same bytes as smart HTTP's
+//! without its `# service=` header.
+//!
+//! - upload-pack in protocol v2 (`GIT_PROTOCOL=version=2`, what git sends
+//!   by default since 2.26): the capabilities, then one command request
+//!   (up to its flush-pkt) after another, each answered by the service as
+//!   one HTTP POST would be, until the client's lone flush-pkt or EOF.
+//! - receive-pack (v0 in every git): the advertisement, then the commands
+//!   (and push options) up to their flush-pkts and the pack up to the
+//!   client's EOF, spooled to a temp file as HTTP's body is, then run.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gitstow_protocol::Service;
+use gitstow_service::{Host, Principal, Refusal};
+use russh::server::Msg;
+use russh::ChannelWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::io::{forward, BlockingWriter};
+
+/// Limits of one command's input.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest push (commands, options and pack), bytes.
+    pub max_push_bytes: u64,
+    /// Largest upload-pack request (one v2 command), bytes.
+    pub max_fetch_request_bytes: u64,
+    /// Longest wait for the client's next bytes while it sends a request.
+    pub idle: Duration,
+    /// Where pushes and large fetch requests are spooled (`None`: the
+    /// system's temp directory).
+    pub staging_dir: Option<std::path::PathBuf>,
+}
+
+/// Why a command ended early; each is said on the client's stderr.
+#[derive(Debug)]
+pub enum Failure {
+    /// Refused before any of git's protocol (`ERROR: …`, exit 128).
+    Refused(Refusal),
+    /// The request broke the protocol or a limit (`fatal: …`, exit 128).
+    Protocol(String),
+    /// The client went away, or the channel failed: nothing to say.
+    Gone,
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure::Refused(r)
+    }
+}
+
+/// One git command to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The services.
+    pub host: &'a Arc<Host>,
+    /// Who asks (authorized for the repository already).
+    pub principal: &'a Principal,
+    /// The repository name.
+    pub name: &'a str,
+    /// upload-pack or receive-pack.
+    pub service: Service,
+    /// The client asked for protocol v2 (`GIT_PROTOCOL=version=2`).
+    pub v2: bool,
+    /// Limits of its input.
+    pub limits: &'a Limits,
+}
+
+/// Runs `request`, reading the client's stdin from `input` and writing to
+/// `out`.
+///
+/// # Errors
+/// [`Failure`], for the caller to report and set the exit status.
+pub async fn run(
+    request: Request<'_>,
+    input: &mut (impl AsyncRead + Unpin + Send),
+    out: &ChannelWriteHalf<Msg>,
+) -> Result<(), Failure> {
+    let Request {
+        host,
+        principal,
+        name,
+        service,
+        v2,
+        limits,
+    } = request;
+    match service {
+        Service::UploadPack if v2 => upload_pack_v2(host, principal, name, limits, input, out).await,
+        Service::UploadPack => Err(Failure::Protocol(
+            "gitstow serves git-upload-pack over SSH in protocol v2 only for now; run `git -c protocol.version=2 …` (the default since git 2.26)".into(),
+        )),
+        Service::ReceivePack => receive_pack(host, principal, name, limits, input, out).await,
+    }
+}
+
+async fn upload_pack_v2(
+    host: &Arc<Host>,
+    principal: &Principal,
+    name: &str,
+    limits: &Limits,
+    input: &mut (impl AsyncRead + Unpin + Send),
+    out: &ChannelWriteHalf<Msg>,
+) -> Result<(), Failure> {
+    let advertisement = host
+        .advertisement(name, principal, Service::UploadPack, true)
+        .await?;
+    blocking(out, move |w| advertisement.write(w, false))
+        .await?
+        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))?;
+    loop {
+        let mut request = tempfile::SpooledTempFile::new(64 << 10);
+        let read = read_section(
+            input,
+            &mut request,
+            limits.max_fetch_request_bytes,
+            limits.idle,
+        )
+        .await?;
+        // The client ends the session with a lone flush-pkt or EOF.
+        if read.bytes <= 4 {
+            return Ok(());
+        }
+        if !read.flushed {
+            return Err(Failure::Protocol(
+                "the request ended before its flush-pkt".into(),
+            ));
+        }
+        let ls_refs = is_ls_refs(&mut request);
+        let fetch = host.fetch(name, principal, true, ls_refs).await?;
+        let served = blocking(out, move |w| {
+            use std::io::Seek;
+            request.rewind()?;
+            fetch
+                .run(&mut request, w)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        })
+        .await?;
+        if let Err(e) = served {
+            return Err(Failure::Protocol(e.to_string()));
+        }
+    }
+}
+
+async fn receive_pack(
+    host: &Arc<Host>,
+    principal: &Principal,
+    name: &str,
+    limits: &Limits,
+    input: &mut (impl AsyncRead + Unpin + Send),
+    out: &ChannelWriteHalf<Msg>,
+) -> Result<(), Failure> {
+    host.push_target(name).await?;
+    let advertisement = host
+        .advertisement(name, principal, Service::ReceivePack, false)
+        .await?;
+    blocking(out, move |w| advertisement.write(w, false))
+        .await?
+        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))?;
+    let file = match &limits.staging_dir {
+        Some(dir) => tempfile::tempfile_in(dir),
+        None => tempfile::tempfile(),
+    }
+    .map_err(|e| {
+        tracing::error!(repo = name, error = %e, "spooling the push failed");
+        Failure::Refused(Refusal::Unavailable("server unavailable, try again later"))
+    })?;
+    let spooled = spool_push(input, &file, limits).await?;
+    {
+        // The spool shares the file's offset: read it from its start.
+        use std::io::Seek;
+        (&file).rewind().map_err(spool_error)?;
+    }
+    let push = host.push(name, principal, spooled.probe).await?;
+    let truncated = spooled.truncated;
+    let ran = blocking(out, move |w| {
+        push.run(&file, truncated, w)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    })
+    .await?;
+    ran.map(|_| ())
+        .map_err(|e| Failure::Protocol(e.to_string()))
+}
+
+/// What [`spool_push`] read.
+struct Spooled {
+    /// Nothing but a flush-pkt: the client had nothing to push.
+    probe: bool,
+    /// The request passed the size limit and was cut.
+    truncated: bool,
+}
+
+/// Copies a receive-pack request to `file`: the command list (shallow lines
+/// and commands) up to its flush-pkt, the push options up to theirs when
+/// the first command asks for `push-options`, then, unless every command
+/// is a deletion, the pack up to the client's EOF.
+async fn spool_push(
+    input: &mut (impl AsyncRead + Unpin + Send),
+    file: &std::fs::File,
+    limits: &Limits,
+) -> Result<Spooled, Failure> {
+    let std_file = file.try_clone().map_err(|_| Failure::Gone)?;
+    let mut sink = tokio::fs::File::from_std(std_file);
+    let limit = limits.max_push_bytes;
+    let mut commands = Vec::new();
+    let first = read_section(input, &mut commands, limit, limits.idle).await?;
+    sink.write_all(&commands).await.map_err(spool_error)?;
+    if first.bytes <= 4 {
+        sink.flush().await.map_err(spool_error)?;
+        return Ok(Spooled {
+            probe: true,
+            truncated: false,
+        });
+    }
+    if !first.flushed {
+        return Err(Failure::Protocol(
+            "the command list ended before its flush-pkt".into(),
+        ));
+    }
+    let scan = scan_commands(&commands);
+    let mut total = first.bytes;
+    if scan.push_options {
+        let mut options = Vec::new();
+        let read = read_section(
+            input,
+            &mut options,
+            limit.saturating_sub(total),
+            limits.idle,
+        )
+        .await?;
+        if !read.flushed {
+            return Err(Failure::Protocol(
+                "the push options ended before their flush-pkt".into(),
+            ));
+        }
+        sink.write_all(&options).await.map_err(spool_error)?;
+        total += read.bytes;
+    }
+    let mut truncated = false;
+    if scan.needs_pack {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = read_idle(input, &mut buf, limits.idle).await?;
+            if n == 0 {
+                break;
+            }
+            if total + n as u64 > limit {
+                truncated = true;
+                break;
+            }
+            sink.write_all(&buf[..n]).await.map_err(spool_error)?;
+            total += n as u64;
+        }
+    }
+    sink.flush().await.map_err(spool_error)?;
+    Ok(Spooled {
+        probe: false,
+        truncated,
+    })
+}
+
+fn spool_error(e: std::io::Error) -> Failure {
+    tracing::error!(error = %e, "spooling the push failed");
+    Failure::Refused(Refusal::Unavailable(
+        if gitstow_store::is_out_of_space(&e) {
+            "the server is out of space, try again later"
+        } else {
+            "server unavailable, try again later"
+        },
+    ))
+}
+
+/// What a command list asks for.
+struct CommandScan {
+    /// Some command creates or updates a ref (a pack follows).
+    needs_pack: bool,
+    /// The first command's capabilities hold `push-options`.
+    push_options: bool,
+}
+
+/// Reads the pkt-lines of a command list (already checked to be pkt-lines
+/// by [`read_section`]).
+fn scan_commands(section: &[u8]) -> CommandScan {
+    let mut scan = CommandScan {
+        needs_pack: false,
+        push_options: false,
+    };
+    let mut at = 0;
+    let mut first = true;
+    while at + 4 <= section.len() {
+        let len = pkt_len(&section[at..at + 4]).unwrap_or(0);
+        if len < 4 {
+            break;
+        }
+        let line = &section[at + 4..(at + len).min(section.len())];
+        at += len;
+        if line.starts_with(b"shallow ") {
+            continue;
+        }
+        let (command, caps) = match line.iter().position(|&b| b == 0) {
+            Some(nul) => (&line[..nul], &line[nul + 1..]),
+            None => (line, &[][..]),
+        };
+        if first {
+            scan.push_options = caps
+                .split(|&b| b == b' ' || b == b'\n')
+                .any(|c| c == b"push-options");
+            first = false;
+        }
+        // `<old> <new> <ref>`: a new value of all zeros is a deletion.
+        let new = command.split(|&b| b == b' ').nth(1).unwrap_or(b"");
+        if !new.iter().all(|&b| b == b'0') {
+            scan.needs_pack = true;
+        }
+    }
+    scan
+}
+
+/// What [`read_section`] read.
+struct Section {
+    /// Bytes copied (the pkt-lines as sent, their flush-pkt included).
+    bytes: u64,
+    /// It ended with a flush-pkt (else: EOF).
+    flushed: bool,
+}
+
+/// The length field of a pkt-line (four hex digits), `None` when it is not one.
+fn pkt_len(head: &[u8]) -> Option<usize> {
+    let s = std::str::from_utf8(head).ok()?;
+    usize::from_str_radix(s, 16).ok()
+}
+
+/// Copies pkt-lines from `input` to `sink` up to and including a flush-pkt
+/// (`0000`), or to EOF at a pkt-line boundary.
+async fn read_section(
+    input: &mut (impl AsyncRead + Unpin + Send),
+    sink: &mut impl Write,
+    limit: u64,
+    idle: Duration,
+) -> Result<Section, Failure> {
+    let mut bytes = 0u64;
+    let mut buf = vec![0u8; 65520];
+    loop {
+        let mut head = [0u8; 4];
+        match read_exact_idle(input, &mut head, idle).await? {
+            0 => {
+                return Ok(Section {
+                    bytes,
+                    flushed: false,
+                })
+            }
+            4 => {}
+            _ => {
+                return Err(Failure::Protocol(
+                    "the request ended inside a pkt-line".into(),
+                ))
+            }
+        }
+        let len = pkt_len(&head).ok_or_else(|| Failure::Protocol("bad pkt-line length".into()))?;
+        bytes += 4;
+        if bytes > limit {
+            return Err(Failure::Protocol(format!(
+                "request exceeds the limit of {limit} bytes"
+            )));
+        }
+        sink.write_all(&head).map_err(|_| Failure::Gone)?;
+        match len {
+            0 => {
+                return Ok(Section {
+                    bytes,
+                    flushed: true,
+                })
+            }
+            1 | 2 => continue,
+            3 => return Err(Failure::Protocol("bad pkt-line length".into())),
+            _ => {}
+        }
+        let payload = &mut buf[..len - 4];
+        if read_exact_idle(input, payload, idle).await? != payload.len() {
+            return Err(Failure::Protocol(
+                "the request ended inside a pkt-line".into(),
+            ));
+        }
+        bytes += payload.len() as u64;
+        if bytes > limit {
+            return Err(Failure::Protocol(format!(
+                "request exceeds the limit of {limit} bytes"
+            )));
+        }
+        sink.write_all(payload).map_err(|_| Failure::Gone)?;
+    }
+}
+
+/// Fills `buf`, each read waiting at most `idle`; returns the bytes read
+/// (less than `buf.len()` only at EOF).
+async fn read_exact_idle(
+    input: &mut (impl AsyncRead + Unpin + Send),
+    buf: &mut [u8],
+    idle: Duration,
+) -> Result<usize, Failure> {
+    let mut at = 0;
+    while at < buf.len() {
+        let n = read_idle(input, &mut buf[at..], idle).await?;
+        if n == 0 {
+            break;
+        }
+        at += n;
+    }
+    Ok(at)
+}
+
+async fn read_idle(
+    input: &mut (impl AsyncRead + Unpin + Send),
+    buf: &mut [u8],
+    idle: Duration,
+) -> Result<usize, Failure> {
+    match tokio::time::timeout(idle, input.read(buf)).await {
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(_)) => Err(Failure::Gone),
+        Err(_) => Err(Failure::Protocol(format!(
+            "no data from the client for {} s",
+            idle.as_secs()
+        ))),
+    }
+}
+
+/// Whether a v2 request is an `ls-refs` command (its first pkt-line is
+/// `command=ls-refs`); leaves `request` at its start.
+fn is_ls_refs(request: &mut tempfile::SpooledTempFile) -> bool {
+    use std::io::{Read, Seek};
+    let mut head = [0u8; 20];
+    let _ = request.rewind();
+    let n = request.read(&mut head).unwrap_or(0);
+    let _ = request.rewind();
+    n >= 19 && head[4..19] == *b"command=ls-refs"
+}
+
+/// Runs `job` on a blocking thread, its output sent to the channel as it
+/// is written; `Err(Gone)` when the thread panicked.
+async fn blocking<T: Send + 'static>(
+    out: &ChannelWriteHalf<Msg>,
+    job: impl FnOnce(&mut BlockingWriter) -> T + Send + 'static,
+) -> Result<T, Failure> {
+    let (mut writer, rx) = BlockingWriter::new();
+    let task = tokio::task::spawn_blocking(move || {
+        let r = job(&mut writer);
+        drop(writer);
+        r
+    });
+    let send = forward(rx, |chunk: Bytes| async move {
+        out.data_bytes(chunk).await.is_ok()
+    });
+    let (result, _) = tokio::join!(task, send);
+    result.map_err(|_| Failure::Gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(s: &[u8]) -> Vec<u8> {
+        let mut v = format!("{:04x}", s.len() + 4).into_bytes();
+        v.extend_from_slice(s);
+        v
+    }
+
+    #[test]
+    fn a_command_list_says_whether_a_pack_follows() {
+        let zero = "0".repeat(40);
+        let one = "1".repeat(40);
+        let mut deletes =
+            pkt(format!("{one} {zero} refs/heads/a\0report-status push-options").as_bytes());
+        deletes.extend(pkt(format!("{one} {zero} refs/heads/b").as_bytes()));
+        deletes.extend(b"0000");
+        let s = scan_commands(&deletes);
+        assert!(!s.needs_pack);
+        assert!(s.push_options);
+        let mut update = pkt(format!("shallow {one}").as_bytes());
+        update.extend(pkt(
+            format!("{zero} {one} refs/heads/a\0report-status").as_bytes()
+        ));
+        update.extend(b"0000");
+        let s = scan_commands(&update);
+        assert!(s.needs_pack);
+        assert!(!s.push_options);
+    }
+
+    #[tokio::test]
+    async fn sections_end_at_a_flush_and_keep_their_bytes() {
+        let mut input = Vec::new();
+        input.extend(pkt(b"command=ls-refs\n"));
+        input.extend(b"0001");
+        input.extend(pkt(b"peel\n"));
+        input.extend(b"0000");
+        input.extend(pkt(b"next"));
+        let mut reader = &input[..];
+        let mut out = Vec::new();
+        let s = read_section(&mut reader, &mut out, 1 << 20, Duration::from_secs(5))
+            .await
+            .ok()
+            .unwrap();
+        assert!(s.flushed);
+        assert_eq!(out, input[..input.len() - 8]);
+        // Then EOF after a pkt-line: not flushed.
+        let mut rest = Vec::new();
+        let s = read_section(&mut reader, &mut rest, 1 << 20, Duration::from_secs(5))
+            .await
+            .ok()
+            .unwrap();
+        assert!(!s.flushed);
+        assert_eq!(rest, pkt(b"next"));
+        // A limit is a protocol error, and so is a bad length.
+        let mut reader = &input[..];
+        assert!(matches!(
+            read_section(&mut reader, &mut Vec::new(), 10, Duration::from_secs(5)).await,
+            Err(Failure::Protocol(_))
+        ));
+        let mut bad = &b"zzzz"[..];
+        assert!(matches!(
+            read_section(&mut bad, &mut Vec::new(), 100, Duration::from_secs(5)).await,
+            Err(Failure::Protocol(_))
+        ));
+    }
+}

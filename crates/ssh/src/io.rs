@@ -1,0 +1,91 @@
+//! From the blocking threads that run upload-pack and receive-pack to an
+//! SSH channel: a [`BlockingWriter`] hands 64 KiB chunks to an async task
+//! that sends them as channel data, as fast as the client's window allows.
+
+use std::io::Write;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+const CHUNK: usize = 64 * 1024;
+
+/// The longest a chunk waits for the client to take it (its window full):
+/// a client that stopped reading (a suspended `git clone`) ends the
+/// command, so it cannot hold a fetch slot and a thread forever. As smart
+/// HTTP's `SEND_STALL`.
+pub const SEND_STALL: Duration = Duration::from_secs(120);
+
+/// A `Write` for a blocking thread whose bytes go to the channel through
+/// [`forward`]. Dropping it sends what is buffered.
+#[derive(Debug)]
+pub struct BlockingWriter {
+    tx: Option<mpsc::Sender<Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl BlockingWriter {
+    /// A writer and the receiving end [`forward`] takes.
+    pub fn new() -> (Self, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(16);
+        (
+            BlockingWriter {
+                tx: Some(tx),
+                buf: Vec::with_capacity(CHUNK),
+            },
+            rx,
+        )
+    }
+
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        let tx = self.tx.as_ref().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        tx.blocking_send(chunk).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the SSH client stopped reading",
+            )
+        })
+    }
+}
+
+impl Write for BlockingWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+impl Drop for BlockingWriter {
+    fn drop(&mut self) {
+        let _ = self.send();
+        self.tx = None;
+    }
+}
+
+/// Sends every chunk of `rx` with `send` until the writer is dropped;
+/// `false` when a chunk waited longer than [`SEND_STALL`] or the channel
+/// failed (the writer's next send then fails with `BrokenPipe`).
+pub async fn forward<F, Fut>(mut rx: mpsc::Receiver<Bytes>, mut send: F) -> bool
+where
+    F: FnMut(Bytes) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    while let Some(chunk) = rx.recv().await {
+        match tokio::time::timeout(SEND_STALL, send(chunk)).await {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return false,
+        }
+    }
+    true
+}

@@ -1,0 +1,458 @@
+//! The SSH listener (russh): public-key authentication through
+//! [`KeyAccess`], `exec` of git-upload-pack / git-receive-pack handed to
+//! [`crate::git`], everything else refused.
+//!
+//! Limits as OpenSSH's sshd and gitlab-sshd keep them: 60 s to
+//! authenticate (`LoginGraceTime`), at most 6 authentication attempts
+//! (`MaxAuthTries`), keepalives every 15 s and the connection dropped after
+//! 3 unanswered (a silent client-side hook does not cut a push: a live
+//! client answers keepalives), only `publickey` offered, `ssh-rsa` (SHA-1)
+//! signatures refused (OpenSSH 8.8's default), only `GIT_PROTOCOL` taken
+//! from `env` requests, no shell, pty, forwarding or subsystem.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gitstow_service::{Host, Principal, Refusal};
+use russh::keys::{Algorithm, HashAlg};
+use russh::server::{Auth, Msg, Session, VerifiedPublicKey};
+use russh::{Channel, ChannelId, MethodKind, MethodSet};
+use tokio::net::TcpListener;
+
+use crate::command::{self, Exec};
+use crate::git::{self, Failure, Limits};
+use crate::HostKeys;
+
+/// Who a verified key is, and what it may do: the bridge to access control
+/// (implemented by the server over its access document).
+pub trait KeyAccess: Send + Sync + 'static {
+    /// The name of the token key `fingerprint` (OpenSSH's `SHA256:…`) is
+    /// attached to, when the token exists and has not expired.
+    fn token_of(&self, fingerprint: &str) -> impl Future<Output = Option<String>> + Send;
+
+    /// What the token of key `fingerprint` may do on `repo` (`write`: push,
+    /// else fetch): the principal, or the line to say on stderr.
+    fn authorize(
+        &self,
+        fingerprint: &str,
+        repo: &str,
+        write: bool,
+    ) -> impl Future<Output = Result<Principal, Denied>> + Send;
+}
+
+/// Why [`KeyAccess::authorize`] said no.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// No such repository for this key, or no right to read it: one answer
+    /// for both, so that names are not probed (`ERROR: Repository not found.`).
+    NotFound,
+    /// It may read but not do this (a push with a read grant): the words to say.
+    Forbidden(String),
+    /// Access control cannot be read now (`ERROR: …, try again later`).
+    Unavailable,
+}
+
+/// Settings of the SSH listener.
+#[derive(Debug, Clone)]
+pub struct SshConfig {
+    /// Time to authenticate before the connection is dropped.
+    pub login_grace: Duration,
+    /// Interval of keepalives when the client is silent.
+    pub keepalive: Duration,
+    /// Limits of each command's input.
+    pub limits: Limits,
+}
+
+impl SshConfig {
+    /// The defaults above with `limits`.
+    pub fn new(limits: Limits) -> Self {
+        SshConfig {
+            login_grace: Duration::from_secs(60),
+            keepalive: Duration::from_secs(15),
+            limits,
+        }
+    }
+}
+
+/// What [`not_found`] says: one line for a missing repository and one the
+/// key may not read.
+const NOT_FOUND: &str = "ERROR: Repository not found.";
+
+/// Serves SSH on `listener` until `shutdown` completes (connections open
+/// then finish their commands).
+pub async fn serve<A: KeyAccess>(
+    listener: TcpListener,
+    host: Arc<Host>,
+    access: Arc<A>,
+    keys: &HostKeys,
+    config: SshConfig,
+    shutdown: impl Future<Output = ()>,
+) {
+    let russh_config = Arc::new(russh::server::Config {
+        server_id: russh::SshId::Standard(std::borrow::Cow::Borrowed(concat!(
+            "SSH-2.0-gitstow_",
+            env!("CARGO_PKG_VERSION")
+        ))),
+        methods: MethodSet::from(&[MethodKind::PublicKey][..]),
+        auth_rejection_time: Duration::from_millis(300),
+        auth_rejection_time_initial: Some(Duration::ZERO),
+        keys: keys.keys().to_vec(),
+        max_auth_attempts: 6,
+        inactivity_timeout: None,
+        keepalive_interval: Some(config.keepalive),
+        keepalive_max: 3,
+        nodelay: true,
+        preferred: russh::Preferred {
+            key: std::borrow::Cow::Borrowed(&[
+                Algorithm::Ed25519,
+                Algorithm::Ecdsa {
+                    curve: russh::keys::EcdsaCurve::NistP256,
+                },
+                Algorithm::Ecdsa {
+                    curve: russh::keys::EcdsaCurve::NistP384,
+                },
+                Algorithm::Ecdsa {
+                    curve: russh::keys::EcdsaCurve::NistP521,
+                },
+                Algorithm::Rsa {
+                    hash: Some(HashAlg::Sha512),
+                },
+                Algorithm::Rsa {
+                    hash: Some(HashAlg::Sha256),
+                },
+            ]),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let config = Arc::new(config);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "ssh: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = Connection {
+            host: host.clone(),
+            access: access.clone(),
+            config: config.clone(),
+            peer,
+            authenticated: Arc::new(AtomicBool::new(false)),
+            fingerprint: None,
+            token: None,
+            channels: HashMap::new(),
+        };
+        let russh_config = russh_config.clone();
+        let login_grace = config.login_grace;
+        tokio::spawn(async move {
+            let authenticated = connection.authenticated.clone();
+            let session = match russh::server::run_stream(russh_config, stream, connection).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "ssh: handshake failed");
+                    return;
+                }
+            };
+            let handle = session.handle();
+            tokio::pin!(session);
+            tokio::select! {
+                _ = &mut session => return,
+                _ = tokio::time::sleep(login_grace) => {}
+            }
+            if !authenticated.load(Ordering::Relaxed) {
+                tracing::info!(%peer, "ssh: no authentication within the login grace time");
+                let _ = handle
+                    .disconnect(
+                        russh::Disconnect::ByApplication,
+                        "authentication timed out".into(),
+                        "en".into(),
+                    )
+                    .await;
+            }
+            let _ = session.await;
+        });
+    }
+}
+
+/// One client connection.
+struct Connection<A: KeyAccess> {
+    host: Arc<Host>,
+    access: Arc<A>,
+    config: Arc<SshConfig>,
+    peer: SocketAddr,
+    authenticated: Arc<AtomicBool>,
+    /// The verified key's fingerprint and its token, once authenticated.
+    fingerprint: Option<String>,
+    token: Option<String>,
+    /// Session channels opened and not yet running a command, with the
+    /// `GIT_PROTOCOL` each was given.
+    channels: HashMap<ChannelId, (Channel<Msg>, Option<String>)>,
+}
+
+fn fingerprint(key: &russh::keys::PublicKey) -> String {
+    key.fingerprint(HashAlg::Sha256).to_string()
+}
+
+impl<A: KeyAccess> russh::server::Handler for Connection<A> {
+    type Error = russh::Error;
+
+    async fn auth_publickey_offered(
+        &mut self,
+        _user: &str,
+        offer: russh::server::PublicKeyOffer<'_>,
+    ) -> Result<Auth, Self::Error> {
+        // Only keys attached to a token go on to a signature: an agent
+        // holding many keys finds its key without spending attempts.
+        if matches!(offer.algorithm, Algorithm::Rsa { hash: None }) {
+            return Ok(Auth::reject());
+        }
+        match self.access.token_of(&fingerprint(offer.public_key)).await {
+            Some(_) => Ok(Auth::Accept),
+            None => Ok(Auth::reject()),
+        }
+    }
+
+    async fn auth_publickey(
+        &mut self,
+        user: &str,
+        key: VerifiedPublicKey<'_>,
+    ) -> Result<Auth, Self::Error> {
+        let fp = fingerprint(key.public_key);
+        if matches!(key.algorithm, Algorithm::Rsa { hash: None }) {
+            tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: ssh-rsa (SHA-1) signature");
+            return Ok(Auth::reject());
+        }
+        match self.access.token_of(&fp).await {
+            Some(token) => {
+                tracing::info!(peer = %self.peer, user, fingerprint = %fp, token = %token, "ssh: authenticated");
+                self.fingerprint = Some(fp);
+                self.token = Some(token);
+                self.authenticated.store(true, Ordering::Relaxed);
+                Ok(Auth::Accept)
+            }
+            None => {
+                // One line per failure, for fail2ban (as sshd's).
+                tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: unknown key");
+                Ok(Auth::reject())
+            }
+        }
+    }
+
+    async fn channel_open_session(
+        &mut self,
+        channel: Channel<Msg>,
+        reply: russh::server::ChannelOpenHandle,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        // As gitlab-sshd: at most 10 sessions waiting for a command.
+        if self.channels.len() >= 10 {
+            return Ok(());
+        }
+        self.channels.insert(channel.id(), (channel, None));
+        reply.accept().await;
+        Ok(())
+    }
+
+    async fn env_request(
+        &mut self,
+        channel: ChannelId,
+        name: &str,
+        value: &str,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        match self.channels.get_mut(&channel) {
+            Some((_, protocol)) if name == "GIT_PROTOCOL" && value.len() <= 256 => {
+                *protocol = Some(value.to_owned());
+                session.channel_success(channel)
+            }
+            _ => session.channel_failure(channel),
+        }
+    }
+
+    async fn shell_request(
+        &mut self,
+        channel: ChannelId,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        // `ssh git@host`: say who the key is, as forges do, and end.
+        let token = self.token.clone().unwrap_or_default();
+        let Some((channel, _)) = self.channels.remove(&channel) else {
+            return session.channel_failure(channel);
+        };
+        session.channel_success(channel.id())?;
+        tokio::spawn(async move {
+            let (_read_half, write_half) = channel.split();
+            say(
+                &write_half,
+                &format!("Hi {token}! You've successfully authenticated, but gitstow does not provide shell access."),
+            )
+            .await;
+            finish(&write_half, 1).await;
+        });
+        Ok(())
+    }
+
+    async fn exec_request(
+        &mut self,
+        channel: ChannelId,
+        data: &[u8],
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        let Some((channel, protocol)) = self.channels.remove(&channel) else {
+            return session.channel_failure(channel);
+        };
+        session.channel_success(channel.id())?;
+        let exec = command::parse(data);
+        let (Some(fp), token) = (self.fingerprint.clone(), self.token.clone()) else {
+            return Ok(());
+        };
+        let job = Job {
+            host: self.host.clone(),
+            access: self.access.clone(),
+            config: self.config.clone(),
+            peer: self.peer,
+            fingerprint: fp,
+            token,
+            v2: protocol
+                .as_deref()
+                .is_some_and(|p| p.split(':').any(|v| v.trim() == "version=2")),
+        };
+        tokio::spawn(job.run(channel, exec));
+        Ok(())
+    }
+
+    async fn subsystem_request(
+        &mut self,
+        channel: ChannelId,
+        _name: &str,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_failure(channel)
+    }
+
+    async fn pty_request(
+        &mut self,
+        channel: ChannelId,
+        _term: &str,
+        _col_width: u32,
+        _row_height: u32,
+        _pix_width: u32,
+        _pix_height: u32,
+        _modes: &[(russh::Pty, u32)],
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_failure(channel)
+    }
+}
+
+/// One `exec` request's work.
+struct Job<A: KeyAccess> {
+    host: Arc<Host>,
+    access: Arc<A>,
+    config: Arc<SshConfig>,
+    peer: SocketAddr,
+    fingerprint: String,
+    token: Option<String>,
+    v2: bool,
+}
+
+impl<A: KeyAccess> Job<A> {
+    async fn run(self, channel: Channel<Msg>, exec: Result<Exec, command::ExecError>) {
+        let (mut read_half, write_half) = channel.split();
+        let exec = match exec {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::info!(peer = %self.peer, token = self.token.as_deref(), error = %e, "ssh: command refused");
+                say(&write_half, &format!("ERROR: {e}.")).await;
+                finish(&write_half, 128).await;
+                return;
+            }
+        };
+        let write = exec.service == gitstow_protocol::Service::ReceivePack;
+        let principal = match self
+            .access
+            .authorize(&self.fingerprint, &exec.repo, write)
+            .await
+        {
+            Ok(p) => p,
+            Err(denied) => {
+                tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo = %exec.repo, ?denied, "ssh: request refused");
+                let line = match denied {
+                    Denied::NotFound => NOT_FOUND.to_owned(),
+                    Denied::Forbidden(why) => format!("ERROR: {why}"),
+                    Denied::Unavailable => {
+                        "ERROR: access control is unavailable, try again later".into()
+                    }
+                };
+                say(&write_half, &line).await;
+                finish(&write_half, 128).await;
+                return;
+            }
+        };
+        let started = std::time::Instant::now();
+        let mut input = read_half.make_reader();
+        let request = git::Request {
+            host: &self.host,
+            principal: &principal,
+            name: &exec.repo,
+            service: exec.service,
+            v2: self.v2,
+            limits: &self.config.limits,
+        };
+        let result = git::run(request, &mut input, &write_half).await;
+        let status = match &result {
+            Ok(()) => 0,
+            Err(Failure::Refused(Refusal::NotFound(_))) => {
+                say(&write_half, NOT_FOUND).await;
+                128
+            }
+            Err(Failure::Refused(r)) => {
+                say(&write_half, &format!("ERROR: {r}")).await;
+                128
+            }
+            Err(Failure::Protocol(why)) => {
+                say(&write_half, &format!("fatal: {why}")).await;
+                128
+            }
+            Err(Failure::Gone) => 128,
+        };
+        tracing::info!(
+            transport = "ssh",
+            peer = %self.peer,
+            token = self.token.as_deref(),
+            repo = %exec.repo,
+            service = exec.service.name(),
+            v2 = self.v2,
+            status,
+            ms = started.elapsed().as_millis() as u64,
+            "ssh command"
+        );
+        finish(&write_half, status).await;
+    }
+}
+
+/// Writes `line` to the client's stderr (git prints it as is).
+async fn say(out: &russh::ChannelWriteHalf<Msg>, line: &str) {
+    let _ = out
+        .extended_data_bytes(1, format!("{line}\n").into_bytes())
+        .await;
+}
+
+/// Sends the exit status, EOF and close.
+async fn finish(out: &russh::ChannelWriteHalf<Msg>, status: u32) {
+    let _ = out.exit_status(status).await;
+    let _ = out.eof().await;
+    let _ = out.close().await;
+}
