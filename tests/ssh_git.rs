@@ -305,17 +305,143 @@ fn keys_get_their_tokens_grants_and_nothing_else() {
     let (code, _, err) = s.ssh(&s.stranger, "\"git-upload-pack 'org/app.git'\"");
     assert_eq!(code, Some(255), "{err}");
     assert!(err.contains("Permission denied (publickey)"), "{err}");
+}
 
-    // Protocol v0 upload-pack is not served over SSH yet: a clear refusal.
+#[test]
+fn protocol_v0_negotiates_over_one_stream() {
+    let s = Ssh::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            commits: 80,
+            ..Default::default()
+        },
+    );
+    let out = s.git(
+        tmp.path(),
+        &s.dev,
+        &["-C", "src.git", "push", "--mirror", &s.url("org/app")],
+    );
+    ok(&out, "push over ssh");
+    let v0 = ["-c", "protocol.version=0"];
+
+    // A v0 clone (one want list, `done`, the pack), then `ls-remote` (a
+    // flush and nothing wanted).
+    let url = s.url("org/app");
+    let mut args = v0.to_vec();
+    args.extend(["clone", "--mirror", &url, "v0.git"]);
+    let out = s.git(tmp.path(), &s.reader, &args);
+    ok(&out, "v0 clone over ssh");
+    let clone = tmp.path().join("v0.git");
+    fsck(&clone);
+    assert_eq!(refs_and_objects(&clone), refs_and_objects(&src));
     let out = s.git(
         tmp.path(),
         &s.reader,
-        &["-c", "protocol.version=0", "clone", &s.url("org/app"), "v0"],
+        &["-c", "protocol.version=0", "ls-remote", &url],
     );
-    assert!(!out.status.success());
+    ok(&out, "v0 ls-remote");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        git_out(tmp.path(), &["ls-remote", &s.http_url("org/app")])
+    );
+
+    // A client with 70 commits of its own fetches 3 new ones: its haves go
+    // in several rounds, NAKed until the common ones are met, each round
+    // answered before the next is sent.
+    let out = s.git(tmp.path(), &s.dev, &["clone", &url, "work"]);
+    ok(&out, "clone of a work tree");
+    let work = tmp.path().join("work");
+    let out = s.git(tmp.path(), &s.dev, &["clone", &url, "other"]);
+    ok(&out, "second clone");
+    let other = tmp.path().join("other");
+    for i in 0..70 {
+        commit_files(
+            &other,
+            &[("local.txt", &format!("{i}\n"))],
+            &format!("local {i}"),
+        );
+    }
+    let mut head = String::new();
+    for i in 0..3 {
+        head = commit_files(
+            &work,
+            &[("upstream.txt", &format!("{i}\n"))],
+            &format!("up {i}"),
+        );
+    }
+    let out = s.git(&work, &s.dev, &["push", "origin", "HEAD:refs/heads/main"]);
+    ok(&out, "push of 3 commits");
+    let out = s.git(
+        &other,
+        &s.reader,
+        &["-c", "protocol.version=0", "fetch", "origin"],
+    );
+    ok(&out, "v0 fetch with many haves");
+    assert_eq!(git_out(&other, &["rev-parse", "origin/main"]), head);
+    fsck(&other);
+    let logs = s.server.logs();
+    let line = logs
+        .lines()
+        .filter(|l| l.contains("upload-pack") && l.contains("v2=false") && l.contains("haves="))
+        .last()
+        .expect("a v0 upload-pack line");
     assert!(
-        stderr(&out).contains("protocol v2 only"),
-        "{}",
-        stderr(&out)
+        log_field(line, "haves") > 32,
+        "several rounds of haves: {line}"
+    );
+    assert!(log_field(line, "objects") < 40, "a small pack: {line}");
+
+    // Shallow over v0: a depth-5 clone deepened by 10, as HTTP serves it.
+    let http = s.http_url("org/app");
+    for (remote, dir, key) in [
+        (&url, "shallow-ssh.git", &s.reader),
+        (&http, "shallow-http.git", &s.reader),
+    ] {
+        let out = s.git(
+            tmp.path(),
+            key,
+            &[
+                "-c",
+                "protocol.version=0",
+                "clone",
+                "--depth",
+                "5",
+                "--bare",
+                remote,
+                dir,
+            ],
+        );
+        ok(&out, "v0 shallow clone");
+        let repo = tmp.path().join(dir);
+        let out = s.git(
+            &repo,
+            key,
+            &[
+                "-c",
+                "protocol.version=0",
+                "fetch",
+                "--deepen",
+                "10",
+                "origin",
+                "main",
+            ],
+        );
+        ok(&out, "v0 deepen");
+        fsck(&repo);
+    }
+    let (ssh_side, http_side) = (
+        tmp.path().join("shallow-ssh.git"),
+        tmp.path().join("shallow-http.git"),
+    );
+    assert_eq!(
+        refs_and_objects(&ssh_side).1,
+        refs_and_objects(&http_side).1
+    );
+    assert_eq!(
+        std::fs::read_to_string(ssh_side.join("shallow")).unwrap(),
+        std::fs::read_to_string(http_side.join("shallow")).unwrap()
     );
 }

@@ -12,6 +12,15 @@ use crate::metrics as m;
 use crate::queue::Slot;
 use crate::{Host, Principal, Refusal, LARGE_LISTING};
 
+/// One of upload-pack's entries (`serve_v0`, `serve_v2`, `serve_v0_session`).
+type ServeFn = fn(
+    &Repository,
+    &RepoState,
+    &mut dyn Read,
+    &mut dyn Write,
+    &gitstow_upload::Options,
+) -> Result<gitstow_upload::Outcome, gitstow_upload::Error>;
+
 /// A ref advertisement ready to be written: the state it lists, the refs
 /// hidden from this caller, and the fetch slot a large listing holds.
 #[derive(Debug)]
@@ -200,16 +209,41 @@ impl Fetch {
         request: &mut dyn Read,
         out: &mut dyn Write,
     ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
+        let serve = if self.v2 {
+            gitstow_upload::serve_v2
+        } else {
+            gitstow_upload::serve_v0
+        };
+        self.run_with(serve, request, out)
+    }
+
+    /// Answers a v0/v1 upload-pack session over one stream (SSH): the want
+    /// list, each round of haves as it ends, then the pack
+    /// ([`gitstow_upload::serve_v0_session`]); `out` is flushed at the end
+    /// of each round. Figures and log line as [`Fetch::run`].
+    ///
+    /// # Errors
+    /// As [`Fetch::run`].
+    pub fn run_session(
+        self,
+        request: &mut dyn Read,
+        out: &mut dyn Write,
+    ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
+        self.run_with(gitstow_upload::serve_v0_session, request, out)
+    }
+
+    fn run_with(
+        self,
+        serve: ServeFn,
+        request: &mut dyn Read,
+        out: &mut dyn Write,
+    ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
         let _arena = self.arena.enter();
         let started = std::time::Instant::now();
         let cpu_started = m::thread_cpu();
         let mut request = std::io::BufReader::with_capacity(64 << 10, request);
         let (repo, state, opts) = (&self.repo, &self.state, &self.opts);
-        let result = if self.v2 {
-            gitstow_upload::serve_v2(repo, state, &mut request, out, opts)
-        } else {
-            gitstow_upload::serve_v0(repo, state, &mut request, out, opts)
-        };
+        let result = serve(repo, state, &mut request, out, opts);
         metrics::histogram!(m::FETCH_DURATION).record(started.elapsed().as_secs_f64());
         let cpu = m::thread_cpu().saturating_sub(cpu_started);
         metrics::histogram!(m::FETCH_CPU).record(cpu.as_secs_f64());

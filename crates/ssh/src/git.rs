@@ -8,6 +8,9 @@
 //!   by default since 2.26): the capabilities, then one command request
 //!   (up to its flush-pkt) after another, each answered by the service as
 //!   one HTTP POST would be, until the client's lone flush-pkt or EOF.
+//! - upload-pack in v0/v1 (older clients, libgit2, `protocol.version=0`):
+//!   the advertisement, then one stateful negotiation answered round by
+//!   round (`gitstow_upload::serve_v0_session`) and the pack.
 //! - receive-pack (v0 in every git): the advertisement, then the commands
 //!   (and push options) up to their flush-pkts and the pack up to the
 //!   client's EOF, spooled to a temp file as HTTP's body is, then run.
@@ -23,7 +26,7 @@ use russh::server::Msg;
 use russh::ChannelWriteHalf;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::io::{forward, BlockingWriter};
+use crate::io::{forward, pump, BlockingReader, BlockingWriter};
 
 /// Limits of one command's input.
 #[derive(Debug, Clone)]
@@ -92,10 +95,10 @@ pub async fn run(
         limits,
     } = request;
     match service {
-        Service::UploadPack if v2 => upload_pack_v2(host, principal, name, limits, input, out).await,
-        Service::UploadPack => Err(Failure::Protocol(
-            "gitstow serves git-upload-pack over SSH in protocol v2 only for now; run `git -c protocol.version=2 …` (the default since git 2.26)".into(),
-        )),
+        Service::UploadPack if v2 => {
+            upload_pack_v2(host, principal, name, limits, input, out).await
+        }
+        Service::UploadPack => upload_pack_v0(host, principal, name, limits, input, out).await,
         Service::ReceivePack => receive_pack(host, principal, name, limits, input, out).await,
     }
 }
@@ -145,6 +148,65 @@ async fn upload_pack_v2(
         if let Err(e) = served {
             return Err(Failure::Protocol(e.to_string()));
         }
+    }
+}
+
+/// v0/v1: the advertisement, then one stateful negotiation (the want list,
+/// rounds of haves answered as they end, `done`) and the pack, in one
+/// fetch slot.
+async fn upload_pack_v0(
+    host: &Arc<Host>,
+    principal: &Principal,
+    name: &str,
+    limits: &Limits,
+    input: &mut (impl AsyncRead + Unpin + Send),
+    out: &ChannelWriteHalf<Msg>,
+) -> Result<(), Failure> {
+    let advertisement = host
+        .advertisement(name, principal, Service::UploadPack, false)
+        .await?;
+    blocking(out, move |w| advertisement.write(w, false))
+        .await?
+        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))?;
+    // A client that wants nothing (`git ls-remote`) sends a flush-pkt and
+    // hangs up: it takes no fetch slot.
+    let mut first = [0u8; 4];
+    match read_exact_idle(input, &mut first, limits.idle).await? {
+        0 => return Ok(()),
+        4 if &first == b"0000" => return Ok(()),
+        4 => {}
+        _ => {
+            return Err(Failure::Protocol(
+                "the request ended inside a pkt-line".into(),
+            ))
+        }
+    }
+    let fetch = host.fetch(name, principal, false, false).await?;
+    let (mut reader, tx) = BlockingReader::new(first.to_vec());
+    let (mut writer, rx) = BlockingWriter::new();
+    let task = tokio::task::spawn_blocking(move || {
+        let r = fetch.run_session(&mut reader, &mut writer);
+        drop(writer);
+        r
+    });
+    let send = forward(rx, |chunk: Bytes| async move {
+        out.data_bytes(chunk).await.is_ok()
+    });
+    let both = async {
+        let (result, _) = tokio::join!(task, send);
+        result
+    };
+    tokio::pin!(both);
+    let fed = pump(input, tx, limits.idle);
+    tokio::pin!(fed);
+    let result = tokio::select! {
+        r = &mut both => r,
+        () = &mut fed => both.await,
+    };
+    match result {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Failure::Protocol(e.to_string())),
+        Err(_) => Err(Failure::Gone),
     }
 }
 

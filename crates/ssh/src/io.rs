@@ -89,3 +89,66 @@ where
     }
     true
 }
+
+/// A `Read` for a blocking thread over the bytes an async task hands it
+/// (the client's stream, read from the channel by [`pump`]); EOF when the
+/// task ends.
+#[derive(Debug)]
+pub struct BlockingReader {
+    rx: mpsc::Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl BlockingReader {
+    /// A reader that yields `first`, then what the sender sends.
+    pub fn new(first: Vec<u8>) -> (Self, mpsc::Sender<Vec<u8>>) {
+        let (tx, rx) = mpsc::channel(4);
+        (
+            BlockingReader {
+                rx,
+                buf: first,
+                at: 0,
+            },
+            tx,
+        )
+    }
+}
+
+impl std::io::Read for BlockingReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.buf.len() {
+            match self.rx.blocking_recv() {
+                Some(chunk) => {
+                    self.buf = chunk;
+                    self.at = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Hands what `input` gives to `tx` until EOF, a read error, `idle`
+/// without bytes, or the reader is gone.
+pub async fn pump(
+    input: &mut (impl tokio::io::AsyncRead + Unpin + Send),
+    tx: mpsc::Sender<Vec<u8>>,
+    idle: Duration,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match tokio::time::timeout(idle, input.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return,
+        };
+        if tx.send(buf[..n].to_vec()).await.is_err() {
+            return;
+        }
+    }
+}

@@ -16,8 +16,11 @@ pub mod filter;
 pub mod limit;
 pub mod negotiate;
 pub mod pack;
+mod session;
 pub mod shallow;
 pub mod walk;
+
+pub use session::serve_v0_session;
 
 use std::io::{BufWriter, Read, Write};
 
@@ -175,6 +178,20 @@ pub fn serve_v0(
         Some(last) => write_text(&mut &mut *out, &format!("ACK {last}"))?,
         None => write_text(&mut &mut *out, "NAK")?,
     }
+    let ask = v0_pack_ask(&req, &common, &shallow_req, &shallow_plan, filter.as_ref());
+    send_fetch(state, &refs, &db, &ask, out, opts, &mut outcome)?;
+    Ok(outcome)
+}
+
+/// What a v0/v1 request asks of its pack (its capabilities: side-band,
+/// progress, include-tag, ofs-delta, thin-pack).
+fn v0_pack_ask<'a>(
+    req: &'a gitstow_protocol::UploadRequestV0,
+    common: &'a [gix_hash::ObjectId],
+    shallow_req: &'a shallow::ShallowRequest,
+    shallow_plan: &'a shallow::ShallowPlan,
+    filter: Option<&'a filter::Filter>,
+) -> PackAsk<'a> {
     let sideband = if req.capabilities.contains("side-band-64k") {
         Some(65515)
     } else if req.capabilities.contains("side-band") {
@@ -183,20 +200,18 @@ pub fn serve_v0(
         None
     };
     let progress = sideband.is_some() && !req.capabilities.contains("no-progress");
-    let ask = PackAsk {
+    PackAsk {
         wants: &req.wants,
-        common: &common,
-        shallow_req: &shallow_req,
-        shallow_plan: &shallow_plan,
-        filter: filter.as_ref(),
+        common,
+        shallow_req,
+        shallow_plan,
+        filter,
         include_tag: req.capabilities.contains("include-tag"),
         ofs_delta: req.capabilities.contains("ofs-delta"),
         thin_pack: req.capabilities.contains("thin-pack"),
         sideband,
         progress,
-    };
-    send_fetch(state, &refs, &db, &ask, out, opts, &mut outcome)?;
-    Ok(outcome)
+    }
 }
 
 /// What a fetch asks of its pack, in either protocol version.

@@ -28,7 +28,7 @@ pub use response::{
     start_packfile_section, write_ack, write_acknowledgments, write_nak, write_shallow_info,
     write_shallow_update_v0, write_wanted_refs, AckKind,
 };
-pub use v0::{read_upload_request_v0, UploadRequestV0};
+pub use v0::{read_upload_request_v0, read_want_list_v0, HaveLine, HaveReader, UploadRequestV0};
 pub use v2::{read_command_v2, Args, CommandRequestV2, FetchArgsV2};
 
 /// Why an upload-pack request (v0 or v2, including `ls-refs` arguments)

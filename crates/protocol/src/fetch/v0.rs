@@ -54,13 +54,47 @@ pub fn read_upload_request_v0<R: std::io::Read>(
     reader: &mut PktReader<R>,
     max_lines: usize,
 ) -> Result<UploadRequestV0, FetchError> {
-    const WANTS: &str = "want list";
-    const HAVES: &str = "have list";
     let mut input = Limited {
         reader,
         left: max_lines,
         max: max_lines,
     };
+    let mut req = read_want_list(&mut input)?;
+    if req.wants.is_empty() {
+        return Ok(req);
+    }
+    while let Some(line) = next_have_line(&mut input)? {
+        match line {
+            HaveLine::Flush => req.have_rounds += 1,
+            HaveLine::Have(oid) => req.haves.push(oid),
+            HaveLine::Done => {
+                req.done = true;
+                break;
+            }
+        }
+    }
+    Ok(req)
+}
+
+/// Reads the want list of a v0/v1 upload-pack request up to its flush
+/// (what the client sends first over one stream: SSH, git://); its `haves`
+/// and `done` are left empty for [`HaveReader`]. At most `max_lines`
+/// packets.
+pub fn read_want_list_v0<R: std::io::Read>(
+    reader: &mut PktReader<R>,
+    max_lines: usize,
+) -> Result<UploadRequestV0, FetchError> {
+    read_want_list(&mut Limited {
+        reader,
+        left: max_lines,
+        max: max_lines,
+    })
+}
+
+fn read_want_list<R: std::io::Read>(
+    input: &mut Limited<'_, R>,
+) -> Result<UploadRequestV0, FetchError> {
+    const WANTS: &str = "want list";
     let mut req = UploadRequestV0::default();
     let mut deepen = DeepenState::default();
     let mut seen_any = false;
@@ -105,37 +139,73 @@ pub fn read_upload_request_v0<R: std::io::Read>(
     req.deepen_not = deepen.deepen_not;
     req.filter = deepen.filter;
     req.deepen_relative = req.capabilities.contains("deepen-relative");
-    if req.wants.is_empty() {
-        return Ok(req);
-    }
-    while let Some(packet) = input.next()? {
-        match &packet {
-            Packet::Flush => {
-                req.have_rounds += 1;
-                continue;
-            }
-            Packet::Data(_) => {
-                let line = packet.as_text().unwrap_or_default();
-                if line == b"done" {
-                    req.done = true;
-                    break;
-                }
-                match line.strip_prefix(b"have ") {
-                    Some(hex) => req.haves.push(oid_arg(hex, line)?),
-                    None => {
-                        return Err(FetchError::UnexpectedLine {
-                            line: crate::lossy(line),
-                        })
-                    }
-                }
-            }
-            other => {
-                return Err(FetchError::UnexpectedPacket {
-                    packet: packet_kind(other),
-                    section: HAVES,
-                })
-            }
+    Ok(req)
+}
+
+/// One packet of the negotiation after the want list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HaveLine {
+    /// `have <oid>`.
+    Have(ObjectId),
+    /// The flush that ends a round of haves.
+    Flush,
+    /// `done`: send the pack.
+    Done,
+}
+
+/// Reads the negotiation after a want list one packet at a time, as a
+/// stateful server answers each round when it ends (gitprotocol-pack(5)
+/// "Packfile Negotiation"; git's `get_common_commits`). At most
+/// `max_lines` packets.
+pub struct HaveReader<'a, R> {
+    input: Limited<'a, R>,
+}
+
+impl<'a, R: std::io::Read> HaveReader<'a, R> {
+    /// Reads from `reader`, at most `max_lines` packets.
+    pub fn new(reader: &'a mut PktReader<R>, max_lines: usize) -> Self {
+        HaveReader {
+            input: Limited {
+                reader,
+                left: max_lines,
+                max: max_lines,
+            },
         }
     }
-    Ok(req)
+
+    /// The next packet; `None` at EOF.
+    ///
+    /// # Errors
+    /// A line other than `have <oid>` or `done`, a bad packet, too many lines.
+    pub fn next_line(&mut self) -> Result<Option<HaveLine>, FetchError> {
+        next_have_line(&mut self.input)
+    }
+}
+
+fn next_have_line<R: std::io::Read>(
+    input: &mut Limited<'_, R>,
+) -> Result<Option<HaveLine>, FetchError> {
+    const HAVES: &str = "have list";
+    let Some(packet) = input.next()? else {
+        return Ok(None);
+    };
+    match &packet {
+        Packet::Flush => Ok(Some(HaveLine::Flush)),
+        Packet::Data(_) => {
+            let line = packet.as_text().unwrap_or_default();
+            if line == b"done" {
+                return Ok(Some(HaveLine::Done));
+            }
+            match line.strip_prefix(b"have ") {
+                Some(hex) => Ok(Some(HaveLine::Have(oid_arg(hex, line)?))),
+                None => Err(FetchError::UnexpectedLine {
+                    line: crate::lossy(line),
+                }),
+            }
+        }
+        other => Err(FetchError::UnexpectedPacket {
+            packet: packet_kind(other),
+            section: HAVES,
+        }),
+    }
 }

@@ -1,0 +1,136 @@
+//! v0/v1 upload-pack over one stream (SSH; gitprotocol-pack(5) "Packfile
+//! Negotiation"): unlike smart HTTP's stateless requests, the client sends
+//! its want list once, then rounds of haves, each answered when its flush
+//! arrives, until `done` (or `ready` with `no-done`), then the pack. The
+//! rounds are answered as git's `get_common_commits` answers them; the
+//! pack is the stateless path's.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+
+use gitstow_odb::{RepoState, Repository};
+use gitstow_protocol::fetch::{read_want_list_v0, HaveLine, HaveReader};
+use gitstow_protocol::pktline::{write_text, PktReader};
+use gitstow_protocol::write_shallow_update_v0;
+
+use crate::{
+    filter_or_refusal, negotiate, refused_unknown_want, resolve_deepen_not, send_fetch, shallow,
+    unreadable_request, v0_pack_ask, Error, Options, Outcome,
+};
+
+/// Serves a v0/v1 upload-pack session read from `request` (the client's
+/// stream after the advertisement) on `out`, flushing `out` at the end of
+/// each round (the client waits for the answer before its next round).
+///
+/// # Errors
+/// A store failure or a failed write; bad requests are answered in the
+/// protocol (`ERR`) and end the session.
+pub fn serve_v0_session(
+    repo: &Repository,
+    state: &RepoState,
+    request: &mut dyn Read,
+    out: &mut dyn Write,
+    opts: &Options,
+) -> Result<Outcome, Error> {
+    let mut reader = PktReader::new(request);
+    let req = match read_want_list_v0(&mut reader, opts.max_request_lines) {
+        Ok(req) => req,
+        Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
+    };
+    let db = repo.objects(state)?;
+    let refs = repo.refs(state)?;
+    let mut outcome = Outcome {
+        wants: req.wants.len(),
+        ..Default::default()
+    };
+    if req.wants.is_empty() {
+        return Ok(outcome);
+    }
+    let Some(filter) = filter_or_refusal(req.filter.as_deref(), out)? else {
+        return Ok(outcome);
+    };
+    if refused_unknown_want(&db, &req.wants, out)? {
+        return Ok(outcome);
+    }
+    let shallow_req = shallow::ShallowRequest {
+        client_shallows: req.shallows.clone(),
+        deepen: req.deepen,
+        deepen_relative: req.deepen_relative,
+        deepen_since: req.deepen_since,
+        deepen_not: resolve_deepen_not(&refs, &req.deepen_not)?,
+    };
+    let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
+    if shallow_req.deepens() {
+        write_shallow_update_v0(
+            &mut &mut *out,
+            &shallow_plan.shallows,
+            &shallow_plan.unshallows,
+        )?;
+        out.flush()?;
+    }
+    let detailed = req.capabilities.contains("multi_ack_detailed");
+    let multi = detailed || req.capabilities.contains("multi_ack");
+    let no_done = detailed && req.capabilities.contains("no-done");
+    let mut haves = HaveReader::new(&mut reader, opts.max_request_lines);
+    let mut common = Vec::new();
+    let mut seen = HashSet::new();
+    let mut round = Vec::new();
+    loop {
+        let line = match haves.next_line() {
+            Ok(Some(line)) => line,
+            // The client hung up (it had what it wanted): nothing to send.
+            Ok(None) => return Ok(outcome),
+            Err(e) => return unreadable_request(e, out).map(|()| outcome),
+        };
+        match line {
+            HaveLine::Have(oid) => {
+                outcome.haves += 1;
+                if db.contains(&oid) && seen.insert(oid) {
+                    // Without multi_ack only the first common commit is acknowledged.
+                    if !multi && common.is_empty() && round.is_empty() {
+                        write_text(&mut &mut *out, &format!("ACK {oid}"))?;
+                    }
+                    round.push(oid);
+                }
+            }
+            HaveLine::Flush => {
+                if multi {
+                    let kind = if detailed { "common" } else { "continue" };
+                    for oid in &round {
+                        write_text(&mut &mut *out, &format!("ACK {oid} {kind}"))?;
+                    }
+                }
+                common.append(&mut round);
+                let ready = detailed && negotiate::ready(&db, &req.wants, &common);
+                if let (true, Some(last)) = (ready, common.last()) {
+                    write_text(&mut &mut *out, &format!("ACK {last} ready"))?;
+                }
+                if common.is_empty() || multi {
+                    write_text(&mut &mut *out, "NAK")?;
+                }
+                if no_done && ready {
+                    // git's upload-pack then sends the final ACK and the
+                    // pack without waiting for "done".
+                    if let Some(last) = common.last() {
+                        write_text(&mut &mut *out, &format!("ACK {last}"))?;
+                    }
+                    break;
+                }
+                out.flush()?;
+            }
+            HaveLine::Done => {
+                common.append(&mut round);
+                match common.last() {
+                    None => write_text(&mut &mut *out, "NAK")?,
+                    Some(last) if multi => write_text(&mut &mut *out, &format!("ACK {last}"))?,
+                    Some(_) => {}
+                }
+                break;
+            }
+        }
+    }
+    outcome.common = common.len();
+    let ask = v0_pack_ask(&req, &common, &shallow_req, &shallow_plan, filter.as_ref());
+    send_fetch(state, &refs, &db, &ask, out, opts, &mut outcome)?;
+    Ok(outcome)
+}
