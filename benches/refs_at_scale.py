@@ -475,7 +475,11 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse the columns measured by an earlier run in WORKDIR (results-N.json)")
+    ap.add_argument("--only", default="gitstow,git packed-refs,git reftable,s3",
+                    help="the column groups to measure (comma-separated: gitstow, git packed-refs, git reftable, s3); "
+                         "the others are left out or, with --reuse, taken from results-N.json")
     a = ap.parse_args()
+    only = set(x.strip() for x in a.only.split(","))
     a.gitstow = os.path.abspath(a.gitstow)
     a.http_backend_server = os.path.abspath(a.http_backend_server)
     workdir = a.workdir or tempfile.mkdtemp(prefix="refs-at-scale-")
@@ -499,18 +503,19 @@ def main():
                 json.dump(cols, open(saved, "w"))
         for hidden in (False, True):
             tag = " hidden" if hidden else ""
-            keep("gitstow" + tag, lambda: gitstow_side(a, src, n, hidden, workdir))
+            if "gitstow" in only:
+                keep("gitstow" + tag, lambda: gitstow_side(a, src, n, hidden, workdir))
         for rf in ("files", "reftable"):
             name = "git %s" % ("packed-refs" if rf == "files" else rf)
-            if name in cols and name + " hidden" in cols:
+            if name not in only or (name in cols and name + " hidden" in cols):
                 continue
             root, repo = git_repo(src, rf, workdir)
             for hidden in (False, True):
                 tag = " hidden" if hidden else ""
                 keep(name + tag, lambda: git_side(a, src, root, repo, hidden, workdir))
             sbs.log("%d refs, git %s done" % (n, rf))
-        order = ["gitstow", "git packed-refs", "git reftable"]
-        names = [c + t for t in ("", " hidden") for c in order]
+        order = [c for c in ["gitstow", "git packed-refs", "git reftable"] if c in cols]
+        names = [c + t for t in ("", " hidden") for c in order if c + t in cols]
         report += ["## %d refs" % n, "", "| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for key, label, unit in [("fetch", "`git fetch origin main`, server CPU", "s"),
                                  ("ls_remote", "`git ls-remote`, server CPU", "s"),
@@ -524,7 +529,7 @@ def main():
                                  ("rss", "peak RSS", "M")]:
             report.append("| %s | " % label + " | ".join(fmt(cols[c].get(key, "n/a"), unit) for c in names) + " |")
         report.append("")
-        if s3_args():
+        if s3_args() and ("s3" in only or "s3" in cols):
             keep("s3", lambda: s3_first_fetch(a, src, n, workdir))
             s3 = cols["s3"]
             report += ["A new instance on S3 (Ceph RGW on loopback), empty cache, one command:", "",
