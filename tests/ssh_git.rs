@@ -385,8 +385,7 @@ fn protocol_v0_negotiates_over_one_stream() {
     let logs = s.server.logs();
     let line = logs
         .lines()
-        .filter(|l| l.contains("upload-pack") && l.contains("v2=false") && l.contains("haves="))
-        .last()
+        .rfind(|l| l.contains("upload-pack") && l.contains("v2=false") && l.contains("haves="))
         .expect("a v0 upload-pack line");
     assert!(
         log_field(line, "haves") > 32,
@@ -443,5 +442,84 @@ fn protocol_v0_negotiates_over_one_stream() {
     assert_eq!(
         std::fs::read_to_string(ssh_side.join("shallow")).unwrap(),
         std::fs::read_to_string(http_side.join("shallow")).unwrap()
+    );
+}
+
+/// Reads what the server sends first on a raw connection: its SSH
+/// version line, or nothing (closed) within `wait`.
+fn banner(stream: &mut std::net::TcpStream, wait: std::time::Duration) -> String {
+    use std::io::Read;
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 256];
+    match stream.read(&mut buf) {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[test]
+fn connections_that_do_not_log_in_are_capped_and_dropped() {
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(tmp.path());
+    store.create_token("dev", &["*:write"], &[]);
+    let key = keygen(tmp.path(), "dev");
+    let out = store.admin(&[
+        "key",
+        "add",
+        "--token",
+        "dev",
+        key.with_extension("pub").to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_on(
+        Some(&store),
+        &[
+            "--ssh-listen",
+            &listen,
+            "--ssh-max-startups",
+            "2",
+            "--ssh-login-grace",
+            "3",
+        ],
+        &[],
+    );
+    // Two silent clients get the server's version line and hold their slots.
+    let mut a = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut b = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for s in [&mut a, &mut b] {
+        let line = banner(s, Duration::from_secs(5));
+        assert!(line.starts_with("SSH-2.0-gitstow_"), "{line:?}");
+    }
+    // A third is closed at once.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert_eq!(banner(&mut c, Duration::from_secs(5)), "");
+    // After the login grace time the silent ones are disconnected ...
+    std::thread::sleep(Duration::from_secs(4));
+    for s in [&mut a, &mut b] {
+        use std::io::Read;
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        // (a disconnect message may come first; then the socket closes)
+    }
+    // ... and a client that logs in is served again.
+    let cmd = format!("{} -p {port} git@127.0.0.1", ssh_command(&key));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Hi dev!"), "{err}");
+    let logs = server.logs();
+    assert!(logs.contains("too many not authenticated yet"), "{logs}");
+    assert!(
+        logs.contains("no authentication within the login grace time"),
+        "{logs}"
     );
 }

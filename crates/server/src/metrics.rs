@@ -107,6 +107,7 @@ impl Metrics {
             FETCHES_IN_FLIGHT,
             FETCHES_QUEUED,
             CONNECTIONS_OPEN,
+            SSH_CONNECTIONS_OPEN,
             MAINTENANCE_RETIRED_HELD,
             MAINTENANCE_GARBAGE_HELD,
             HTTP_IN_FLIGHT,
@@ -130,6 +131,8 @@ impl Metrics {
             CONNECTIONS_REFUSED,
             TLS_HANDSHAKE_FAILURES,
             AUTH_FAILURES,
+            SSH_CONNECTIONS_REFUSED,
+            SSH_AUTH_FAILURES,
             MAINTENANCE_BYTES_REWRITTEN,
             MAINTENANCE_CONTAINERS_MERGED,
             MAINTENANCE_CONTAINERS_DELETED,
@@ -266,6 +269,19 @@ fn describe() {
     );
     describe_gauge!(FETCHES_IN_FLIGHT, "Upload-pack requests running.");
     describe_gauge!(CONNECTIONS_OPEN, "Open HTTP connections.");
+    describe_gauge!(SSH_CONNECTIONS_OPEN, "Open SSH connections.");
+    describe_counter!(
+        SSH_CONNECTIONS_REFUSED,
+        "SSH connections closed at once: too many not authenticated yet."
+    );
+    describe_counter!(
+        SSH_AUTH_FAILURES,
+        "SSH authentications refused or timed out."
+    );
+    describe_counter!(
+        SSH_COMMANDS,
+        "Git commands run over SSH, by service and exit status."
+    );
     describe_counter!(
         CONNECTIONS_REFUSED,
         "Connections answered 503 at once for being over a connection cap."

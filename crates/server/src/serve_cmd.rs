@@ -189,6 +189,14 @@ pub struct ServeArgs {
     /// ones kept in the store (repeatable).
     #[arg(long, value_name = "FILE", requires = "ssh_listen")]
     pub ssh_host_key: Vec<PathBuf>,
+    /// Seconds an SSH client has to authenticate before it is disconnected
+    /// (sshd's LoginGraceTime).
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub ssh_login_grace: u64,
+    /// SSH connections not authenticated yet above which new ones are
+    /// closed at once (sshd's MaxStartups).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub ssh_max_startups: usize,
     /// Turn automatic maintenance off (by default each push that commits queues
     /// its repository for geometric compaction and the deletion of containers
     /// past their grace period).
@@ -556,6 +564,11 @@ pub fn main(args: ServeArgs) -> i32 {
             idle: config.body_pace.idle,
             staging_dir: config.service.receive.staging_dir.clone(),
         };
+        let ssh_config = gitstow_ssh::SshConfig {
+            login_grace: std::time::Duration::from_secs(args.ssh_login_grace.max(1)),
+            max_unauthenticated: args.ssh_max_startups.max(1),
+            ..gitstow_ssh::SshConfig::new(ssh_limits)
+        };
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {
             let router = crate::operator::operator_router(app.clone());
@@ -576,8 +589,7 @@ pub fn main(args: ServeArgs) -> i32 {
                 let stopped = async move {
                     let _ = ssh_stop_rx.wait_for(|s| *s).await;
                 };
-                gitstow_ssh::serve(l, host, access, &keys, gitstow_ssh::SshConfig::new(ssh_limits), stopped)
-                    .await;
+                gitstow_ssh::serve(l, host, access, &keys, ssh_config, stopped).await;
             });
         }
         let stopping = app.clone();

@@ -92,3 +92,16 @@ impl Drop for InFlight {
         metrics::gauge!(self.0).decrement(1.0);
     }
 }
+
+/// Gauge: open SSH connections (`serve --ssh-listen`).
+pub const SSH_CONNECTIONS_OPEN: &str = "gitstow_ssh_connections_open";
+/// Counter: SSH connections closed at once because too many were not
+/// authenticated yet (sshd's `MaxStartups`).
+pub const SSH_CONNECTIONS_REFUSED: &str = "gitstow_ssh_connections_refused_total";
+/// Counter: SSH public-key authentications refused (unknown key, SHA-1
+/// `ssh-rsa` signature) and connections that did not authenticate in time.
+pub const SSH_AUTH_FAILURES: &str = "gitstow_ssh_auth_failures_total";
+/// Counter: git commands run over SSH, labels `service`
+/// (`git-upload-pack`, `git-receive-pack`) and `status` (the exit status
+/// sent: `0`, `128`).
+pub const SSH_COMMANDS: &str = "gitstow_ssh_commands_total";

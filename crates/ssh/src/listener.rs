@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gitstow_service::metrics as m;
 use gitstow_service::{Host, Principal, Refusal};
 use russh::keys::{Algorithm, HashAlg};
 use russh::server::{Auth, Msg, Session, VerifiedPublicKey};
@@ -61,6 +62,10 @@ pub enum Denied {
 pub struct SshConfig {
     /// Time to authenticate before the connection is dropped.
     pub login_grace: Duration,
+    /// Connections not authenticated yet above which new ones are closed at
+    /// once (sshd's `MaxStartups`): a flood of handshakes that never log in
+    /// holds a bounded amount of memory and CPU.
+    pub max_unauthenticated: usize,
     /// Interval of keepalives when the client is silent.
     pub keepalive: Duration,
     /// Limits of each command's input.
@@ -72,6 +77,7 @@ impl SshConfig {
     pub fn new(limits: Limits) -> Self {
         SshConfig {
             login_grace: Duration::from_secs(60),
+            max_unauthenticated: 100,
             keepalive: Duration::from_secs(15),
             limits,
         }
@@ -130,6 +136,7 @@ pub async fn serve<A: KeyAccess>(
         ..Default::default()
     });
     let config = Arc::new(config);
+    let unauthenticated = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -143,13 +150,20 @@ pub async fn serve<A: KeyAccess>(
             },
             _ = &mut shutdown => return,
         };
+        if unauthenticated.load(Ordering::Relaxed) >= config.max_unauthenticated {
+            metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
+            tracing::warn!(%peer, limit = config.max_unauthenticated, "ssh: connection refused: too many not authenticated yet");
+            continue;
+        }
         let _ = stream.set_nodelay(true);
+        let pending = Pending::new(unauthenticated.clone());
         let connection = Connection {
             host: host.clone(),
             access: access.clone(),
             config: config.clone(),
             peer,
             authenticated: Arc::new(AtomicBool::new(false)),
+            pending: Some(pending),
             fingerprint: None,
             token: None,
             channels: HashMap::new(),
@@ -157,22 +171,32 @@ pub async fn serve<A: KeyAccess>(
         let russh_config = russh_config.clone();
         let login_grace = config.login_grace;
         tokio::spawn(async move {
+            let _open = m::InFlight::new(m::SSH_CONNECTIONS_OPEN);
             let authenticated = connection.authenticated.clone();
-            let session = match russh::server::run_stream(russh_config, stream, connection).await {
-                Ok(s) => s,
-                Err(e) => {
+            // The grace time counts from the accept: a client that never
+            // sends its version line is dropped too.
+            let deadline = tokio::time::Instant::now() + login_grace;
+            let timed_out = || {
+                metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
+                tracing::info!(%peer, "ssh: no authentication within the login grace time");
+            };
+            let started = russh::server::run_stream(russh_config, stream, connection);
+            let session = match tokio::time::timeout_at(deadline, started).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "ssh: handshake failed");
                     return;
                 }
+                Err(_) => return timed_out(),
             };
             let handle = session.handle();
             tokio::pin!(session);
             tokio::select! {
                 _ = &mut session => return,
-                _ = tokio::time::sleep(login_grace) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
             }
             if !authenticated.load(Ordering::Relaxed) {
-                tracing::info!(%peer, "ssh: no authentication within the login grace time");
+                timed_out();
                 let _ = handle
                     .disconnect(
                         russh::Disconnect::ByApplication,
@@ -193,6 +217,9 @@ struct Connection<A: KeyAccess> {
     config: Arc<SshConfig>,
     peer: SocketAddr,
     authenticated: Arc<AtomicBool>,
+    /// Counted among the connections not authenticated yet until it is
+    /// (or closes).
+    pending: Option<Pending>,
     /// The verified key's fingerprint and its token, once authenticated.
     fingerprint: Option<String>,
     token: Option<String>,
@@ -231,6 +258,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
     ) -> Result<Auth, Self::Error> {
         let fp = fingerprint(key.public_key);
         if matches!(key.algorithm, Algorithm::Rsa { hash: None }) {
+            metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
             tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: ssh-rsa (SHA-1) signature");
             return Ok(Auth::reject());
         }
@@ -240,10 +268,12 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
                 self.fingerprint = Some(fp);
                 self.token = Some(token);
                 self.authenticated.store(true, Ordering::Relaxed);
+                self.pending = None;
                 Ok(Auth::Accept)
             }
             None => {
                 // One line per failure, for fail2ban (as sshd's).
+                metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
                 tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: unknown key");
                 Ok(Auth::reject())
             }
@@ -428,6 +458,12 @@ impl<A: KeyAccess> Job<A> {
             }
             Err(Failure::Gone) => 128,
         };
+        metrics::counter!(
+            m::SSH_COMMANDS,
+            "service" => exec.service.name(),
+            "status" => if status == 0 { "0" } else { "128" }
+        )
+        .increment(1);
         tracing::info!(
             transport = "ssh",
             peer = %self.peer,
@@ -440,6 +476,22 @@ impl<A: KeyAccess> Job<A> {
             "ssh command"
         );
         finish(&write_half, status).await;
+    }
+}
+
+/// One connection counted as not authenticated yet, until dropped.
+struct Pending(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Pending {
+    fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Pending(count)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
