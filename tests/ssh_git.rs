@@ -523,3 +523,85 @@ fn connections_that_do_not_log_in_are_capped_and_dropped() {
         "{logs}"
     );
 }
+
+#[test]
+fn a_push_running_at_shutdown_finishes_and_lands() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(tmp.path());
+    store.create_token("dev", &["*:write"], &[]);
+    let key = keygen(tmp.path(), "dev");
+    let out = store.admin(&[
+        "key",
+        "add",
+        "--token",
+        "dev",
+        key.with_extension("pub").to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    // A pre-receive check that takes 3 s: the push is in flight when the
+    // server is told to stop.
+    let hook = tmp.path().join("slow-hook");
+    std::fs::write(&hook, "#!/bin/sh\ncat >/dev/null\nsleep 3\nexit 0\n").unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = Server::start_on(
+        Some(&store),
+        &[
+            "--ssh-listen",
+            &listen,
+            "--pre-receive-hook",
+            hook.to_str().unwrap(),
+            "--drain-delay",
+            "0",
+        ],
+        &[],
+    );
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    init_repo(&work);
+    let head = commit_files(&work, &[("a", "a\n")], "one");
+    let url = format!("ssh://git@127.0.0.1:{port}/r.git");
+    let push = git_cmd(&work)
+        .env("GIT_SSH_COMMAND", ssh_command(&key))
+        .args(["push", &url, "HEAD:refs/heads/main"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = server.terminate(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the server stops once the push is done"
+    );
+    let out = push.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // It landed: a new server on the store lists it, over SSH.
+    let port = free_port();
+    let _again = Server::start_on(
+        Some(&store),
+        &["--ssh-listen", &format!("127.0.0.1:{port}")],
+        &[],
+    );
+    let out = git_cmd(&work)
+        .env("GIT_SSH_COMMAND", ssh_command(&key))
+        .args([
+            "ls-remote",
+            &format!("ssh://git@127.0.0.1:{port}/r.git"),
+            "refs/heads/main",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!("{head}\trefs/heads/main"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -582,7 +582,7 @@ pub fn main(args: ServeArgs) -> i32 {
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (ssh_stop_tx, mut ssh_stop_rx) = tokio::sync::watch::channel(false);
-        if let Some((l, keys)) = ssh {
+        let ssh_task = ssh.map(|(l, keys)| {
             let access = Arc::new(crate::ssh_access::SshAccess(app.clone()));
             let host = app.host().clone();
             tokio::spawn(async move {
@@ -590,8 +590,8 @@ pub fn main(args: ServeArgs) -> i32 {
                     let _ = ssh_stop_rx.wait_for(|s| *s).await;
                 };
                 gitstow_ssh::serve(l, host, access, &keys, ssh_config, stopped).await;
-            });
-        }
+            })
+        });
         let stopping = app.clone();
         let drain = std::time::Duration::from_secs(args.drain_delay);
         let graceful = async move {
@@ -610,7 +610,15 @@ pub fn main(args: ServeArgs) -> i32 {
             header_timeout_secs = conn_limits.header_timeout.as_secs(),
             "connection limits"
         );
-        let served = crate::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
+        let http = crate::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
+        // Both transports drain: SSH commands running at the signal finish
+        // (within the grace below) as HTTP requests do.
+        let served = async move {
+            http.await;
+            if let Some(t) = ssh_task {
+                let _ = t.await;
+            }
+        };
         let grace = std::time::Duration::from_secs(args.shutdown_grace);
         // In-flight requests get `grace` after the signal; then the process exits anyway
         // (an idle keep-alive or a half-sent request must not hold it forever).

@@ -88,8 +88,8 @@ impl SshConfig {
 /// key may not read.
 const NOT_FOUND: &str = "ERROR: Repository not found.";
 
-/// Serves SSH on `listener` until `shutdown` completes (connections open
-/// then finish their commands).
+/// Serves SSH on `listener` until `shutdown` completes, then returns once
+/// the commands running then have finished (the caller bounds the wait).
 pub async fn serve<A: KeyAccess>(
     listener: TcpListener,
     host: Arc<Host>,
@@ -137,6 +137,7 @@ pub async fn serve<A: KeyAccess>(
     });
     let config = Arc::new(config);
     let unauthenticated = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -148,7 +149,7 @@ pub async fn serve<A: KeyAccess>(
                     continue;
                 }
             },
-            _ = &mut shutdown => return,
+            _ = &mut shutdown => break,
         };
         if unauthenticated.load(Ordering::Relaxed) >= config.max_unauthenticated {
             metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
@@ -164,6 +165,7 @@ pub async fn serve<A: KeyAccess>(
             peer,
             authenticated: Arc::new(AtomicBool::new(false)),
             pending: Some(pending),
+            running: running.clone(),
             fingerprint: None,
             token: None,
             channels: HashMap::new(),
@@ -208,6 +210,18 @@ pub async fn serve<A: KeyAccess>(
             let _ = session.await;
         });
     }
+    // Drain: the commands running at the signal finish.
+    let mut said = false;
+    while running.load(Ordering::Relaxed) > 0 {
+        if !said {
+            tracing::info!(
+                commands = running.load(Ordering::Relaxed),
+                "ssh: waiting for running commands"
+            );
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// One client connection.
@@ -220,6 +234,8 @@ struct Connection<A: KeyAccess> {
     /// Counted among the connections not authenticated yet until it is
     /// (or closes).
     pending: Option<Pending>,
+    /// Commands running in the listener (drained at shutdown).
+    running: Arc<std::sync::atomic::AtomicUsize>,
     /// The verified key's fingerprint and its token, once authenticated.
     fingerprint: Option<String>,
     token: Option<String>,
@@ -359,7 +375,11 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
                 .as_deref()
                 .is_some_and(|p| p.split(':').any(|v| v.trim() == "version=2")),
         };
-        tokio::spawn(job.run(channel, exec));
+        let running = Pending::new(self.running.clone());
+        tokio::spawn(async move {
+            job.run(channel, exec).await;
+            drop(running);
+        });
         Ok(())
     }
 
@@ -479,7 +499,7 @@ impl<A: KeyAccess> Job<A> {
     }
 }
 
-/// One connection counted as not authenticated yet, until dropped.
+/// One connection (or command) counted, until dropped.
 struct Pending(Arc<std::sync::atomic::AtomicUsize>);
 
 impl Pending {
