@@ -78,7 +78,11 @@ impl Ssh {
         }
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
-        let server = Server::start_on(Some(&store), &["--ssh-listen", &listen], &[]);
+        let server = Server::start_on(
+            Some(&store),
+            &["--ssh-listen", &listen, "--access-refresh", "2"],
+            &[],
+        );
         Ssh {
             server,
             port,
@@ -604,4 +608,186 @@ fn a_push_running_at_shutdown_finishes_and_lands() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `ssh-keygen -t KIND -b BITS` into `dir/name`; returns the private key's path.
+fn keygen_kind(dir: &Path, name: &str, kind: &str, bits: &str) -> PathBuf {
+    let path = dir.join(name);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", kind, "-b", bits, "-N", "", "-C", name, "-f"])
+        .arg(&path)
+        .output()
+        .expect("ssh-keygen");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// `ssh-keyscan -p PORT 127.0.0.1` for `kind`: the host key line's key part.
+fn keyscan(port: u16, kind: &str) -> String {
+    let out = Command::new("ssh-keyscan")
+        .args(["-T", "10", "-t", kind, "-p", &port.to_string(), "127.0.0.1"])
+        .output()
+        .expect("ssh-keyscan (OpenSSH's client)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.is_empty())
+        .unwrap_or_else(|| panic!("no {kind} host key from port {port}: {text}"));
+    line.split_whitespace()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn protocols_key_types_url_forms_and_refusals() {
+    let s = Ssh::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    init_repo(&work);
+    let head = commit_files(&work, &[("a", "a\n")], "one");
+    // The scp-like form (a relative path), the port given to ssh.
+    let scp_ssh = format!("{} -p {}", ssh_command(&s.dev), s.port);
+    let out = git_cmd(&work)
+        .env("GIT_SSH_COMMAND", &scp_ssh)
+        .args(["push", "git@127.0.0.1:org/app.git", "HEAD:refs/heads/main"])
+        .output()
+        .unwrap();
+    ok(&out, "push to git@host:org/app.git");
+
+    // v0, v1 and v2 as the client asks (GIT_PROTOCOL), seen in the trace.
+    for (version, expect) in [
+        ("0", None),
+        ("1", Some("version 1")),
+        ("2", Some("version 2")),
+    ] {
+        let out = git_cmd(&work)
+            .env("GIT_SSH_COMMAND", ssh_command(&s.reader))
+            .env("GIT_TRACE_PACKET", "1")
+            .args([
+                "-c",
+                &format!("protocol.version={version}"),
+                "ls-remote",
+                &s.url("org/app"),
+            ])
+            .output()
+            .unwrap();
+        ok(&out, "ls-remote");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("{head}\trefs/heads/main")),
+            "v{version}"
+        );
+        let trace = stderr(&out);
+        match expect {
+            Some(line) => assert!(trace.contains(&format!("< {line}")), "v{version}: {trace}"),
+            None => assert!(!trace.contains("< version "), "v0: {trace}"),
+        }
+    }
+
+    // ECDSA and RSA keys work (RSA with rsa-sha2 signatures), once the
+    // instance read the access document again (--access-refresh 2).
+    let mut keys = Vec::new();
+    for (name, kind, bits) in [("ec", "ecdsa", "256"), ("rsa", "rsa", "3072")] {
+        let key = keygen_kind(tmp.path(), name, kind, bits);
+        let public = key.with_extension("pub");
+        let out =
+            s.server
+                .store()
+                .admin(&["key", "add", "--token", "reader", public.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        keys.push((kind, key));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    for (kind, key) in &keys {
+        let out = s.git(&work, key, &["ls-remote", &s.url("org/app")]);
+        ok(&out, kind);
+    }
+
+    // Another user name is refused as an unknown key is.
+    let out = git_cmd(&work)
+        .env("GIT_SSH_COMMAND", ssh_command(&s.dev))
+        .args([
+            "ls-remote",
+            &format!("ssh://root@127.0.0.1:{}/org/app.git", s.port),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("Permission denied (publickey)"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A pty and port forwarding are refused.
+    let (_, _, err) = s.ssh(&s.dev, "-tt \"git-upload-pack 'org/app.git'\" </dev/null");
+    assert!(err.contains("PTY allocation request failed"), "{err}");
+    // (-W opens a direct-tcpip channel at once, as a -L connection would.)
+    let (code, _, err) = s.ssh(&s.dev, "-W 127.0.0.1:22");
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("stdio forwarding failed"), "{err}");
+
+    // A removed key stops working within --access-refresh (2 s here).
+    let fp = {
+        let out = Command::new("ssh-keygen")
+            .arg("-lf")
+            .arg(s.reader.with_extension("pub"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_owned()
+    };
+    let out = s.server.store().admin(&["key", "remove", &fp]);
+    assert!(out.status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = s.git(&work, &s.reader, &["ls-remote", &s.url("org/app")]);
+        if !out.status.success() {
+            assert!(
+                stderr(&out).contains("Permission denied (publickey)"),
+                "{}",
+                stderr(&out)
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the removed key still logs in"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+
+    // A second instance on the store presents the same host keys.
+    let port = free_port();
+    let _second = Server::start_on(
+        Some(s.server.store()),
+        &["--ssh-listen", &format!("127.0.0.1:{port}")],
+        &[],
+    );
+    for kind in ["ed25519", "rsa"] {
+        assert_eq!(keyscan(port, kind), keyscan(s.port, kind), "{kind}");
+    }
+    let out = git_cmd(&work)
+        .env("GIT_SSH_COMMAND", ssh_command(&s.dev))
+        .args([
+            "ls-remote",
+            &format!("ssh://git@127.0.0.1:{port}/org/app.git"),
+            "refs/heads/main",
+        ])
+        .output()
+        .unwrap();
+    ok(&out, "ls-remote on the second instance");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&head));
 }

@@ -147,3 +147,60 @@ mod tests {
         assert_eq!(caps.len(), 4);
     }
 }
+
+/// The protocol version a client asks for (gitprotocol-v2(5): `GIT_PROTOCOL`
+/// over SSH, the `Git-Protocol` header over HTTP): colon-separated
+/// `key[=value]` items, of which `version=N` counts; the highest version
+/// asked for that the server speaks wins (git's
+/// `determine_protocol_version_server`), v0 when none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum ProtocolVersion {
+    /// gitprotocol-pack(5) without a version line.
+    #[default]
+    V0,
+    /// As v0, the advertisement led by `version 1`.
+    V1,
+    /// gitprotocol-v2(5).
+    V2,
+}
+
+impl ProtocolVersion {
+    /// The version `value` (a `GIT_PROTOCOL` value) asks for.
+    pub fn from_git_protocol(value: &str) -> ProtocolVersion {
+        value
+            .split(':')
+            .filter_map(|item| match item.trim() {
+                "version=1" => Some(ProtocolVersion::V1),
+                "version=2" => Some(ProtocolVersion::V2),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::ProtocolVersion;
+
+    #[test]
+    fn the_highest_version_asked_for_wins() {
+        assert_eq!(ProtocolVersion::from_git_protocol(""), ProtocolVersion::V0);
+        assert_eq!(
+            ProtocolVersion::from_git_protocol("version=1"),
+            ProtocolVersion::V1
+        );
+        assert_eq!(
+            ProtocolVersion::from_git_protocol("version=2"),
+            ProtocolVersion::V2
+        );
+        assert_eq!(
+            ProtocolVersion::from_git_protocol("foo=bar:version=2:version=1"),
+            ProtocolVersion::V2
+        );
+        assert_eq!(
+            ProtocolVersion::from_git_protocol("version=3"),
+            ProtocolVersion::V0
+        );
+    }
+}

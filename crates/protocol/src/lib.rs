@@ -60,7 +60,7 @@ pub use advertisement::{
     symref_capabilities, write_v0_advertisement, write_v1_advertisement, write_v2_capabilities,
     AdvertisedRef, Service, V0Refs,
 };
-pub use capabilities::Capabilities;
+pub use capabilities::{Capabilities, ProtocolVersion};
 pub use fetch::{
     read_command_v2, read_upload_request_v0, start_packfile_section, write_ack,
     write_acknowledgments, write_nak, write_shallow_info, write_shallow_update_v0,

@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::Router;
-use gitstow_protocol::Service;
+use gitstow_protocol::{ProtocolVersion, Service};
 use gitstow_service::{Host, Refusal};
 use gitstow_store::ObjectStore;
 
@@ -98,11 +98,16 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(axum::middleware::from_fn(crate::request_log::log))
 }
 
-fn wants_v2(headers: &HeaderMap) -> bool {
+/// The protocol version of the request's `Git-Protocol` header.
+fn protocol_version(headers: &HeaderMap) -> ProtocolVersion {
     headers
         .get("git-protocol")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(':').any(|p| p.trim() == "version=2"))
+        .map_or(ProtocolVersion::V0, ProtocolVersion::from_git_protocol)
+}
+
+fn wants_v2(headers: &HeaderMap) -> bool {
+    protocol_version(headers) == ProtocolVersion::V2
 }
 
 pub(crate) fn is_gzip(headers: &HeaderMap) -> bool {
@@ -325,10 +330,9 @@ async fn info_refs(
             ),
         };
     };
-    let v2_capabilities = service == Service::UploadPack && wants_v2(headers);
     let advertisement = match app
         .host
-        .advertisement(&name, &principal, service, v2_capabilities)
+        .advertisement(&name, &principal, service, protocol_version(headers))
         .await
     {
         Ok(a) => a,

@@ -189,6 +189,9 @@ pub struct ServeArgs {
     /// ones kept in the store (repeatable).
     #[arg(long, value_name = "FILE", requires = "ssh_listen")]
     pub ssh_host_key: Vec<PathBuf>,
+    /// The user name SSH clients log in as (`git@HOST:org/repo.git`).
+    #[arg(long, default_value = "git", value_name = "NAME")]
+    pub ssh_user: String,
     /// Seconds an SSH client has to authenticate before it is disconnected
     /// (sshd's LoginGraceTime).
     #[arg(long, default_value_t = 60, value_name = "SECS")]
@@ -565,6 +568,7 @@ pub fn main(args: ServeArgs) -> i32 {
             staging_dir: config.service.receive.staging_dir.clone(),
         };
         let ssh_config = gitstow_ssh::SshConfig {
+            user: args.ssh_user.clone(),
             login_grace: std::time::Duration::from_secs(args.ssh_login_grace.max(1)),
             max_unauthenticated: args.ssh_max_startups.max(1),
             ..gitstow_ssh::SshConfig::new(ssh_limits)

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use gitstow_odb::{RepoState, Repository};
-use gitstow_protocol::{write_v2_capabilities, HiddenRefs, Service};
+use gitstow_protocol::{write_v2_capabilities, HiddenRefs, ProtocolVersion, Service};
 
 use crate::metrics as m;
 use crate::queue::Slot;
@@ -28,7 +28,7 @@ pub struct Advertisement {
     repo: Repository,
     state: Arc<RepoState>,
     service: Service,
-    v2_capabilities: bool,
+    version: ProtocolVersion,
     hidden: HiddenRefs,
     _slot: Option<Slot>,
 }
@@ -48,8 +48,9 @@ pub struct Fetch {
 
 impl Host {
     /// The advertisement of `service` for repository `name` as `principal`
-    /// sees it: v2's capabilities when `v2_capabilities` (upload-pack with
-    /// `GIT_PROTOCOL=version=2`), else the v0 list of refs. A repository
+    /// sees it in the protocol `version` the client asked for: v2's
+    /// capabilities (upload-pack only; receive-pack stays v0), else the v0
+    /// list of refs, led by `version 1` for v1. A repository
     /// that does not exist advertises no refs to receive-pack when
     /// repositories are created on their first push. A listing of more than
     /// [`LARGE_LISTING`] refs waits for a fetch slot.
@@ -61,14 +62,19 @@ impl Host {
         name: &str,
         principal: &Principal,
         service: Service,
-        v2_capabilities: bool,
+        version: ProtocolVersion,
     ) -> Result<Advertisement, Refusal> {
         let state = match (self.state(name).await?, service) {
             (Some(s), _) => s,
             (None, Service::ReceivePack) if self.config.auto_create => Arc::default(),
             (None, _) => return Err(Refusal::NotFound(name.to_owned())),
         };
-        let v2_capabilities = v2_capabilities && service == Service::UploadPack;
+        // receive-pack has no v2: git's answers a v2 request in v1.
+        let version = match (service, version) {
+            (Service::ReceivePack, ProtocolVersion::V2) => ProtocolVersion::V1,
+            (_, v) => v,
+        };
+        let v2_capabilities = version == ProtocolVersion::V2;
         // A listing of many refs reads tables and spends CPU for as long as
         // it is written: it waits for a fetch slot, so that a flood of them
         // shares the fetch slots with clones.
@@ -86,7 +92,7 @@ impl Host {
             hidden: self.hidden(hidden, name, &principal.hide_refs),
             state,
             service,
-            v2_capabilities,
+            version,
             _slot: slot,
         })
     }
@@ -147,8 +153,12 @@ impl Advertisement {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         use gitstow_upload::advertise;
         let mut out = out;
+        let lead = advertise::Lead {
+            http_header: service_header,
+            version1: self.version == ProtocolVersion::V1,
+        };
         match self.service {
-            Service::UploadPack if self.v2_capabilities => write_v2_capabilities(
+            Service::UploadPack if self.version == ProtocolVersion::V2 => write_v2_capabilities(
                 &mut out,
                 self.service,
                 &advertise::upload_pack_v2_capabilities(),
@@ -165,7 +175,7 @@ impl Advertisement {
                     head,
                     &caps,
                     &self.hidden,
-                    service_header,
+                    lead,
                 )?
             }
             Service::ReceivePack => {
@@ -182,7 +192,7 @@ impl Advertisement {
                     None,
                     &caps,
                     &self.hidden,
-                    service_header,
+                    lead,
                 )?
             }
         }

@@ -20,13 +20,50 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gitstow_protocol::Service;
+use gitstow_protocol::{ProtocolVersion, Service};
 use gitstow_service::{Host, Principal, Refusal};
 use russh::server::Msg;
 use russh::ChannelWriteHalf;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::io::{forward, pump, BlockingReader, BlockingWriter};
+
+/// The channel a command writes to, counting what it sends.
+#[derive(Debug)]
+pub struct Output {
+    half: ChannelWriteHalf<Msg>,
+    sent: std::sync::atomic::AtomicU64,
+}
+
+impl Output {
+    /// Writes to `half`.
+    pub fn new(half: ChannelWriteHalf<Msg>) -> Self {
+        Output {
+            half,
+            sent: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The channel.
+    pub fn half(&self) -> &ChannelWriteHalf<Msg> {
+        &self.half
+    }
+
+    /// Bytes of data sent (stdout).
+    pub fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Sends `chunk` as channel data; false when the channel failed.
+async fn send(out: &Output, chunk: Bytes) -> bool {
+    let n = chunk.len() as u64;
+    let ok = out.half.data_bytes(chunk).await.is_ok();
+    if ok {
+        out.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    ok
+}
 
 /// Limits of one command's input.
 #[derive(Debug, Clone)]
@@ -70,8 +107,8 @@ pub struct Request<'a> {
     pub name: &'a str,
     /// upload-pack or receive-pack.
     pub service: Service,
-    /// The client asked for protocol v2 (`GIT_PROTOCOL=version=2`).
-    pub v2: bool,
+    /// The protocol version the client asked for (`GIT_PROTOCOL`).
+    pub version: ProtocolVersion,
     /// Limits of its input.
     pub limits: &'a Limits,
 }
@@ -84,22 +121,26 @@ pub struct Request<'a> {
 pub async fn run(
     request: Request<'_>,
     input: &mut (impl AsyncRead + Unpin + Send),
-    out: &ChannelWriteHalf<Msg>,
+    out: &Output,
 ) -> Result<(), Failure> {
     let Request {
         host,
         principal,
         name,
         service,
-        v2,
+        version,
         limits,
     } = request;
     match service {
-        Service::UploadPack if v2 => {
+        Service::UploadPack if version == ProtocolVersion::V2 => {
             upload_pack_v2(host, principal, name, limits, input, out).await
         }
-        Service::UploadPack => upload_pack_v0(host, principal, name, limits, input, out).await,
-        Service::ReceivePack => receive_pack(host, principal, name, limits, input, out).await,
+        Service::UploadPack => {
+            upload_pack_v0(host, principal, name, version, limits, input, out).await
+        }
+        Service::ReceivePack => {
+            receive_pack(host, principal, name, version, limits, input, out).await
+        }
     }
 }
 
@@ -109,10 +150,10 @@ async fn upload_pack_v2(
     name: &str,
     limits: &Limits,
     input: &mut (impl AsyncRead + Unpin + Send),
-    out: &ChannelWriteHalf<Msg>,
+    out: &Output,
 ) -> Result<(), Failure> {
     let advertisement = host
-        .advertisement(name, principal, Service::UploadPack, true)
+        .advertisement(name, principal, Service::UploadPack, ProtocolVersion::V2)
         .await?;
     blocking(out, move |w| advertisement.write(w, false))
         .await?
@@ -158,12 +199,13 @@ async fn upload_pack_v0(
     host: &Arc<Host>,
     principal: &Principal,
     name: &str,
+    version: ProtocolVersion,
     limits: &Limits,
     input: &mut (impl AsyncRead + Unpin + Send),
-    out: &ChannelWriteHalf<Msg>,
+    out: &Output,
 ) -> Result<(), Failure> {
     let advertisement = host
-        .advertisement(name, principal, Service::UploadPack, false)
+        .advertisement(name, principal, Service::UploadPack, version)
         .await?;
     blocking(out, move |w| advertisement.write(w, false))
         .await?
@@ -189,9 +231,7 @@ async fn upload_pack_v0(
         drop(writer);
         r
     });
-    let send = forward(rx, |chunk: Bytes| async move {
-        out.data_bytes(chunk).await.is_ok()
-    });
+    let send = forward(rx, |chunk: Bytes| async move { send(out, chunk).await });
     let both = async {
         let (result, _) = tokio::join!(task, send);
         result
@@ -214,13 +254,14 @@ async fn receive_pack(
     host: &Arc<Host>,
     principal: &Principal,
     name: &str,
+    version: ProtocolVersion,
     limits: &Limits,
     input: &mut (impl AsyncRead + Unpin + Send),
-    out: &ChannelWriteHalf<Msg>,
+    out: &Output,
 ) -> Result<(), Failure> {
     host.push_target(name).await?;
     let advertisement = host
-        .advertisement(name, principal, Service::ReceivePack, false)
+        .advertisement(name, principal, Service::ReceivePack, version)
         .await?;
     blocking(out, move |w| advertisement.write(w, false))
         .await?
@@ -506,7 +547,7 @@ fn is_ls_refs(request: &mut tempfile::SpooledTempFile) -> bool {
 /// Runs `job` on a blocking thread, its output sent to the channel as it
 /// is written; `Err(Gone)` when the thread panicked.
 async fn blocking<T: Send + 'static>(
-    out: &ChannelWriteHalf<Msg>,
+    out: &Output,
     job: impl FnOnce(&mut BlockingWriter) -> T + Send + 'static,
 ) -> Result<T, Failure> {
     let (mut writer, rx) = BlockingWriter::new();
@@ -515,9 +556,7 @@ async fn blocking<T: Send + 'static>(
         drop(writer);
         r
     });
-    let send = forward(rx, |chunk: Bytes| async move {
-        out.data_bytes(chunk).await.is_ok()
-    });
+    let send = forward(rx, |chunk: Bytes| async move { send(out, chunk).await });
     let (result, _) = tokio::join!(task, send);
     result.map_err(|_| Failure::Gone)
 }

@@ -152,3 +152,32 @@ pub async fn pump(
         }
     }
 }
+
+/// An `AsyncRead` that counts the bytes read through it.
+#[derive(Debug)]
+pub struct Counted<R> {
+    inner: R,
+    /// Bytes read so far.
+    pub bytes: u64,
+}
+
+impl<R> Counted<R> {
+    /// Counts what is read from `inner`.
+    pub fn new(inner: R) -> Self {
+        Counted { inner, bytes: 0 }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        self.bytes += read as u64;
+        polled
+    }
+}

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gitstow_protocol::ProtocolVersion;
 use gitstow_service::metrics as m;
 use gitstow_service::{Host, Principal, Refusal};
 use russh::keys::{Algorithm, HashAlg};
@@ -60,6 +61,8 @@ pub enum Denied {
 /// Settings of the SSH listener.
 #[derive(Debug, Clone)]
 pub struct SshConfig {
+    /// The user name clients log in as (`git@host`); any other is refused.
+    pub user: String,
     /// Time to authenticate before the connection is dropped.
     pub login_grace: Duration,
     /// Connections not authenticated yet above which new ones are closed at
@@ -76,6 +79,7 @@ impl SshConfig {
     /// The defaults above with `limits`.
     pub fn new(limits: Limits) -> Self {
         SshConfig {
+            user: "git".into(),
             login_grace: Duration::from_secs(60),
             max_unauthenticated: 100,
             keepalive: Duration::from_secs(15),
@@ -253,9 +257,12 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
 
     async fn auth_publickey_offered(
         &mut self,
-        _user: &str,
+        user: &str,
         offer: russh::server::PublicKeyOffer<'_>,
     ) -> Result<Auth, Self::Error> {
+        if user != self.config.user {
+            return Ok(Auth::reject());
+        }
         // Only keys attached to a token go on to a signature: an agent
         // holding many keys finds its key without spending attempts.
         if matches!(offer.algorithm, Algorithm::Rsa { hash: None }) {
@@ -273,6 +280,11 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         key: VerifiedPublicKey<'_>,
     ) -> Result<Auth, Self::Error> {
         let fp = fingerprint(key.public_key);
+        if user != self.config.user {
+            metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
+            tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: unknown user");
+            return Ok(Auth::reject());
+        }
         if matches!(key.algorithm, Algorithm::Rsa { hash: None }) {
             metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
             tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: ssh-rsa (SHA-1) signature");
@@ -371,9 +383,9 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
             peer: self.peer,
             fingerprint: fp,
             token,
-            v2: protocol
+            version: protocol
                 .as_deref()
-                .is_some_and(|p| p.split(':').any(|v| v.trim() == "version=2")),
+                .map_or(ProtocolVersion::V0, ProtocolVersion::from_git_protocol),
         };
         let running = Pending::new(self.running.clone());
         tokio::spawn(async move {
@@ -415,7 +427,7 @@ struct Job<A: KeyAccess> {
     peer: SocketAddr,
     fingerprint: String,
     token: Option<String>,
-    v2: bool,
+    version: ProtocolVersion,
 }
 
 impl<A: KeyAccess> Job<A> {
@@ -452,28 +464,30 @@ impl<A: KeyAccess> Job<A> {
             }
         };
         let started = std::time::Instant::now();
-        let mut input = read_half.make_reader();
+        let mut input = crate::io::Counted::new(read_half.make_reader());
+        let output = git::Output::new(write_half);
         let request = git::Request {
             host: &self.host,
             principal: &principal,
             name: &exec.repo,
             service: exec.service,
-            v2: self.v2,
+            version: self.version,
             limits: &self.config.limits,
         };
-        let result = git::run(request, &mut input, &write_half).await;
+        let result = git::run(request, &mut input, &output).await;
+        let write_half = output.half();
         let status = match &result {
             Ok(()) => 0,
             Err(Failure::Refused(Refusal::NotFound(_))) => {
-                say(&write_half, NOT_FOUND).await;
+                say(write_half, NOT_FOUND).await;
                 128
             }
             Err(Failure::Refused(r)) => {
-                say(&write_half, &format!("ERROR: {r}")).await;
+                say(write_half, &format!("ERROR: {r}")).await;
                 128
             }
             Err(Failure::Protocol(why)) => {
-                say(&write_half, &format!("fatal: {why}")).await;
+                say(write_half, &format!("fatal: {why}")).await;
                 128
             }
             Err(Failure::Gone) => 128,
@@ -488,14 +502,17 @@ impl<A: KeyAccess> Job<A> {
             transport = "ssh",
             peer = %self.peer,
             token = self.token.as_deref(),
+            fingerprint = %self.fingerprint,
             repo = %exec.repo,
             service = exec.service.name(),
-            v2 = self.v2,
+            version = ?self.version,
+            bytes_in = input.bytes,
+            bytes_out = output.sent(),
             status,
             ms = started.elapsed().as_millis() as u64,
             "ssh command"
         );
-        finish(&write_half, status).await;
+        finish(write_half, status).await;
     }
 }
 

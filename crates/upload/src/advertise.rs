@@ -57,9 +57,19 @@ pub fn head<'s>(
     Ok(Some((target.as_str(), oid)))
 }
 
+/// What comes before a v0 advertisement's refs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lead {
+    /// Smart HTTP's `# service=<service>` pkt-line and its flush
+    /// (gitprotocol-http(5)); none over SSH.
+    pub http_header: bool,
+    /// A `version 1` line (the client asked for protocol v1).
+    pub version1: bool,
+}
+
 /// Writes the v0 advertisement of `service` (gitprotocol-pack(5)
-/// "Reference Discovery", after the smart-HTTP `# service=` header when
-/// `http_header`) to `w` as the refs are read: `head` first (its target and oid, from
+/// "Reference Discovery", after what `lead` asks for) to `w` as the refs
+/// are read: `head` first (its target and oid, from
 /// [`head`]; upload-pack only), then every ref not `hidden` by name, with
 /// peeled tag targets for upload-pack. Nothing is held but a line and a
 /// 64 KiB batch, however many refs there are.
@@ -73,9 +83,9 @@ pub fn write_v0(
     head: Option<(&str, ObjectId)>,
     capabilities: &[String],
     hidden: &HiddenRefs,
-    http_header: bool,
+    lead: Lead,
 ) -> gitstow_odb::Result<()> {
-    let mut out = V0Refs::new(w, service, capabilities, http_header, false)?;
+    let mut out = V0Refs::new(w, service, capabilities, lead.http_header, lead.version1)?;
     if let Some((_, oid)) = head {
         out.push("HEAD", &oid, None)?;
     }
