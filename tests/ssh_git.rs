@@ -94,6 +94,26 @@ impl Ssh {
         }
     }
 
+    /// A generated history of `commits` commits in `dir/src.git`, pushed
+    /// with `--mirror` to `org/app` over SSH by `dev`.
+    fn mirror(&self, dir: &Path, commits: usize) -> PathBuf {
+        let src = dir.join("src.git");
+        histgen(
+            &src,
+            &gitstow_histgen::Options {
+                commits,
+                ..Default::default()
+            },
+        );
+        let out = self.git(
+            dir,
+            &self.dev,
+            &["-C", "src.git", "push", "--mirror", &self.url("org/app")],
+        );
+        ok(&out, "push over ssh");
+        src
+    }
+
     fn url(&self, name: &str) -> String {
         format!("ssh://git@127.0.0.1:{}/{name}.git", self.port)
     }
@@ -151,20 +171,7 @@ fn stderr(out: &Output) -> String {
 fn a_push_and_a_clone_over_ssh_match_what_http_serves() {
     let s = Ssh::start();
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src.git");
-    histgen(
-        &src,
-        &gitstow_histgen::Options {
-            commits: 60,
-            ..Default::default()
-        },
-    );
-    let out = s.git(
-        tmp.path(),
-        &s.dev,
-        &["-C", "src.git", "push", "--mirror", &s.url("org/app")],
-    );
-    ok(&out, "push over ssh");
+    let src = s.mirror(tmp.path(), 60);
 
     // A clone over SSH (protocol v2, git's default) has every ref and object.
     let out = s.git(
@@ -315,20 +322,7 @@ fn keys_get_their_tokens_grants_and_nothing_else() {
 fn protocol_v0_negotiates_over_one_stream() {
     let s = Ssh::start();
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src.git");
-    histgen(
-        &src,
-        &gitstow_histgen::Options {
-            commits: 80,
-            ..Default::default()
-        },
-    );
-    let out = s.git(
-        tmp.path(),
-        &s.dev,
-        &["-C", "src.git", "push", "--mirror", &s.url("org/app")],
-    );
-    ok(&out, "push over ssh");
+    let src = s.mirror(tmp.path(), 80);
     let v0 = ["-c", "protocol.version=0"];
 
     // A v0 clone (one want list, `done`, the pack), then `ls-remote` (a

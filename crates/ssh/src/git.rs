@@ -152,12 +152,15 @@ async fn upload_pack_v2(
     input: &mut (impl AsyncRead + Unpin + Send),
     out: &Output,
 ) -> Result<(), Failure> {
-    let advertisement = host
-        .advertisement(name, principal, Service::UploadPack, ProtocolVersion::V2)
-        .await?;
-    blocking(out, move |w| advertisement.write(w, false))
-        .await?
-        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))?;
+    advertise(
+        host,
+        principal,
+        name,
+        Service::UploadPack,
+        ProtocolVersion::V2,
+        out,
+    )
+    .await?;
     loop {
         let mut request = tempfile::SpooledTempFile::new(64 << 10);
         let read = read_section(
@@ -204,12 +207,7 @@ async fn upload_pack_v0(
     input: &mut (impl AsyncRead + Unpin + Send),
     out: &Output,
 ) -> Result<(), Failure> {
-    let advertisement = host
-        .advertisement(name, principal, Service::UploadPack, version)
-        .await?;
-    blocking(out, move |w| advertisement.write(w, false))
-        .await?
-        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))?;
+    advertise(host, principal, name, Service::UploadPack, version, out).await?;
     // A client that wants nothing (`git ls-remote`) sends a flush-pkt and
     // hangs up: it takes no fetch slot.
     let mut first = [0u8; 4];
@@ -260,12 +258,7 @@ async fn receive_pack(
     out: &Output,
 ) -> Result<(), Failure> {
     host.push_target(name).await?;
-    let advertisement = host
-        .advertisement(name, principal, Service::ReceivePack, version)
-        .await?;
-    blocking(out, move |w| advertisement.write(w, false))
-        .await?
-        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))?;
+    advertise(host, principal, name, Service::ReceivePack, version, out).await?;
     let file = match &limits.staging_dir {
         Some(dir) => tempfile::tempfile_in(dir),
         None => tempfile::tempfile(),
@@ -289,6 +282,23 @@ async fn receive_pack(
     .await?;
     ran.map(|_| ())
         .map_err(|e| Failure::Protocol(e.to_string()))
+}
+
+/// Sends the advertisement of `service` in `version` (no HTTP header).
+async fn advertise(
+    host: &Arc<Host>,
+    principal: &Principal,
+    name: &str,
+    service: Service,
+    version: ProtocolVersion,
+    out: &Output,
+) -> Result<(), Failure> {
+    let advertisement = host
+        .advertisement(name, principal, service, version)
+        .await?;
+    blocking(out, move |w| advertisement.write(w, false))
+        .await?
+        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))
 }
 
 /// What [`spool_push`] read.

@@ -116,43 +116,23 @@ pub fn serve_v0(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let req = match read_upload_request_v0(&mut reader, opts.max_request_lines) {
-        Ok(req) => req,
-        Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
+    let read = read_upload_request_v0(&mut reader, opts.max_request_lines);
+    let Some(start) = start_v0(repo, state, read, out)? else {
+        return Ok(Outcome::default());
     };
-    let db = repo.objects(state)?;
-    let refs = repo.refs(state)?;
+    let V0Start {
+        req,
+        db,
+        refs,
+        filter,
+        shallow_req,
+        shallow_plan,
+    } = start;
     let mut outcome = Outcome {
         wants: req.wants.len(),
         haves: req.haves.len(),
         ..Default::default()
     };
-    if req.wants.is_empty() {
-        return Ok(outcome);
-    }
-    let Some(filter) = filter_or_refusal(req.filter.as_deref(), out)? else {
-        return Ok(outcome);
-    };
-    if refused_unknown_want(&db, &req.wants, out)? {
-        return Ok(outcome);
-    }
-    let shallow_req = shallow::ShallowRequest {
-        client_shallows: req.shallows.clone(),
-        deepen: req.deepen,
-        deepen_relative: req.deepen_relative,
-        deepen_since: req.deepen_since,
-        deepen_not: resolve_deepen_not(&refs, &req.deepen_not)?,
-    };
-    let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
-    // v0 answers with a shallow update only to a deepen request (git's
-    // receive_needs); v2 also sends shallow-info to a shallow client.
-    if shallow_req.deepens() {
-        write_shallow_update_v0(
-            &mut &mut *out,
-            &shallow_plan.shallows,
-            &shallow_plan.unshallows,
-        )?;
-    }
     if !req.done && req.have_rounds == 0 {
         // Only the want list (and shallow update) was asked for, as git's
         // stateless upload-pack answers a request that ends after its wants.
@@ -181,6 +161,66 @@ pub fn serve_v0(
     let ask = v0_pack_ask(&req, &common, &shallow_req, &shallow_plan, filter.as_ref());
     send_fetch(state, &refs, &db, &ask, out, opts, &mut outcome)?;
     Ok(outcome)
+}
+
+/// A v0/v1 request past its want list: checked, its shallow update sent.
+struct V0Start<'s> {
+    req: gitstow_protocol::UploadRequestV0,
+    db: gitstow_odb::ObjectDb,
+    refs: gitstow_odb::Refs<'s>,
+    filter: Option<filter::Filter>,
+    shallow_req: shallow::ShallowRequest,
+    shallow_plan: shallow::ShallowPlan,
+}
+
+/// Checks a v0/v1 want list as read (`read`) and sends the shallow update
+/// of a deepen request (git's `receive_needs`; v2 also sends shallow-info
+/// to a shallow client); `None` when the request is answered already (no
+/// wants, a bad request, a refused filter or want).
+fn start_v0<'s>(
+    repo: &Repository,
+    state: &'s RepoState,
+    read: Result<gitstow_protocol::UploadRequestV0, FetchError>,
+    out: &mut dyn Write,
+) -> Result<Option<V0Start<'s>>, Error> {
+    let req = match read {
+        Ok(req) => req,
+        Err(e) => return unreadable_request(e, out).map(|()| None),
+    };
+    let db = repo.objects(state)?;
+    let refs = repo.refs(state)?;
+    if req.wants.is_empty() {
+        return Ok(None);
+    }
+    let Some(filter) = filter_or_refusal(req.filter.as_deref(), out)? else {
+        return Ok(None);
+    };
+    if refused_unknown_want(&db, &req.wants, out)? {
+        return Ok(None);
+    }
+    let shallow_req = shallow::ShallowRequest {
+        client_shallows: req.shallows.clone(),
+        deepen: req.deepen,
+        deepen_relative: req.deepen_relative,
+        deepen_since: req.deepen_since,
+        deepen_not: resolve_deepen_not(&refs, &req.deepen_not)?,
+    };
+    let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
+    if shallow_req.deepens() {
+        write_shallow_update_v0(
+            &mut &mut *out,
+            &shallow_plan.shallows,
+            &shallow_plan.unshallows,
+        )?;
+    }
+    Ok(Some(V0Start {
+        req,
+        db,
+        refs,
+        filter,
+        shallow_req,
+        shallow_plan,
+    }))
 }
 
 /// What a v0/v1 request asks of its pack (its capabilities: side-band,

@@ -11,11 +11,10 @@ use std::io::{Read, Write};
 use gitstow_odb::{RepoState, Repository};
 use gitstow_protocol::fetch::{read_want_list_v0, HaveLine, HaveReader};
 use gitstow_protocol::pktline::{write_text, PktReader};
-use gitstow_protocol::write_shallow_update_v0;
 
 use crate::{
-    filter_or_refusal, negotiate, refused_unknown_want, resolve_deepen_not, send_fetch, shallow,
-    unreadable_request, v0_pack_ask, Error, Options, Outcome,
+    negotiate, send_fetch, start_v0, unreadable_request, v0_pack_ask, Error, Options, Outcome,
+    V0Start,
 };
 
 /// Serves a v0/v1 upload-pack session read from `request` (the client's
@@ -33,41 +32,23 @@ pub fn serve_v0_session(
     opts: &Options,
 ) -> Result<Outcome, Error> {
     let mut reader = PktReader::new(request);
-    let req = match read_want_list_v0(&mut reader, opts.max_request_lines) {
-        Ok(req) => req,
-        Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
+    let read = read_want_list_v0(&mut reader, opts.max_request_lines);
+    let Some(start) = start_v0(repo, state, read, out)? else {
+        return Ok(Outcome::default());
     };
-    let db = repo.objects(state)?;
-    let refs = repo.refs(state)?;
+    out.flush()?;
+    let V0Start {
+        req,
+        db,
+        refs,
+        filter,
+        shallow_req,
+        shallow_plan,
+    } = start;
     let mut outcome = Outcome {
         wants: req.wants.len(),
         ..Default::default()
     };
-    if req.wants.is_empty() {
-        return Ok(outcome);
-    }
-    let Some(filter) = filter_or_refusal(req.filter.as_deref(), out)? else {
-        return Ok(outcome);
-    };
-    if refused_unknown_want(&db, &req.wants, out)? {
-        return Ok(outcome);
-    }
-    let shallow_req = shallow::ShallowRequest {
-        client_shallows: req.shallows.clone(),
-        deepen: req.deepen,
-        deepen_relative: req.deepen_relative,
-        deepen_since: req.deepen_since,
-        deepen_not: resolve_deepen_not(&refs, &req.deepen_not)?,
-    };
-    let shallow_plan = shallow::plan(&db, &req.wants, &shallow_req)?;
-    if shallow_req.deepens() {
-        write_shallow_update_v0(
-            &mut &mut *out,
-            &shallow_plan.shallows,
-            &shallow_plan.unshallows,
-        )?;
-        out.flush()?;
-    }
     let detailed = req.capabilities.contains("multi_ack_detailed");
     let multi = detailed || req.capabilities.contains("multi_ack");
     let no_done = detailed && req.capabilities.contains("no-done");
