@@ -175,8 +175,13 @@ impl<R: Read> PktReader<R> {
     }
 }
 
-/// Decodes the 4-digit hex length (gitprotocol-common(5)).
-fn decode_length(header: [u8; 4]) -> Result<usize, PktError> {
+/// Decodes the 4-digit hex length of a pkt-line (gitprotocol-common(5));
+/// the caller checks it against [`MAX_PKT_LEN`] and the special lengths
+/// 0–3.
+///
+/// # Errors
+/// [`PktError::InvalidLengthDigits`] when a digit is not hex.
+pub fn decode_length(header: [u8; 4]) -> Result<usize, PktError> {
     let mut len = 0usize;
     for byte in header {
         let digit = match byte {

@@ -351,16 +351,6 @@ async fn info_refs(
     .await
 }
 
-/// Whether a v2 request is an `ls-refs` command (its first pkt-line is
-/// `command=ls-refs`); leaves `request` at its start.
-fn is_ls_refs(request: &mut tempfile::SpooledTempFile) -> bool {
-    use std::io::{Read, Seek};
-    let mut head = [0u8; 20];
-    let n = request.read(&mut head).unwrap_or(0);
-    let _ = request.rewind();
-    n >= 19 && head[4..19] == *b"command=ls-refs"
-}
-
 async fn upload_pack(
     app: Arc<App>,
     name: String,
@@ -395,7 +385,7 @@ async fn upload_pack(
     let v2 = wants_v2(&headers);
     // A v2 `ls-refs` only lists refs: it does not queue behind clones,
     // unless the repository has so many refs that the listing is not cheap.
-    let ls_refs = v2 && is_ls_refs(&mut request);
+    let ls_refs = v2 && gitstow_service::fetch::is_ls_refs(&mut request);
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
     let fetch = match app.host.fetch(&name, &principal, v2, ls_refs).await {
         Ok(f) => f,

@@ -12,6 +12,17 @@ use crate::metrics as m;
 use crate::queue::Slot;
 use crate::{Host, Principal, Refusal, LARGE_LISTING};
 
+/// Whether a v2 request is an `ls-refs` command (its first pkt-line is
+/// `command=ls-refs`, which [`Host::fetch`] lets past the fetch queue);
+/// leaves `request` at its start.
+pub fn is_ls_refs(request: &mut (impl Read + std::io::Seek)) -> bool {
+    let mut head = [0u8; 20];
+    let _ = request.rewind();
+    let n = request.read(&mut head).unwrap_or(0);
+    let _ = request.rewind();
+    n >= 19 && head[4..19] == *b"command=ls-refs"
+}
+
 /// One of upload-pack's entries (`serve_v0`, `serve_v2`, `serve_v0_session`).
 type ServeFn = fn(
     &Repository,

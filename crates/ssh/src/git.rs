@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use gitstow_protocol::pktline::{decode_length, MAX_PKT_LEN};
 use gitstow_protocol::{ProtocolVersion, Service};
 use gitstow_service::{Host, Principal, Refusal};
 use russh::server::Msg;
@@ -179,7 +180,7 @@ async fn upload_pack_v2(
                 "the request ended before its flush-pkt".into(),
             ));
         }
-        let ls_refs = is_ls_refs(&mut request);
+        let ls_refs = gitstow_service::fetch::is_ls_refs(&mut request);
         let fetch = host.fetch(name, principal, true, ls_refs).await?;
         let served = blocking(out, move |w| {
             use std::io::Seek;
@@ -263,10 +264,7 @@ async fn receive_pack(
         Some(dir) => tempfile::tempfile_in(dir),
         None => tempfile::tempfile(),
     }
-    .map_err(|e| {
-        tracing::error!(repo = name, error = %e, "spooling the push failed");
-        Failure::Refused(Refusal::Unavailable("server unavailable, try again later"))
-    })?;
+    .map_err(spool_error)?;
     let spooled = spool_push(input, &file, limits).await?;
     {
         // The spool shares the file's offset: read it from its start.
@@ -379,14 +377,7 @@ async fn spool_push(
 }
 
 fn spool_error(e: std::io::Error) -> Failure {
-    tracing::error!(error = %e, "spooling the push failed");
-    Failure::Refused(Refusal::Unavailable(
-        if gitstow_store::is_out_of_space(&e) {
-            "the server is out of space, try again later"
-        } else {
-            "server unavailable, try again later"
-        },
-    ))
+    Failure::Refused(Refusal::from_error("spooling the push", &e))
 }
 
 /// What a command list asks for.
@@ -443,10 +434,9 @@ struct Section {
     flushed: bool,
 }
 
-/// The length field of a pkt-line (four hex digits), `None` when it is not one.
+/// The length field of a pkt-line, `None` when it is not four hex digits.
 fn pkt_len(head: &[u8]) -> Option<usize> {
-    let s = std::str::from_utf8(head).ok()?;
-    usize::from_str_radix(s, 16).ok()
+    decode_length(head.try_into().ok()?).ok()
 }
 
 /// Copies pkt-lines from `input` to `sink` up to and including a flush-pkt
@@ -458,7 +448,7 @@ async fn read_section(
     idle: Duration,
 ) -> Result<Section, Failure> {
     let mut bytes = 0u64;
-    let mut buf = vec![0u8; 65520];
+    let mut buf = vec![0u8; MAX_PKT_LEN];
     loop {
         let mut head = [0u8; 4];
         match read_exact_idle(input, &mut head, idle).await? {
@@ -492,6 +482,11 @@ async fn read_section(
             }
             1 | 2 => continue,
             3 => return Err(Failure::Protocol("bad pkt-line length".into())),
+            len if len > MAX_PKT_LEN => {
+                return Err(Failure::Protocol(format!(
+                    "pkt-line of {len} bytes exceeds {MAX_PKT_LEN}"
+                )))
+            }
             _ => {}
         }
         let payload = &mut buf[..len - 4];
@@ -541,17 +536,6 @@ async fn read_idle(
             idle.as_secs()
         ))),
     }
-}
-
-/// Whether a v2 request is an `ls-refs` command (its first pkt-line is
-/// `command=ls-refs`); leaves `request` at its start.
-fn is_ls_refs(request: &mut tempfile::SpooledTempFile) -> bool {
-    use std::io::{Read, Seek};
-    let mut head = [0u8; 20];
-    let _ = request.rewind();
-    let n = request.read(&mut head).unwrap_or(0);
-    let _ = request.rewind();
-    n >= 19 && head[4..19] == *b"command=ls-refs"
 }
 
 /// Runs `job` on a blocking thread, its output sent to the channel as it
@@ -630,6 +614,12 @@ mod tests {
         let mut reader = &input[..];
         assert!(matches!(
             read_section(&mut reader, &mut Vec::new(), 10, Duration::from_secs(5)).await,
+            Err(Failure::Protocol(_))
+        ));
+        // A length above git's largest pkt-line is refused, not read.
+        let mut long = &b"ffff"[..];
+        assert!(matches!(
+            read_section(&mut long, &mut Vec::new(), 1 << 20, Duration::from_secs(5)).await,
             Err(Failure::Protocol(_))
         ));
         let mut bad = &b"zzzz"[..];

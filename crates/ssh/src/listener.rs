@@ -248,10 +248,6 @@ struct Connection<A: KeyAccess> {
     channels: HashMap<ChannelId, (Channel<Msg>, Option<String>)>,
 }
 
-fn fingerprint(key: &russh::keys::PublicKey) -> String {
-    key.fingerprint(HashAlg::Sha256).to_string()
-}
-
 impl<A: KeyAccess> russh::server::Handler for Connection<A> {
     type Error = russh::Error;
 
@@ -268,7 +264,11 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         if matches!(offer.algorithm, Algorithm::Rsa { hash: None }) {
             return Ok(Auth::reject());
         }
-        match self.access.token_of(&fingerprint(offer.public_key)).await {
+        match self
+            .access
+            .token_of(&gitstow_access::ssh_key::fingerprint(offer.public_key))
+            .await
+        {
             Some(_) => Ok(Auth::Accept),
             None => Ok(Auth::reject()),
         }
@@ -279,7 +279,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         user: &str,
         key: VerifiedPublicKey<'_>,
     ) -> Result<Auth, Self::Error> {
-        let fp = fingerprint(key.public_key);
+        let fp = gitstow_access::ssh_key::fingerprint(key.public_key);
         if user != self.config.user {
             metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
             tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: unknown user");
