@@ -343,25 +343,6 @@ fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
     drop(stalled);
 }
 
-/// A process's `/proc` status field, in kB.
-fn proc_status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// The server's peak RSS (VmHWM) above its resident size when `run` began,
-/// in kB: the peak is reset first (`/proc/PID/clear_refs`, 5).
-fn peak_above(pid: u32, run: impl FnOnce()) -> u64 {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    let before = proc_status_kb(pid, "VmRSS");
-    run();
-    proc_status_kb(pid, "VmHWM").saturating_sub(before)
-}
-
 /// A fetch flood: 8 requests of 200,000 `want` lines each (10 MB of
 /// request, the hostile case scaled down) sent at once to a server that
 /// runs 2 fetches at a time. All are served (the others wait their turn,

@@ -11,39 +11,9 @@ use std::process::{Command, Output, Stdio};
 
 use common::*;
 
-/// `ssh-keygen -t ed25519` into `dir/name`; returns the private key's path.
+/// An ed25519 key in `dir/name`; returns the private key's path.
 fn keygen(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&path)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("ssh-keygen is needed (OpenSSH's client; .ci/run installs it): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
-}
-
-/// A free port on loopback (bound, then released for the server).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// The ssh command git runs (`GIT_SSH_COMMAND`) with `key` only, no host
-/// key checks (the server's keys are new), no prompts.
-fn ssh_command(key: &Path) -> String {
-    format!(
-        "ssh -i {} -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR",
-        key.display()
-    )
+    ssh_keygen(dir, name, "ed25519", None)
 }
 
 struct Ssh {
@@ -60,8 +30,15 @@ impl Ssh {
     /// A server with SSH on, tokens `dev` (`org/*:write`) and `reader`
     /// (`*:read`) with a key each, and a key attached to nothing.
     fn start() -> Ssh {
+        Ssh::start_with(&[], |_| {})
+    }
+
+    /// As [`Ssh::start`], with `extra` arguments to `serve` and `setup`
+    /// run on the store before the server starts.
+    fn start_with(extra: &[&str], setup: impl FnOnce(&TestStore)) -> Ssh {
         let tmp = tempfile::tempdir().unwrap();
         let store = TestStore::from_env(tmp.path());
+        setup(&store);
         let secret = store.create_token("dev", &["org/*:write"], &[]);
         store.create_token("reader", &["*:read"], &[]);
         let dev = keygen(tmp.path(), "dev");
@@ -78,11 +55,9 @@ impl Ssh {
         }
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
-        let server = Server::start_on(
-            Some(&store),
-            &["--ssh-listen", &listen, "--access-refresh", "2"],
-            &[],
-        );
+        let mut args = vec!["--ssh-listen", &listen, "--access-refresh", "2"];
+        args.extend(extra);
+        let server = Server::start_on(Some(&store), &args, &[]);
         Ssh {
             server,
             port,
@@ -604,39 +579,6 @@ fn a_push_running_at_shutdown_finishes_and_lands() {
     );
 }
 
-/// `ssh-keygen -t KIND -b BITS` into `dir/name`; returns the private key's path.
-fn keygen_kind(dir: &Path, name: &str, kind: &str, bits: &str) -> PathBuf {
-    let path = dir.join(name);
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", kind, "-b", bits, "-N", "", "-C", name, "-f"])
-        .arg(&path)
-        .output()
-        .expect("ssh-keygen");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
-}
-
-/// `ssh-keyscan -p PORT 127.0.0.1` for `kind`: the host key line's key part.
-fn keyscan(port: u16, kind: &str) -> String {
-    let out = Command::new("ssh-keyscan")
-        .args(["-T", "10", "-t", kind, "-p", &port.to_string(), "127.0.0.1"])
-        .output()
-        .expect("ssh-keyscan (OpenSSH's client)");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text
-        .lines()
-        .find(|l| !l.starts_with('#') && !l.is_empty())
-        .unwrap_or_else(|| panic!("no {kind} host key from port {port}: {text}"));
-    line.split_whitespace()
-        .skip(1)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[test]
 fn protocols_key_types_url_forms_and_refusals() {
     let s = Ssh::start();
@@ -687,7 +629,7 @@ fn protocols_key_types_url_forms_and_refusals() {
     // instance read the access document again (--access-refresh 2).
     let mut keys = Vec::new();
     for (name, kind, bits) in [("ec", "ecdsa", "256"), ("rsa", "rsa", "3072")] {
-        let key = keygen_kind(tmp.path(), name, kind, bits);
+        let key = ssh_keygen(tmp.path(), name, kind, Some(bits));
         let public = key.with_extension("pub");
         let out =
             s.server
@@ -731,18 +673,7 @@ fn protocols_key_types_url_forms_and_refusals() {
     assert!(err.contains("stdio forwarding failed"), "{err}");
 
     // A removed key stops working within --access-refresh (2 s here).
-    let fp = {
-        let out = Command::new("ssh-keygen")
-            .arg("-lf")
-            .arg(s.reader.with_extension("pub"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .nth(1)
-            .unwrap()
-            .to_owned()
-    };
+    let fp = openssh_fingerprint(&s.reader.with_extension("pub"));
     let out = s.server.store().admin(&["key", "remove", &fp]);
     assert!(out.status.success());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -784,4 +715,200 @@ fn protocols_key_types_url_forms_and_refusals() {
         .unwrap();
     ok(&out, "ls-remote on the second instance");
     assert!(String::from_utf8_lossy(&out.stdout).contains(&head));
+}
+
+/// Every kind of push over SSH, refused in git's words where git refuses
+/// it: create with push options, fast-forward, tags, a refused
+/// non-fast-forward, a protected branch, deletion, `--atomic` all or
+/// nothing, a pre-receive refusal shown as `remote: …`, and a webhook
+/// for the push; then a `--filter=blob:none` clone that fetches its blobs
+/// over SSH when it checks out, and path tricks refused.
+#[test]
+fn push_variants_hooks_webhooks_and_filters_over_ssh() {
+    use std::os::unix::fs::PermissionsExt;
+    let receiver = Receiver::start(Answer::Status(200, "thanks".into()));
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("rec");
+    std::fs::create_dir(&rec).unwrap();
+    let hook = tmp.path().join("pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > {r}/stdin\necho \"opts=$GIT_PUSH_OPTION_COUNT:$GIT_PUSH_OPTION_0\" > {r}/env\nif grep -q refs/heads/forbidden {r}/stdin; then echo \"policy: forbidden is reserved\"; exit 1; fi\nexit 0\n",
+            r = rec.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret_file = tmp.path().join("secret");
+    std::fs::write(&secret_file, "a-webhook-secret-of-some-length\n").unwrap();
+    let hook_url = receiver.url("/hook");
+    let s = Ssh::start_with(&["--pre-receive-hook", hook.to_str().unwrap()], |store| {
+        let out = store.admin(&[
+            "webhook",
+            "add",
+            "--name",
+            "ci",
+            "--repo",
+            "org/*",
+            "--url",
+            &hook_url,
+            "--secret-file",
+            secret_file.to_str().unwrap(),
+            "--allow-internal",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    });
+    let url = s.url("org/app");
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    init_repo(&work);
+    let push = |args: &[&str]| {
+        let mut all = vec!["push"];
+        all.extend(args);
+        s.git(&work, &s.dev, &all)
+    };
+    let remote = |name: &str| {
+        let out = s.git(&work, &s.reader, &["ls-remote", &url, name]);
+        ok(&out, "ls-remote");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    // Create, with a push option the hook and the webhook see.
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    ok(&push(&["-o", "ci.skip", &url, "main"]), "create");
+    let env = std::fs::read_to_string(rec.join("env")).unwrap();
+    assert_eq!(env.trim(), "opts=1:ci.skip");
+    // Fast-forward, a tag, a branch created then deleted.
+    let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
+    git(&work, &["tag", "-a", "-m", "v1", "v1"]);
+    ok(
+        &push(&[&url, "main", "v1", "main:refs/heads/topic"]),
+        "ff, tag",
+    );
+    assert!(remote("refs/heads/main").starts_with(&c2));
+    assert!(remote("refs/tags/v1^{}").starts_with(&c2));
+    ok(&push(&[&url, ":refs/heads/topic"]), "delete");
+    assert_eq!(remote("refs/heads/topic"), "");
+
+    // A non-fast-forward: git refuses it before sending; forced, the
+    // server refuses it on the protected main, in git's words.
+    git(&work, &["reset", "--quiet", "--hard", &c1]);
+    commit_files(&work, &[("a.txt", "three\n")], "three");
+    let out = push(&[&url, "main"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("main -> main (non-fast-forward)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = push(&["--force", &url, "main"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "remote: error: denying non-fast-forward refs/heads/main (you should pull first)"
+        ),
+        "{err}"
+    );
+    assert!(remote("refs/heads/main").starts_with(&c2));
+    git(&work, &["reset", "--quiet", "--hard", &c2]);
+
+    // --atomic: a refused ref refuses them all; the hook says why.
+    let c4 = commit_files(&work, &[("a.txt", "four\n")], "four");
+    let out = push(&["--atomic", &url, "main", "main:refs/heads/forbidden"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("remote: policy: forbidden is reserved"),
+        "{err}"
+    );
+    assert!(err.contains("(pre-receive hook declined)"), "{err}");
+    assert!(remote("refs/heads/main").starts_with(&c2), "main unchanged");
+    assert_eq!(remote("refs/heads/forbidden"), "");
+    ok(
+        &push(&["--atomic", &url, "main", "main:refs/heads/b2"]),
+        "atomic",
+    );
+    assert!(remote("refs/heads/main").starts_with(&c4));
+    assert!(remote("refs/heads/b2").starts_with(&c4));
+
+    // The webhook saw the first push, by the key's token, with its option.
+    let got = receiver.wait_until(
+        std::time::Duration::from_secs(20),
+        "the webhook of the first push",
+        |r| {
+            r.iter()
+                .any(|e| e.json()["push_options"] == serde_json::json!(["ci.skip"]))
+        },
+    );
+    let event = got
+        .iter()
+        .map(|e| e.json())
+        .find(|e| e["push_options"] == serde_json::json!(["ci.skip"]))
+        .unwrap();
+    assert_eq!(event["repository"], "org/app");
+    assert_eq!(event["pusher"], "dev");
+    assert_eq!(event["ref_updates"][0]["new"], c1.as_str());
+
+    // A blobless clone over SSH, its blobs fetched on checkout.
+    let out = s.git(
+        tmp.path(),
+        &s.reader,
+        &[
+            "clone",
+            "--filter=blob:none",
+            "--no-checkout",
+            &url,
+            "partial",
+        ],
+    );
+    ok(&out, "blobless clone");
+    let partial = tmp.path().join("partial");
+    let missing = git_out(
+        &partial,
+        &["rev-list", "--objects", "--missing=print", "--all"],
+    );
+    assert!(
+        missing.lines().any(|l| l.starts_with('?')),
+        "blobs left out: {missing}"
+    );
+    let out = git_cmd(&partial)
+        .env("GIT_SSH_COMMAND", ssh_command(&s.reader))
+        .args(["checkout", "--quiet", "main"])
+        .output()
+        .unwrap();
+    ok(&out, "checkout fetches the blobs");
+    assert_eq!(
+        std::fs::read_to_string(partial.join("a.txt")).unwrap(),
+        "four\n"
+    );
+
+    // Path tricks name no repository: refused, never served.
+    for trick in [
+        "git-upload-pack '../org/app.git'",
+        "git-upload-pack '/org/../org/app.git'",
+        "git-upload-pack '/org/%2e%2e/org/app.git'",
+        "git-upload-pack 'org/%2e%2e%2fapp.git'",
+        "git-upload-pack '/etc/passwd'",
+        "git-upload-pack '/tmp/../../org/app.git'",
+        "git-upload-pack 'org/app.git'\\''; ls'",
+        "git-upload-pack \"org/app.git\"",
+    ] {
+        let out = Command::new("ssh")
+            .args(ssh_command(&s.reader).split_whitespace().skip(1))
+            .args(["-p", &s.port.to_string(), "git@127.0.0.1", trick])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(128), "{trick}: {err}");
+        assert!(out.stdout.is_empty(), "{trick} served: {:?}", out.stdout);
+        assert!(
+            err.contains("ERROR: invalid repository name")
+                || err.contains("ERROR: Repository not found.")
+                || err.contains("ERROR: the repository path is not quoted as git quotes it"),
+            "{trick}: {err}"
+        );
+    }
 }

@@ -7,52 +7,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 
 /// `ssh-keygen -t KIND [-b BITS]` into `dir/name`; returns the `.pub` path.
 fn keygen(dir: &Path, name: &str, kind: &str, bits: Option<&str>) -> PathBuf {
-    let path = dir.join(name);
-    let mut cmd = Command::new("ssh-keygen");
-    cmd.args([
-        "-q",
-        "-t",
-        kind,
-        "-N",
-        "",
-        "-C",
-        &format!("{name}@test"),
-        "-f",
-    ])
-    .arg(&path);
-    if let Some(b) = bits {
-        cmd.args(["-b", b]);
-    }
-    let out = cmd.output().unwrap_or_else(|e| {
-        panic!("ssh-keygen is needed (OpenSSH's client; .ci/run installs it): {e}")
-    });
-    assert!(
-        out.status.success(),
-        "ssh-keygen: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path.with_extension("pub")
-}
-
-/// The fingerprint `ssh-keygen -lf` prints for `public`.
-fn openssh_fingerprint(public: &Path) -> String {
-    let out = Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(public)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .nth(1)
-        .expect("a fingerprint")
-        .to_owned()
+    ssh_keygen(dir, name, kind, bits).with_extension("pub")
 }
 
 fn text(out: &std::process::Output) -> (bool, String, String) {

@@ -23,6 +23,7 @@ pub mod raw_pack;
 pub mod raw_target;
 mod receiver;
 mod server;
+mod ssh;
 
 pub use git::*;
 pub use http::*;
@@ -31,6 +32,7 @@ pub use pack::*;
 pub use pkt::*;
 pub use receiver::*;
 pub use server::*;
+pub use ssh::*;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -518,3 +518,22 @@ pub fn last_pack_line(logs: &str) -> String {
         .unwrap_or_else(|| panic!("no upload-pack line with a pack in:\n{logs}"))
         .to_owned()
 }
+
+/// A process's `/proc` status field, in kB.
+pub fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The server's peak RSS (VmHWM) above its resident size when `run` began,
+/// in kB: the peak is reset first (`/proc/PID/clear_refs`, 5).
+pub fn peak_above(pid: u32, run: impl FnOnce()) -> u64 {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = proc_status_kb(pid, "VmRSS");
+    run();
+    proc_status_kb(pid, "VmHWM").saturating_sub(before)
+}

@@ -6,8 +6,9 @@
 //!   is accepted and answered at once with `503 Service Unavailable`,
 //!   `Retry-After` and a one-line reason, then closed (so a flood cannot
 //!   exhaust file descriptors and starve `accept`). The per-address cap
-//!   counts exact addresses: behind a proxy every client has the proxy's,
-//!   and an IPv6 client may have a /64.
+//!   counts an IPv4 address, or an IPv6 client's /64
+//!   ([`gitstow_service::conn_caps`]); behind a proxy every client has the
+//!   proxy's.
 //! - **Header read timeout** (hyper's `header_read_timeout`): a connection
 //!   must deliver a whole request head within `header_timeout` of starting
 //!   to wait for one. It covers a new connection that sends nothing, one
@@ -21,10 +22,9 @@
 //! connections close, and in-flight requests finish (the caller bounds
 //! that with `--shutdown-grace`).
 
-use std::collections::HashMap;
+use gitstow_service::conn_caps::ConnCaps;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tower::ServiceExt;
 
@@ -57,49 +57,18 @@ impl ConnLimits {
     }
 }
 
-/// Open connections, in total and per client address.
-#[derive(Debug, Default)]
-struct Open {
-    total: usize,
-    by_address: HashMap<IpAddr, usize>,
-}
-
-/// A slot of [`Open`] held for a connection's life (and counted in
-/// `gitstow_connections_open`).
+/// A connection's slot under the caps, and its place in
+/// `gitstow_connections_open`.
 struct Held {
-    open: Arc<Mutex<Open>>,
-    address: IpAddr,
+    _slot: gitstow_service::conn_caps::Held,
     _gauge: crate::metrics::InFlight,
 }
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.total -= 1;
-        if let Some(n) = open.by_address.get_mut(&self.address) {
-            *n -= 1;
-            if *n == 0 {
-                open.by_address.remove(&self.address);
-            }
-        }
-    }
-}
-
 /// Takes a slot for a connection from `peer`, or says which cap is reached.
-fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &ConnLimits) -> Result<Held, &'static str> {
-    let mut o = open.lock().unwrap_or_else(|e| e.into_inner());
-    if o.total >= limits.max_connections {
-        return Err("too many connections to this server");
-    }
-    let mine = o.by_address.entry(peer).or_insert(0);
-    if *mine >= limits.max_per_address {
-        return Err("too many connections from your address");
-    }
-    *mine += 1;
-    o.total += 1;
+fn admit(caps: &ConnCaps, peer: IpAddr) -> Result<Held, &'static str> {
+    let slot = caps.admit(Some(peer)).map_err(|c| c.reason())?;
     Ok(Held {
-        open: open.clone(),
-        address: peer,
+        _slot: slot,
         _gauge: crate::metrics::InFlight::new(crate::metrics::CONNECTIONS_OPEN),
     })
 }
@@ -202,7 +171,7 @@ pub async fn serve(
     tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let open = Arc::new(Mutex::new(Open::default()));
+    let caps = ConnCaps::new(limits.max_connections, limits.max_per_address);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -230,7 +199,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let held = match admit(&open, peer.ip(), &limits) {
+        let held = match admit(&caps, peer.ip()) {
             Ok(h) => h,
             Err(reason) => {
                 metrics::counter!(crate::metrics::CONNECTIONS_REFUSED).increment(1);
@@ -283,29 +252,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn caps_count_connections_in_total_and_per_address() {
-        let limits = ConnLimits {
-            max_connections: 3,
-            max_per_address: 2,
-            header_timeout: Duration::from_secs(1),
-        };
-        let open = Arc::new(Mutex::new(Open::default()));
+    fn refusals_say_which_cap_and_the_default_follows_the_files_limit() {
+        let caps = ConnCaps::new(1, 1);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let a1 = admit(&open, a, &limits).unwrap();
-        let _a2 = admit(&open, a, &limits).unwrap();
+        let _a1 = admit(&caps, a).unwrap();
         assert_eq!(
-            admit(&open, a, &limits).err(),
-            Some("too many connections from your address")
-        );
-        let _b1 = admit(&open, b, &limits).unwrap();
-        assert_eq!(
-            admit(&open, b, &limits).err(),
+            admit(&caps, a).err(),
             Some("too many connections to this server")
         );
-        drop(a1);
-        let _b2 = admit(&open, b, &limits).unwrap();
-        assert_eq!(open.lock().unwrap().total, 3);
         assert_eq!(ConnLimits::default_max_connections(1024), 384);
         assert_eq!(ConnLimits::default_max_connections(100), 16);
     }

@@ -28,22 +28,8 @@ pub struct ChannelWriter {
 
 const CHUNK: usize = 64 * 1024;
 
-/// The longest a response waits for the client to take a chunk (16 chunks
-/// of 64 KiB are queued ahead of it): a client reading at 1 KiB/s still
-/// takes one in time.
-pub const SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// [`SEND_STALL`], or `GITSTOW_TEST_SEND_STALL_MS` (tests only: a stalled
-/// reader's test cannot wait two minutes).
-fn send_stall() -> std::time::Duration {
-    static STALL: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *STALL.get_or_init(|| {
-        std::env::var("GITSTOW_TEST_SEND_STALL_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(SEND_STALL, std::time::Duration::from_millis)
-    })
-}
+use gitstow_service::send_stall;
+pub use gitstow_service::SEND_STALL;
 
 impl ChannelWriter {
     /// A writer for `service`'s response (`receive-pack`, `upload-pack`) and

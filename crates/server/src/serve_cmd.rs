@@ -200,6 +200,19 @@ pub struct ServeArgs {
     /// closed at once (sshd's MaxStartups).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub ssh_max_startups: usize,
+    /// SSH connections not authenticated yet from one client address (an
+    /// IPv4 address, an IPv6 /64) above which new ones from it are closed
+    /// at once (sshd's PerSourceMaxStartups): a flood from one address
+    /// leaves the other slots to everyone else.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub ssh_max_startups_per_source: usize,
+    /// Load balancers (an address or a network, e.g. 10.0.0.0/8;
+    /// repeatable) whose SSH connections start with a PROXY protocol
+    /// header (v1 or v2) naming the client: the address logged and counted.
+    /// A connection from them without one is closed; from anywhere else a
+    /// header is not accepted.
+    #[arg(long, value_name = "CIDR", value_parser = parse_net, requires = "ssh_listen")]
+    pub ssh_proxy_protocol_from: Vec<ipnet::IpNet>,
     /// Turn automatic maintenance off (by default each push that commits queues
     /// its repository for geometric compaction and the deletion of containers
     /// past their grace period).
@@ -571,6 +584,8 @@ pub fn main(args: ServeArgs) -> i32 {
             user: args.ssh_user.clone(),
             login_grace: std::time::Duration::from_secs(args.ssh_login_grace.max(1)),
             max_unauthenticated: args.ssh_max_startups.max(1),
+            max_unauthenticated_per_source: args.ssh_max_startups_per_source.max(1),
+            proxy: gitstow_ssh::ProxyFrom::new(args.ssh_proxy_protocol_from.clone()),
             ..gitstow_ssh::SshConfig::new(ssh_limits)
         };
         let app = app::App::new(store, config, metrics);
@@ -735,4 +750,11 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutdown requested: finishing in-flight requests");
+}
+
+/// A network (`10.0.0.0/8`) or one address (`192.0.2.4`, as a /32 or /128).
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("not an address or a network: {s}"))
 }

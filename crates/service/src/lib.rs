@@ -19,6 +19,7 @@
 //! - [`push`]: receive-pack requests.
 //! - [`metrics`]: the names of the figures recorded here.
 //! - [`arena`]: the jemalloc arena fetch work allocates in.
+//! - [`conn_caps`]: caps on connections, in total and per client address.
 //! - [`repo_name`]: repository names as clients give them.
 #![deny(missing_docs)]
 
@@ -28,6 +29,7 @@ use gitstow_odb::{IndexCache, RepoState, Repository, StateCache};
 use gitstow_store::ObjectStore;
 
 pub mod arena;
+pub mod conn_caps;
 pub mod fetch;
 pub mod maintenance;
 pub mod metrics;
@@ -45,6 +47,25 @@ use queue::{Work, WorkQueue};
 /// spends CPU for as long as it is written, so a flood of them shares the
 /// fetch slots with clones.
 pub const LARGE_LISTING: usize = 100_000;
+
+/// The longest a response waits for the client to take a chunk (16 chunks
+/// of 64 KiB are queued ahead of it): a client reading at 1 KiB/s still
+/// takes one in time; one that stopped reading (a suspended `git clone`)
+/// loses its response, so it cannot hold a fetch slot and a thread forever.
+/// HTTP and SSH alike.
+pub const SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// [`SEND_STALL`], or `GITSTOW_TEST_SEND_STALL_MS` (tests only: a stalled
+/// reader's test cannot wait two minutes).
+pub fn send_stall() -> std::time::Duration {
+    static STALL: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *STALL.get_or_init(|| {
+        std::env::var("GITSTOW_TEST_SEND_STALL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(SEND_STALL, std::time::Duration::from_millis)
+    })
+}
 
 /// Who asks, once a transport authenticated and authorized them for the
 /// repository (HTTP: a token; SSH: a key attached to a token).

@@ -12,9 +12,9 @@ const CHUNK: usize = 64 * 1024;
 
 /// The longest a chunk waits for the client to take it (its window full):
 /// a client that stopped reading (a suspended `git clone`) ends the
-/// command, so it cannot hold a fetch slot and a thread forever. As smart
-/// HTTP's `SEND_STALL`.
-pub const SEND_STALL: Duration = Duration::from_secs(120);
+/// command, so it cannot hold a fetch slot and a thread forever. The same
+/// deadline as smart HTTP's.
+pub use gitstow_service::SEND_STALL;
 
 /// A `Write` for a blocking thread whose bytes go to the channel through
 /// [`forward`]. Dropping it sends what is buffered.
@@ -82,9 +82,16 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     while let Some(chunk) = rx.recv().await {
-        match tokio::time::timeout(SEND_STALL, send(chunk)).await {
+        match tokio::time::timeout(gitstow_service::send_stall(), send(chunk)).await {
             Ok(true) => {}
-            Ok(false) | Err(_) => return false,
+            Ok(false) => return false,
+            Err(_) => {
+                tracing::info!(
+                    stall_ms = gitstow_service::send_stall().as_millis() as u64,
+                    "ssh: client stopped reading the response; the command ends"
+                );
+                return false;
+            }
         }
     }
     true

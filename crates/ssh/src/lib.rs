@@ -10,6 +10,7 @@
 //! - [`git`]: git's commands over a channel, framed around the service
 //!   layer (`gitstow_service`).
 //! - [`io`]: from the blocking threads that run the services to a channel.
+//! - [`proxy`]: the PROXY protocol header a load balancer sends first.
 #![deny(missing_docs)]
 
 pub mod command;
@@ -17,6 +18,8 @@ pub mod git;
 pub mod host_key;
 pub mod io;
 pub mod listener;
+pub mod proxy;
 
 pub use host_key::{HostKeyError, HostKeys};
 pub use listener::{serve, Denied, KeyAccess, SshConfig};
+pub use proxy::ProxyFrom;

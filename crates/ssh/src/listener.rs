@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gitstow_protocol::ProtocolVersion;
+use gitstow_service::conn_caps::{self, ConnCaps};
 use gitstow_service::metrics as m;
 use gitstow_service::{Host, Principal, Refusal};
 use russh::keys::{Algorithm, HashAlg};
@@ -27,6 +28,7 @@ use tokio::net::TcpListener;
 
 use crate::command::{self, Exec};
 use crate::git::{self, Failure, Limits};
+use crate::proxy::{self, ProxyFrom};
 use crate::HostKeys;
 
 /// Who a verified key is, and what it may do: the bridge to access control
@@ -69,6 +71,14 @@ pub struct SshConfig {
     /// once (sshd's `MaxStartups`): a flood of handshakes that never log in
     /// holds a bounded amount of memory and CPU.
     pub max_unauthenticated: usize,
+    /// Connections not authenticated yet from one client address block
+    /// (an IPv4 address, an IPv6 /64) above which new ones from it are
+    /// closed at once (sshd's `PerSourceMaxStartups`): one flooding
+    /// address cannot take the slots of everyone else.
+    pub max_unauthenticated_per_source: usize,
+    /// The load balancers whose connections start with a PROXY header
+    /// naming the client ([`crate::proxy`]).
+    pub proxy: ProxyFrom,
     /// Interval of keepalives when the client is silent.
     pub keepalive: Duration,
     /// Limits of each command's input.
@@ -82,6 +92,8 @@ impl SshConfig {
             user: "git".into(),
             login_grace: Duration::from_secs(60),
             max_unauthenticated: 100,
+            max_unauthenticated_per_source: 10,
+            proxy: ProxyFrom::default(),
             keepalive: Duration::from_secs(15),
             limits,
         }
@@ -140,11 +152,14 @@ pub async fn serve<A: KeyAccess>(
         ..Default::default()
     });
     let config = Arc::new(config);
-    let unauthenticated = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let startups = ConnCaps::new(
+        config.max_unauthenticated,
+        config.max_unauthenticated_per_source,
+    );
     let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
-        let (stream, peer) = tokio::select! {
+        let (mut stream, accepted_from) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -155,33 +170,57 @@ pub async fn serve<A: KeyAccess>(
             },
             _ = &mut shutdown => break,
         };
-        if unauthenticated.load(Ordering::Relaxed) >= config.max_unauthenticated {
-            metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
-            tracing::warn!(%peer, limit = config.max_unauthenticated, "ssh: connection refused: too many not authenticated yet");
-            continue;
-        }
+        // A balancer's connection is counted against the client its header
+        // names, once read; any other against its own address.
+        let proxied = config.proxy.trusts(accepted_from.ip());
+        let mut pending = match startups.admit((!proxied).then_some(accepted_from.ip())) {
+            Ok(held) => held,
+            Err(cap) => {
+                refused(accepted_from, cap, &config);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
-        let pending = Pending::new(unauthenticated.clone());
         let connection = Connection {
             host: host.clone(),
             access: access.clone(),
             config: config.clone(),
-            peer,
+            peer: accepted_from,
             authenticated: Arc::new(AtomicBool::new(false)),
-            pending: Some(pending),
+            pending: None,
             running: running.clone(),
             fingerprint: None,
             token: None,
             channels: HashMap::new(),
         };
+        let startups = startups.clone();
         let russh_config = russh_config.clone();
         let login_grace = config.login_grace;
         tokio::spawn(async move {
             let _open = m::InFlight::new(m::SSH_CONNECTIONS_OPEN);
-            let authenticated = connection.authenticated.clone();
             // The grace time counts from the accept: a client that never
             // sends its version line is dropped too.
             let deadline = tokio::time::Instant::now() + login_grace;
+            let mut connection = connection;
+            if proxied {
+                match proxy::read_header(&mut stream).await {
+                    Ok(Some(client)) => {
+                        if let Err(cap) = startups.attribute(&mut pending, client.ip()) {
+                            return refused(client, cap, &connection.config);
+                        }
+                        tracing::debug!(peer = %client, via = %accepted_from, "ssh: PROXY header");
+                        connection.peer = client;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::info!(via = %accepted_from, error = %e, "ssh: connection closed: no valid PROXY header from a trusted balancer");
+                        return;
+                    }
+                }
+            }
+            connection.pending = Some(pending);
+            let peer = connection.peer;
+            let authenticated = connection.authenticated.clone();
             let timed_out = || {
                 metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
                 tracing::info!(%peer, "ssh: no authentication within the login grace time");
@@ -235,9 +274,9 @@ struct Connection<A: KeyAccess> {
     config: Arc<SshConfig>,
     peer: SocketAddr,
     authenticated: Arc<AtomicBool>,
-    /// Counted among the connections not authenticated yet until it is
-    /// (or closes).
-    pending: Option<Pending>,
+    /// Its slot among the connections not authenticated yet, held until
+    /// it is (or closes).
+    pending: Option<conn_caps::Held>,
     /// Commands running in the listener (drained at shutdown).
     running: Arc<std::sync::atomic::AtomicUsize>,
     /// The verified key's fingerprint and its token, once authenticated.
@@ -387,7 +426,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
                 .as_deref()
                 .map_or(ProtocolVersion::V0, ProtocolVersion::from_git_protocol),
         };
-        let running = Pending::new(self.running.clone());
+        let running = Running::new(self.running.clone());
         tokio::spawn(async move {
             job.run(channel, exec).await;
             drop(running);
@@ -516,17 +555,31 @@ impl<A: KeyAccess> Job<A> {
     }
 }
 
-/// One connection (or command) counted, until dropped.
-struct Pending(Arc<std::sync::atomic::AtomicUsize>);
+/// A command counted among the running ones, until dropped.
+struct Running(Arc<std::sync::atomic::AtomicUsize>);
 
-impl Pending {
+impl Running {
     fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> Self {
         count.fetch_add(1, Ordering::Relaxed);
-        Pending(count)
+        Running(count)
     }
 }
 
-impl Drop for Pending {
+/// Says (log, metric) that a connection from `peer` met a startup cap; the
+/// connection is then closed without a word (as sshd does).
+fn refused(peer: SocketAddr, cap: conn_caps::CapReached, config: &SshConfig) {
+    metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
+    let limit = match cap {
+        conn_caps::CapReached::Total => config.max_unauthenticated,
+        conn_caps::CapReached::Source => config.max_unauthenticated_per_source,
+    };
+    tracing::warn!(%peer, limit, "ssh: connection refused: too many not authenticated yet{}", match cap {
+        conn_caps::CapReached::Total => "",
+        conn_caps::CapReached::Source => " from this address",
+    });
+}
+
+impl Drop for Running {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }

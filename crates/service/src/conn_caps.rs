@@ -1,0 +1,218 @@
+//! Caps on connections, in total and per client address, shared by the
+//! transports: HTTP counts every open connection (`--max-connections`,
+//! `--max-connections-per-address`), SSH the ones not authenticated yet
+//! (`--ssh-max-startups`, `--ssh-max-startups-per-source`, as sshd's
+//! `MaxStartups` and `PerSourceMaxStartups`).
+//!
+//! A client address is counted by its network block as sshd's
+//! `PerSourceNetBlockSize` and most rate limiters count it: an IPv4 address
+//! alone, an IPv6 address by its /64 (one host, or one customer's link,
+//! holds a whole /64), an IPv4-mapped IPv6 address as the IPv4 one.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Mutex};
+
+/// Which cap a connection met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapReached {
+    /// The cap on all connections.
+    Total,
+    /// The cap on connections from the client's address block.
+    Source,
+}
+
+impl CapReached {
+    /// The reason, in the words a client or the log is given.
+    pub fn reason(self) -> &'static str {
+        match self {
+            CapReached::Total => "too many connections to this server",
+            CapReached::Source => "too many connections from your address",
+        }
+    }
+}
+
+/// The counts behind a set of caps.
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// Connections open under caps of `total` in all and `per_source` from one
+/// address block; cheap to clone (the counts are shared).
+#[derive(Debug, Clone)]
+pub struct ConnCaps {
+    open: Arc<Mutex<Open>>,
+    total: usize,
+    per_source: usize,
+}
+
+impl ConnCaps {
+    /// Caps of `total` connections in all and `per_source` from one
+    /// address block (a value of 0 admits nothing).
+    pub fn new(total: usize, per_source: usize) -> Self {
+        ConnCaps {
+            open: Arc::default(),
+            total,
+            per_source,
+        }
+    }
+
+    /// Takes a slot for a connection from `source` (`None`: counted in the
+    /// total only, e.g. a trusted proxy's connection before its PROXY
+    /// header names the client), or says which cap is reached. The slot is
+    /// given back when the [`Held`] is dropped.
+    pub fn admit(&self, source: Option<IpAddr>) -> Result<Held, CapReached> {
+        let mut o = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if o.total >= self.total {
+            return Err(CapReached::Total);
+        }
+        let block = source.map(block_of);
+        if let Some(block) = block {
+            let mine = o.by_source.entry(block).or_insert(0);
+            if *mine >= self.per_source {
+                return Err(CapReached::Source);
+            }
+            *mine += 1;
+        }
+        o.total += 1;
+        Ok(Held {
+            open: self.open.clone(),
+            block,
+        })
+    }
+
+    /// Counts a held slot against `source`'s block from now on (the client
+    /// a PROXY header named), or says its cap is reached (the slot is then
+    /// given back when `held` is dropped, as before).
+    pub fn attribute(&self, held: &mut Held, source: IpAddr) -> Result<(), CapReached> {
+        let block = block_of(source);
+        if held.block == Some(block) {
+            return Ok(());
+        }
+        let mut o = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = o.by_source.entry(block).or_insert(0);
+        if *mine >= self.per_source {
+            if *mine == 0 {
+                o.by_source.remove(&block);
+            }
+            return Err(CapReached::Source);
+        }
+        *mine += 1;
+        if let Some(old) = held.block.replace(block) {
+            release(&mut o, old);
+        }
+        Ok(())
+    }
+
+    /// Connections held now, in total.
+    pub fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).total
+    }
+}
+
+/// A slot of a [`ConnCaps`], held for as long as the connection counts.
+#[derive(Debug)]
+pub struct Held {
+    open: Arc<Mutex<Open>>,
+    block: Option<IpAddr>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut o = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        o.total -= 1;
+        if let Some(block) = self.block {
+            release(&mut o, block);
+        }
+    }
+}
+
+fn release(o: &mut Open, block: IpAddr) {
+    if let Some(n) = o.by_source.get_mut(&block) {
+        *n -= 1;
+        if *n == 0 {
+            o.by_source.remove(&block);
+        }
+    }
+}
+
+/// The block an address is counted in: IPv4 as is, IPv6 by its /64, an
+/// IPv4-mapped IPv6 address as the IPv4 one.
+pub fn block_of(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn caps_count_in_total_and_per_source_block() {
+        let caps = ConnCaps::new(3, 2);
+        let a1 = caps.admit(Some(ip("10.0.0.1"))).unwrap();
+        let _a2 = caps.admit(Some(ip("10.0.0.1"))).unwrap();
+        assert_eq!(
+            caps.admit(Some(ip("10.0.0.1"))).err(),
+            Some(CapReached::Source)
+        );
+        let _b = caps.admit(Some(ip("10.0.0.2"))).unwrap();
+        assert_eq!(
+            caps.admit(Some(ip("10.0.0.3"))).err(),
+            Some(CapReached::Total)
+        );
+        drop(a1);
+        assert_eq!(caps.open(), 2);
+        let _a3 = caps.admit(Some(ip("10.0.0.1"))).unwrap();
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_64() {
+        let caps = ConnCaps::new(10, 1);
+        let _a = caps.admit(Some(ip("2001:db8:1:2::1"))).unwrap();
+        assert_eq!(
+            caps.admit(Some(ip("2001:db8:1:2:ffff::9"))).err(),
+            Some(CapReached::Source)
+        );
+        let _b = caps.admit(Some(ip("2001:db8:1:3::1"))).unwrap();
+        let _c = caps.admit(Some(ip("::ffff:10.0.0.1"))).unwrap();
+        assert_eq!(
+            caps.admit(Some(ip("10.0.0.1"))).err(),
+            Some(CapReached::Source)
+        );
+    }
+
+    #[test]
+    fn a_proxied_slot_is_attributed_to_the_client_it_names() {
+        let caps = ConnCaps::new(10, 1);
+        let mut via_proxy = caps.admit(None).unwrap();
+        let mut second = caps.admit(None).unwrap();
+        caps.attribute(&mut via_proxy, ip("192.0.2.7")).unwrap();
+        assert_eq!(
+            caps.attribute(&mut second, ip("192.0.2.7")),
+            Err(CapReached::Source)
+        );
+        assert_eq!(
+            caps.admit(Some(ip("192.0.2.7"))).err(),
+            Some(CapReached::Source)
+        );
+        drop(via_proxy);
+        drop(second);
+        assert_eq!(caps.open(), 0);
+        let _again = caps.admit(Some(ip("192.0.2.7"))).unwrap();
+    }
+}

@@ -1,0 +1,85 @@
+//! OpenSSH's client tools for the SSH tests (`ssh`, `ssh-keygen`,
+//! `ssh-keyscan`; installed by `.ci/run`): keys, the `GIT_SSH_COMMAND`
+//! git runs, the host keys a server presents.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `ssh-keygen -t KIND [-b BITS]` into `dir/name`, no passphrase, comment
+/// `name@test`; returns the private key's path (`.pub` beside it).
+pub fn ssh_keygen(dir: &Path, name: &str, kind: &str, bits: Option<&str>) -> PathBuf {
+    let path = dir.join(name);
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args([
+        "-q",
+        "-t",
+        kind,
+        "-N",
+        "",
+        "-C",
+        &format!("{name}@test"),
+        "-f",
+    ])
+    .arg(&path);
+    if let Some(b) = bits {
+        cmd.args(["-b", b]);
+    }
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("ssh-keygen is needed (OpenSSH's client; .ci/run installs it): {e}")
+    });
+    assert!(
+        out.status.success(),
+        "ssh-keygen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// The fingerprint `ssh-keygen -lf` prints for `public` (`SHA256:…`).
+pub fn openssh_fingerprint(public: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(public)
+        .output()
+        .expect("ssh-keygen");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .expect("a fingerprint")
+        .to_owned()
+}
+
+/// A free port on loopback (bound, then released for the server).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The ssh command git runs (`GIT_SSH_COMMAND`) with `key` only, no host
+/// key checks (the server's keys are new), no prompts.
+pub fn ssh_command(key: &Path) -> String {
+    format!(
+        "ssh -i {} -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR",
+        key.display()
+    )
+}
+
+/// `ssh-keyscan -p PORT 127.0.0.1` for `kind`: the host key line's key part.
+pub fn keyscan(port: u16, kind: &str) -> String {
+    let out = Command::new("ssh-keyscan")
+        .args(["-T", "10", "-t", kind, "-p", &port.to_string(), "127.0.0.1"])
+        .output()
+        .expect("ssh-keyscan (OpenSSH's client)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.is_empty())
+        .unwrap_or_else(|| panic!("no {kind} host key from port {port}: {text}"));
+    line.split_whitespace()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join(" ")
+}

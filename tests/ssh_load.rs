@@ -1,0 +1,444 @@
+//! Hostile load on the SSH listener (`serve --ssh-listen`), with the real
+//! `git` and OpenSSH's `ssh`: handshakes that never finish and clients
+//! that trickle do not stop a clone from another address; 50 clones at
+//! once stay within the memory the fetch cap allows; a client that stops
+//! reading mid-clone gives its fetch slot back.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A store with token `dev` (`*:write`) and its ed25519 key.
+fn store_with_key(dir: &Path) -> (TestStore, PathBuf) {
+    let store = TestStore::from_env(dir);
+    store.create_token("dev", &["*:write"], &[]);
+    let key = ssh_keygen(dir, "dev", "ed25519", None);
+    let out = store.admin(&[
+        "key",
+        "add",
+        "--token",
+        "dev",
+        key.with_extension("pub").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (store, key)
+}
+
+/// git's ssh command with `key`, connecting from `source` (a loopback
+/// address: Linux routes all of 127.0.0.0/8 to lo).
+fn ssh_from(key: &Path, source: &str) -> String {
+    format!("{} -o BindAddress={source}", ssh_command(key))
+}
+
+/// A TCP connection to `server` from `source` (port chosen by the kernel),
+/// or `None` when the connect itself fails.
+fn connect_from(source: &str, server: SocketAddr) -> Option<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    let local: SocketAddr = format!("{source}:0").parse().unwrap();
+    socket.bind(&local.into()).ok()?;
+    socket
+        .connect_timeout(&server.into(), Duration::from_secs(5))
+        .ok()?;
+    Some(socket.into())
+}
+
+/// `repo` (a generated history of `commits` commits and `noise_mib` MiB
+/// that do not compress) pushed over SSH to `url`.
+fn push_history(dir: &Path, key: &Path, url: &str, commits: usize, noise_mib: usize) -> PathBuf {
+    let src = dir.join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            commits,
+            ..Default::default()
+        },
+    );
+    let work = dir.join("noise-work");
+    let out = git_cmd(dir)
+        .args(["clone", "--quiet"])
+        .arg(&src)
+        .arg(&work)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    if noise_mib > 0 {
+        std::fs::write(
+            work.join("noise.bin"),
+            noise(noise_mib << 20, 0x9e37_79b9_7f4a_7c15),
+        )
+        .unwrap();
+        git(&work, &["add", "noise.bin"]);
+        git(&work, &["commit", "--quiet", "-m", "noise"]);
+    }
+    let out = git_cmd(&work)
+        .env("GIT_SSH_COMMAND", ssh_from(key, "127.0.0.2"))
+        .args(["push", "--quiet", url, "HEAD:refs/heads/main"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    work
+}
+
+/// `git clone --bare` of `url` over SSH from `source` into `dir/name`.
+fn clone_from(dir: &Path, key: &Path, source: &str, url: &str, name: &str) -> std::process::Output {
+    git_cmd(dir)
+        .env("GIT_SSH_COMMAND", ssh_from(key, source))
+        .args(["clone", "--quiet", "--bare", url, name])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_key(tmp.path());
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // The defaults: 100 connections not authenticated yet in all, 10 from
+    // one address, 60 s to log in.
+    let server = Server::start_on(Some(&store), &["--ssh-listen", &listen], &[]);
+    let url = format!("ssh://git@127.0.0.1:{port}/flood.git");
+    let work = push_history(tmp.path(), &key, &url, 40, 0);
+    let tip = git_out(&work, &["rev-parse", "HEAD"]);
+    let addr: SocketAddr = listen.parse().unwrap();
+
+    // 1,000 connections from 127.0.0.1 that never send a byte ...
+    let silent: Vec<TcpStream> = (0..1000)
+        .filter_map(|_| connect_from("127.0.0.1", addr))
+        .collect();
+    assert!(silent.len() >= 900, "only {} connected", silent.len());
+    // ... and 100 from 127.0.0.3 that trickle a version line, a byte every
+    // 200 ms, while the clone runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conns: Vec<TcpStream> = (0..100)
+                .filter_map(|_| connect_from("127.0.0.3", addr))
+                .collect();
+            let line = b"SSH-2.0-OpenSSH_9.6 trickling along\r\n";
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for c in conns.iter_mut() {
+                    let _ = c.write_all(&line[i % line.len()..][..1]);
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            conns.len()
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+
+    // A clone from 127.0.0.2 is served, as soon as it would be alone.
+    let started = Instant::now();
+    let out = clone_from(tmp.path(), &key, "127.0.0.2", &url, "clone.git");
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let tricklers = trickle.join().unwrap();
+    assert!(
+        out.status.success(),
+        "clone during the flood: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(30), "the clone took {took:?}");
+    assert_eq!(
+        git_out(&tmp.path().join("clone.git"), &["rev-parse", "main"]),
+        tip
+    );
+    fsck(&tmp.path().join("clone.git"));
+    assert_eq!(tricklers, 100);
+
+    // Each flooding address holds 10 slots; the rest were closed at once.
+    let logs = server.logs();
+    let refused = logs
+        .lines()
+        .filter(|l| l.contains("too many not authenticated yet from this address"))
+        .count();
+    assert!(
+        refused >= silent.len() - 10 + tricklers - 10,
+        "{refused} refused of {} silent and {tricklers} trickling",
+        silent.len()
+    );
+    drop(silent);
+}
+
+/// 50 clones at once over SSH on a server that runs 2 fetches at a time:
+/// every one is served (the others wait for a slot), and the server's
+/// peak memory follows the fetch cap, not the number of clients.
+#[test]
+fn fifty_clones_at_once_stay_within_the_fetch_caps_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_key(tmp.path());
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_on(
+        Some(&store),
+        &[
+            "--ssh-listen",
+            &listen,
+            "--no-maintenance",
+            "--max-concurrent-fetches",
+            "2",
+            "--fetch-queue-timeout",
+            "600",
+            "--ssh-max-startups-per-source",
+            "100",
+        ],
+        &[],
+    );
+    let pid = server.pid().unwrap();
+    let url = format!("ssh://git@127.0.0.1:{port}/many.git");
+    let work = push_history(tmp.path(), &key, &url, 120, 4);
+    let tip = git_out(&work, &["rev-parse", "HEAD"]);
+
+    let dir = tmp.path().to_owned();
+    let one = peak_above(pid, || {
+        let out = clone_from(&dir, &key, "127.0.0.2", &url, "one.git");
+        assert!(out.status.success());
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let fifty = peak_above(pid, || {
+        let clones: Vec<_> = (0..50)
+            .map(|i| {
+                let (dir, key, url) = (dir.clone(), key.clone(), url.clone());
+                std::thread::spawn(move || {
+                    clone_from(&dir, &key, "127.0.0.2", &url, &format!("c{i}.git"))
+                })
+            })
+            .collect();
+        for (i, c) in clones.into_iter().enumerate() {
+            let out = c.join().unwrap();
+            assert!(
+                out.status.success(),
+                "clone {i}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+    for i in [0, 17, 49] {
+        let clone = tmp.path().join(format!("c{i}.git"));
+        assert_eq!(git_out(&clone, &["rev-parse", "main"]), tip);
+    }
+    eprintln!("peak above the resident size: one clone {one} kB, 50 at once {fifty} kB");
+    // Two run at a time: at most what two cost, plus each waiting
+    // connection's SSH state, with room for the allocator's slack.
+    assert!(
+        fifty <= 3 * one + 48 * 1024,
+        "50 clones at once peaked {fifty} kB above the resident size; one alone {one} kB"
+    );
+}
+
+/// A client that asks for a pack and stops reading (a suspended `git
+/// clone`) loses its command once it has taken nothing for the stall
+/// deadline (shortened here by `GITSTOW_TEST_SEND_STALL_MS`): the one
+/// fetch slot goes to the next clone.
+#[test]
+fn a_client_that_stops_reading_mid_clone_gives_its_slot_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_key(tmp.path());
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_on(
+        Some(&store),
+        &[
+            "--ssh-listen",
+            &listen,
+            "--max-concurrent-fetches",
+            "1",
+            "--fetch-queue-timeout",
+            "60",
+        ],
+        &[("GITSTOW_TEST_SEND_STALL_MS", "2000")],
+    );
+    let url = format!("ssh://git@127.0.0.1:{port}/stalled.git");
+    // 16 MiB that do not compress: more than the ssh client's window, its
+    // pipe and the server's queue hold.
+    let work = push_history(tmp.path(), &key, &url, 5, 16);
+    let tip = git_out(&work, &["rev-parse", "HEAD"]);
+
+    // A v0 upload-pack that wants everything, then never reads again.
+    let mut stalled = Command::new("ssh")
+        .args(ssh_command(&key).split_whitespace().skip(1))
+        .args([
+            "-p",
+            &port.to_string(),
+            "git@127.0.0.1",
+            "git-upload-pack 'stalled.git'",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Read;
+        let out = stalled.stdout.as_mut().unwrap();
+        // The advertisement ends with a flush-pkt.
+        let mut seen = Vec::new();
+        let mut byte = [0u8; 1];
+        while !seen.ends_with(b"0000") {
+            out.read_exact(&mut byte).unwrap();
+            seen.push(byte[0]);
+        }
+        let input = stalled.stdin.as_mut().unwrap();
+        let want = format!("want {tip} side-band-64k ofs-delta\n");
+        input
+            .write_all(&[pkt(want.as_bytes()), b"0000".to_vec(), pkt(b"done\n")].concat())
+            .unwrap();
+        input.flush().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    let started = Instant::now();
+    let out = clone_from(tmp.path(), &key, "127.0.0.2", &url, "next.git");
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(30),
+        "the second clone took {took:?}"
+    );
+    fsck(&tmp.path().join("next.git"));
+    let logs = server.logs();
+    assert!(
+        logs.contains("ssh: client stopped reading the response"),
+        "{logs}"
+    );
+    let _ = stalled.kill();
+    let _ = stalled.wait();
+}
+
+/// A TCP load balancer on a free port of 127.0.0.1 that connects to
+/// `server` from 127.0.0.5 and sends `header` before the client's bytes
+/// (HAProxy's `send-proxy`); returns its port.
+fn balancer(server: SocketAddr, header: Vec<u8>) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Some(mut upstream) = connect_from("127.0.0.5", server) else {
+                continue;
+            };
+            if upstream.write_all(&header).is_err() {
+                continue;
+            }
+            let (mut c2, mut u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c2, &mut u2);
+                let _ = u2.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let mut client = client;
+                let _ = std::io::copy(&mut upstream, &mut client);
+                let _ = client.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+/// Behind a balancer configured with `--ssh-proxy-protocol-from`, the
+/// client's address comes from the PROXY header (v1 or v2) and is the one
+/// logged; the balancer's connection without a header is closed; a header
+/// from anywhere else names nobody.
+#[test]
+fn a_proxy_protocol_header_from_the_balancer_names_the_client() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_key(tmp.path());
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_on(
+        Some(&store),
+        &[
+            "--ssh-listen",
+            &listen,
+            "--ssh-proxy-protocol-from",
+            "127.0.0.5/32",
+        ],
+        &[],
+    );
+    let addr: SocketAddr = listen.parse().unwrap();
+    let url = format!("ssh://git@127.0.0.1:{port}/lb.git");
+    let work = push_history(tmp.path(), &key, &url, 5, 0);
+    let tip = git_out(&work, &["rev-parse", "HEAD"]);
+
+    let v1 = balancer(
+        addr,
+        format!("PROXY TCP4 198.51.100.7 127.0.0.1 40001 {port}\r\n").into_bytes(),
+    );
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
+    v2.extend([203, 0, 113, 9, 127, 0, 0, 1, 0x9c, 0x42]);
+    v2.extend(port.to_be_bytes());
+    let v2 = balancer(addr, v2);
+    for (lb, client) in [(v1, "198.51.100.7"), (v2, "203.0.113.9")] {
+        let out = clone_from(
+            tmp.path(),
+            &key,
+            "127.0.0.1",
+            &format!("ssh://git@127.0.0.1:{lb}/lb.git"),
+            &format!("via-{lb}.git"),
+        );
+        assert!(
+            out.status.success(),
+            "clone through the balancer: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            git_out(
+                &tmp.path().join(format!("via-{lb}.git")),
+                &["rev-parse", "main"]
+            ),
+            tip
+        );
+        let logs = server.logs();
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("ssh command") && l.contains(&format!("peer={client}:"))),
+            "no command logged for {client}: {logs}"
+        );
+    }
+
+    // The balancer's address without a header: closed before the version
+    // line.
+    let mut bare = connect_from("127.0.0.5", addr).unwrap();
+    bare.write_all(b"SSH-2.0-OpenSSH_9.6\r\n").unwrap();
+    bare.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut bare, &mut got);
+    assert!(
+        !String::from_utf8_lossy(&got).contains("SSH-2.0"),
+        "{got:?}"
+    );
+    // A header from an address not trusted names nobody.
+    let mut spoof = connect_from("127.0.0.1", addr).unwrap();
+    let _ = spoof.write_all(b"PROXY TCP4 192.0.2.66 127.0.0.1 1 22\r\nSSH-2.0-OpenSSH_9.6\r\n");
+    std::thread::sleep(Duration::from_secs(1));
+    drop(spoof);
+    std::thread::sleep(Duration::from_millis(500));
+    let logs = server.logs();
+    assert!(
+        logs.contains("no valid PROXY header from a trusted balancer"),
+        "{logs}"
+    );
+    assert!(!logs.contains("192.0.2.66"), "{logs}");
+}
