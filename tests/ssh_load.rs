@@ -93,6 +93,33 @@ fn push_history(dir: &Path, key: &Path, url: &str, commits: usize, noise_mib: us
     work
 }
 
+/// Raises this process's soft limit of open files to `n` (within the hard
+/// limit) when it is lower: the flood holds a socket per connection.
+fn raise_open_files(n: u64) {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let soft: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if soft < n {
+        let out = Command::new("prlimit")
+            .args([
+                "--pid",
+                &std::process::id().to_string(),
+                &format!("--nofile={n}:"),
+            ])
+            .output()
+            .expect("prlimit (util-linux)");
+        assert!(
+            out.status.success(),
+            "cannot raise the open files limit to {n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// `git clone --bare` of `url` over SSH from `source` into `dir/name`.
 fn clone_from(dir: &Path, key: &Path, source: &str, url: &str, name: &str) -> std::process::Output {
     git_cmd(dir)
@@ -116,6 +143,7 @@ fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
     let tip = git_out(&work, &["rev-parse", "HEAD"]);
     let addr: SocketAddr = listen.parse().unwrap();
 
+    raise_open_files(4096);
     // 1,000 connections from 127.0.0.1 that never send a byte ...
     let silent: Vec<TcpStream> = (0..1000)
         .filter_map(|_| connect_from("127.0.0.1", addr))
@@ -301,8 +329,11 @@ fn a_client_that_stops_reading_mid_clone_gives_its_slot_back() {
             .write_all(&[pkt(want.as_bytes()), b"0000".to_vec(), pkt(b"done\n")].concat())
             .unwrap();
         input.flush().unwrap();
+        // The pack is coming (the fetch holds the slot): take 64 KiB of it,
+        // then no more.
+        let mut some = vec![0u8; 64 << 10];
+        out.read_exact(&mut some).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(500));
 
     let started = Instant::now();
     let out = clone_from(tmp.path(), &key, "127.0.0.2", &url, "next.git");
@@ -317,25 +348,21 @@ fn a_client_that_stops_reading_mid_clone_gives_its_slot_back() {
         "the second clone took {took:?}"
     );
     fsck(&tmp.path().join("next.git"));
-    let logs = server.logs();
-    assert!(
-        logs.contains("ssh: client stopped reading the response"),
-        "{logs}"
-    );
+    wait_for_log(&server, "ssh: client stopped reading the response");
     let _ = stalled.kill();
     let _ = stalled.wait();
 }
 
 /// A TCP load balancer on a free port of 127.0.0.1 that connects to
-/// `server` from 127.0.0.5 and sends `header` before the client's bytes
+/// `server` from `source` and sends `header` before the client's bytes
 /// (HAProxy's `send-proxy`); returns its port.
-fn balancer(server: SocketAddr, header: Vec<u8>) -> u16 {
+fn balancer(source: &'static str, server: SocketAddr, header: Vec<u8>) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for client in listener.incoming() {
             let Ok(client) = client else { continue };
-            let Some(mut upstream) = connect_from("127.0.0.5", server) else {
+            let Some(mut upstream) = connect_from(source, server) else {
                 continue;
             };
             if upstream.write_all(&header).is_err() {
@@ -382,13 +409,14 @@ fn a_proxy_protocol_header_from_the_balancer_names_the_client() {
     let tip = git_out(&work, &["rev-parse", "HEAD"]);
 
     let v1 = balancer(
+        "127.0.0.5",
         addr,
         format!("PROXY TCP4 198.51.100.7 127.0.0.1 40001 {port}\r\n").into_bytes(),
     );
     let mut v2 = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
     v2.extend([203, 0, 113, 9, 127, 0, 0, 1, 0x9c, 0x42]);
     v2.extend(port.to_be_bytes());
-    let v2 = balancer(addr, v2);
+    let v2 = balancer("127.0.0.5", addr, v2);
     for (lb, client) in [(v1, "198.51.100.7"), (v2, "203.0.113.9")] {
         let out = clone_from(
             tmp.path(),
@@ -429,16 +457,128 @@ fn a_proxy_protocol_header_from_the_balancer_names_the_client() {
         !String::from_utf8_lossy(&got).contains("SSH-2.0"),
         "{got:?}"
     );
-    // A header from an address not trusted names nobody.
-    let mut spoof = connect_from("127.0.0.1", addr).unwrap();
-    let _ = spoof.write_all(b"PROXY TCP4 192.0.2.66 127.0.0.1 1 22\r\nSSH-2.0-OpenSSH_9.6\r\n");
-    std::thread::sleep(Duration::from_secs(1));
-    drop(spoof);
-    std::thread::sleep(Duration::from_millis(500));
-    let logs = server.logs();
-    assert!(
-        logs.contains("no valid PROXY header from a trusted balancer"),
-        "{logs}"
+    wait_for_log(&server, "no valid PROXY header from a trusted balancer");
+    // A header from an address not trusted is not read: the connection
+    // fails (it is not a version line), it names nobody.
+    let spoof = balancer(
+        "127.0.0.1",
+        addr,
+        format!("PROXY TCP4 192.0.2.66 127.0.0.1 40003 {port}\r\n").into_bytes(),
     );
-    assert!(!logs.contains("192.0.2.66"), "{logs}");
+    let out = clone_from(
+        tmp.path(),
+        &key,
+        "127.0.0.1",
+        &format!("ssh://git@127.0.0.1:{spoof}/lb.git"),
+        "spoofed.git",
+    );
+    assert!(!out.status.success(), "a header from anyone was taken");
+    assert!(!server.logs().contains("192.0.2.66"), "{}", server.logs());
+}
+
+/// Polls the server's log for `needle` (up to 10 s): a line written just
+/// before what the test saw may reach the log a little after it.
+fn wait_for_log(server: &Server, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.logs().contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} in\n{}",
+            server.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A client that completed the key exchange and then stays in
+/// authentication (here: waiting for its key's passphrase) is told to go
+/// at the login grace time and dropped soon after even if it never closes:
+/// it does not keep its startup slot.
+#[test]
+fn a_client_stuck_in_authentication_gives_its_slot_back() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_key(tmp.path());
+    // A key with a passphrase, attached to `dev`; the passphrase prompt
+    // (SSH_ASKPASS) never answers.
+    let stuck_key = tmp.path().join("stuck");
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "a passphrase", "-f"])
+        .arg(&stuck_key)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = store.admin(&[
+        "key",
+        "add",
+        "--token",
+        "dev",
+        stuck_key.with_extension("pub").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let askpass = tmp.path().join("askpass");
+    std::fs::write(&askpass, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&askpass, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_on(
+        Some(&store),
+        &[
+            "--ssh-listen",
+            &listen,
+            "--ssh-max-startups",
+            "1",
+            "--ssh-login-grace",
+            "2",
+        ],
+        &[],
+    );
+    let mut stuck = Command::new("ssh")
+        .arg("-i")
+        .arg(&stuck_key)
+        .args([
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "IdentityAgent=none",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-p",
+            &port.to_string(),
+            "git@127.0.0.1",
+        ])
+        .env("SSH_ASKPASS", &askpass)
+        .env("SSH_ASKPASS_REQUIRE", "force")
+        .env("DISPLAY", ":0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_log(
+        &server,
+        "ssh: no authentication within the login grace time",
+    );
+    // Told to go at 2 s, dropped 5 s later at most: the one slot is free.
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(
+        stuck.try_wait().unwrap().is_none(),
+        "the client is still waiting for its passphrase (it never closed)"
+    );
+    let out = Command::new("ssh")
+        .args(ssh_command(&key).split_whitespace().skip(1))
+        .args(["-p", &port.to_string(), "git@127.0.0.1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Hi dev!"), "the slot is still held: {err}");
+    let _ = stuck.kill();
+    let _ = stuck.wait();
 }

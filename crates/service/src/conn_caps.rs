@@ -70,11 +70,10 @@ impl ConnCaps {
         }
         let block = source.map(block_of);
         if let Some(block) = block {
-            let mine = o.by_source.entry(block).or_insert(0);
-            if *mine >= self.per_source {
+            if o.by_source.get(&block).copied().unwrap_or(0) >= self.per_source {
                 return Err(CapReached::Source);
             }
-            *mine += 1;
+            *o.by_source.entry(block).or_insert(0) += 1;
         }
         o.total += 1;
         Ok(Held {
@@ -92,14 +91,10 @@ impl ConnCaps {
             return Ok(());
         }
         let mut o = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let mine = o.by_source.entry(block).or_insert(0);
-        if *mine >= self.per_source {
-            if *mine == 0 {
-                o.by_source.remove(&block);
-            }
+        if o.by_source.get(&block).copied().unwrap_or(0) >= self.per_source {
             return Err(CapReached::Source);
         }
-        *mine += 1;
+        *o.by_source.entry(block).or_insert(0) += 1;
         if let Some(old) = held.block.replace(block) {
             release(&mut o, old);
         }

@@ -100,6 +100,10 @@ impl SshConfig {
     }
 }
 
+/// How long a connection told to go (the login grace time is over) has
+/// to close before it is dropped.
+const DISCONNECT_WAIT: Duration = Duration::from_secs(5);
+
 /// What [`not_found`] says: one line for a missing repository and one the
 /// key may not read.
 const NOT_FOUND: &str = "ERROR: Repository not found.";
@@ -203,7 +207,11 @@ pub async fn serve<A: KeyAccess>(
             let deadline = tokio::time::Instant::now() + login_grace;
             let mut connection = connection;
             if proxied {
-                match proxy::read_header(&mut stream).await {
+                // Within the login grace time as well as the header's own.
+                let header = tokio::time::timeout_at(deadline, proxy::read_header(&mut stream))
+                    .await
+                    .unwrap_or(Err(proxy::HeaderError::Timeout));
+                match header {
                     Ok(Some(client)) => {
                         if let Err(cap) = startups.attribute(&mut pending, client.ip()) {
                             return refused(client, cap, &connection.config);
@@ -224,6 +232,16 @@ pub async fn serve<A: KeyAccess>(
             let timed_out = || {
                 metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
                 tracing::info!(%peer, "ssh: no authentication within the login grace time");
+            };
+            // A second descriptor of the socket, to shut it under russh
+            // (whose session runs as its own task) when the client does not
+            // go when told.
+            let (stream, twin) = match twin_of(stream) {
+                Ok(both) => both,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "ssh: cannot take the connection");
+                    return;
+                }
             };
             let started = russh::server::run_stream(russh_config, stream, connection);
             let session = match tokio::time::timeout_at(deadline, started).await {
@@ -249,6 +267,17 @@ pub async fn serve<A: KeyAccess>(
                         "en".into(),
                     )
                     .await;
+                // After a disconnect russh reads until the client closes:
+                // a client that never does would keep the connection and
+                // its startup slot (held by the handler) for ever.
+                if tokio::time::timeout(DISCONNECT_WAIT, &mut session)
+                    .await
+                    .is_err()
+                {
+                    let _ = twin.shutdown(std::net::Shutdown::Both);
+                    let _ = session.await;
+                }
+                return;
             }
             let _ = session.await;
         });
@@ -553,6 +582,15 @@ impl<A: KeyAccess> Job<A> {
         );
         finish(write_half, status).await;
     }
+}
+
+/// `stream` and a second descriptor of its socket (for `shutdown`).
+fn twin_of(
+    stream: tokio::net::TcpStream,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::TcpStream)> {
+    let std = stream.into_std()?;
+    let twin = std.try_clone()?;
+    Ok((tokio::net::TcpStream::from_std(std)?, twin))
 }
 
 /// A command counted among the running ones, until dropped.
