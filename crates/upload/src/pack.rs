@@ -106,16 +106,24 @@ impl RunReader {
     }
 }
 
+/// What a pack written here is checksummed with: plain SHA-1, not the
+/// collision-detecting one object ids need (`gix_hash`'s sha1dc costs
+/// about twice as much): the trailer covers bytes this server chose, so
+/// there is no attacker's collision to detect. git ≥ 2.48 checksums the
+/// packs it writes the same way (`unsafe_hash_algo`); the client checks
+/// the trailer with whatever SHA-1 it has, the value is the same.
+type TrailerHasher = sha1::Sha1;
+
 struct HashingWriter<'a> {
     inner: &'a mut dyn Write,
-    hasher: gix_hash::Hasher,
+    hasher: TrailerHasher,
     written: u64,
 }
 
 impl Write for HashingWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        sha1::Digest::update(&mut self.hasher, &buf[..n]);
         self.written += n as u64;
         Ok(n)
     }
@@ -140,14 +148,19 @@ pub fn write_pack(
         located.push((loc.container, loc.entry.offset, loc.entry));
     }
     located.sort_unstable_by_key(|(c, off, _)| (*c, *off));
-    let sending: gix_hashtable::HashSet = objects.iter().copied().collect();
-    let mut written_at: gix_hashtable::HashMap<ObjectId, u64> =
-        gix_hashtable::HashMap::with_capacity_and_hasher(objects.len(), Default::default());
+    // Each object's place in `located` (one map, built once: a delta's base
+    // is looked up once), and the pack offset of each written one by place.
+    let mut position: gix_hashtable::HashMap<ObjectId, u32> =
+        gix_hashtable::HashMap::with_capacity_and_hasher(located.len(), Default::default());
+    for (i, (_, _, entry)) in located.iter().enumerate() {
+        position.insert(entry.oid, i as u32);
+    }
+    let mut written_at: Vec<u64> = Vec::with_capacity(located.len());
     let mut cache = ObjectCache::new(opts.cache_bytes);
     let mut stats = PackStats::default();
     let mut w = HashingWriter {
         inner: out,
-        hasher: gix_hash::hasher(gix_hash::Kind::Sha1),
+        hasher: <TrailerHasher as sha1::Digest>::new(),
         written: 0,
     };
     let mut head = Vec::with_capacity(12);
@@ -160,14 +173,17 @@ pub fn write_pack(
     let mut runs = RunReader::default();
     for (i, &(_, _, entry)) in located.iter().enumerate() {
         let offset = w.written;
-        match entry.base {
+        // A delta whose base is sent too, or is one the client has (thin):
+        // sent as stored; another is resolved and sent whole.
+        let base = entry.base.map(|b| (b, position.get(&b).copied()));
+        match base {
             None => {
                 let raw = runs.record(db, &located, i)?;
                 w.write_all(raw)?;
                 stats.reused += 1;
             }
-            Some(base) if sending.contains(&base) || (opts.thin && client_has(&base)) => {
-                let thin = !sending.contains(&base);
+            Some((base, at)) if at.is_some() || (opts.thin && client_has(&base)) => {
+                let thin = at.is_none();
                 let raw = runs.record(db, &located, i)?;
                 let h =
                     record::decode_header(raw).map_err(|e| gitstow_odb::Error::CorruptObject {
@@ -175,8 +191,8 @@ pub fn write_pack(
                         reason: e.to_string(),
                     })?;
                 header.clear();
-                let base_ref = match written_at.get(&base) {
-                    Some(&at) if opts.ofs_delta && !thin => BaseRef::Distance(offset - at),
+                let base_ref = match at.and_then(|j| written_at.get(j as usize)) {
+                    Some(&at) if opts.ofs_delta => BaseRef::Distance(offset - at),
                     _ => BaseRef::Oid(base),
                 };
                 let type_id = match base_ref {
@@ -208,7 +224,7 @@ pub fn write_pack(
                 w.write_all(&deflated)?;
             }
         }
-        written_at.insert(entry.oid, offset);
+        written_at.push(offset);
         stats.objects += 1;
     }
     let HashingWriter {
@@ -216,10 +232,8 @@ pub fn write_pack(
         hasher,
         written,
     } = w;
-    let trailer = hasher
-        .try_finalize()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    inner.write_all(trailer.as_slice())?;
+    let trailer = sha1::Digest::finalize(hasher);
+    inner.write_all(&trailer)?;
     stats.bytes = written + 20;
     Ok(stats)
 }
