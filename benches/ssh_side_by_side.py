@@ -29,8 +29,10 @@ Figures (benches/README.md has the method of side_by_side.py, reused):
   connection sshd processes, the shell, git-upload-pack / receive-pack /
   pack-objects / index-pack: cutime+cstime of the listener), both until
   the CPU stops moving after the client exits;
-- peak RSS: gitstow's VmHWM against the peak of the summed RSS of sshd's
-  process tree (sampled every 20 ms);
+- peak RSS: gitstow's VmHWM (in brackets: above its resident size when
+  the operation began, i.e. without the caches and heap earlier requests
+  left) against the peak of the summed RSS of sshd's process tree (sampled
+  every 20 ms; git's own caches are the kernel's page cache, not counted);
 Ratios are gitstow / sshd+git; medians over the runs.
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile, threading, time
@@ -237,14 +239,15 @@ def main():
              % (a.name, a.runs, a.behind, a.branch), "",
              "Medians of %d runs; server CPU in seconds, RSS in MiB; ratio = gitstow / sshd+git." % a.runs, "",
              "| operation | wall gitstow | wall sshd+git | CPU gitstow | CPU sshd+git | CPU ratio "
-             "| peak RSS gitstow | peak RSS sshd+git | RSS ratio |",
+             "| peak RSS gitstow (above idle) | peak RSS sshd+git | RSS ratio |",
              "|---|---|---|---|---|---|---|---|---|"]
     for ph in PHASES:
         gc, sc = med("gitstow", ph, "cpu"), med("sshd", ph, "cpu")
         gr, sr = med("gitstow", ph, "peak") / 2**20, med("sshd", ph, "peak") / 2**20
-        lines.append("| %s | %.2f s | %.2f s | %.2f | %.2f | %.2f× | %.0f | %.0f | %.2f× |" % (
+        ga = med("gitstow", ph, "above_idle") / 2**20
+        lines.append("| %s | %.2f s | %.2f s | %.2f | %.2f | %.2f× | %.0f (%.0f) | %.0f | %.2f× |" % (
             ph, med("gitstow", ph, "wall"), med("sshd", ph, "wall"), gc, sc, gc / sc if sc else 0,
-            gr, sr, gr / sr if sr else 0))
+            gr, ga, sr, gr / sr if sr else 0))
     lines += ["", "Per run (gitstow CPU / sshd+git CPU, s):", ""]
     for i, r in enumerate(runs):
         lines.append("- run %d: " % (i + 1) + "; ".join(
