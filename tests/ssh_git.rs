@@ -53,11 +53,9 @@ impl Ssh {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut args = vec!["--ssh-listen", &listen, "--access-refresh", "2"];
+        let mut args = vec!["--access-refresh", "2"];
         args.extend(extra);
-        let server = Server::start_on(Some(&store), &args, &[]);
+        let (server, port) = start_ssh(&store, &args, &[]);
         Ssh {
             server,
             port,
@@ -435,29 +433,10 @@ fn connections_that_do_not_log_in_are_capped_and_dropped() {
     use std::net::TcpStream;
     use std::time::Duration;
     let tmp = tempfile::tempdir().unwrap();
-    let store = TestStore::from_env(tmp.path());
-    store.create_token("dev", &["*:write"], &[]);
-    let key = keygen(tmp.path(), "dev");
-    let out = store.admin(&[
-        "key",
-        "add",
-        "--token",
-        "dev",
-        key.with_extension("pub").to_str().unwrap(),
-    ]);
-    assert!(out.status.success());
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::start_on(
-        Some(&store),
-        &[
-            "--ssh-listen",
-            &listen,
-            "--ssh-max-startups",
-            "2",
-            "--ssh-login-grace",
-            "3",
-        ],
+    let (store, key) = store_with_ssh_key(tmp.path());
+    let (server, port) = start_ssh(
+        &store,
+        &["--ssh-max-startups", "2", "--ssh-login-grace", "3"],
         &[],
     );
     // Two silent clients get the server's version line and hold their slots.
@@ -502,29 +481,15 @@ fn a_push_running_at_shutdown_finishes_and_lands() {
     use std::os::unix::fs::PermissionsExt;
     use std::time::Duration;
     let tmp = tempfile::tempdir().unwrap();
-    let store = TestStore::from_env(tmp.path());
-    store.create_token("dev", &["*:write"], &[]);
-    let key = keygen(tmp.path(), "dev");
-    let out = store.admin(&[
-        "key",
-        "add",
-        "--token",
-        "dev",
-        key.with_extension("pub").to_str().unwrap(),
-    ]);
-    assert!(out.status.success());
+    let (store, key) = store_with_ssh_key(tmp.path());
     // A pre-receive check that takes 3 s: the push is in flight when the
     // server is told to stop.
     let hook = tmp.path().join("slow-hook");
     std::fs::write(&hook, "#!/bin/sh\ncat >/dev/null\nsleep 3\nexit 0\n").unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut server = Server::start_on(
-        Some(&store),
+    let (mut server, port) = start_ssh(
+        &store,
         &[
-            "--ssh-listen",
-            &listen,
             "--pre-receive-hook",
             hook.to_str().unwrap(),
             "--drain-delay",
@@ -556,12 +521,7 @@ fn a_push_running_at_shutdown_finishes_and_lands() {
         String::from_utf8_lossy(&out.stderr)
     );
     // It landed: a new server on the store lists it, over SSH.
-    let port = free_port();
-    let _again = Server::start_on(
-        Some(&store),
-        &["--ssh-listen", &format!("127.0.0.1:{port}")],
-        &[],
-    );
+    let (_again, port) = start_ssh(&store, &[], &[]);
     let out = git_cmd(&work)
         .env("GIT_SSH_COMMAND", ssh_command(&key))
         .args([
@@ -695,12 +655,7 @@ fn protocols_key_types_url_forms_and_refusals() {
     }
 
     // A second instance on the store presents the same host keys.
-    let port = free_port();
-    let _second = Server::start_on(
-        Some(s.server.store()),
-        &["--ssh-listen", &format!("127.0.0.1:{port}")],
-        &[],
-    );
+    let (_second, port) = start_ssh(s.server.store(), &[], &[]);
     for kind in ["ed25519", "rsa"] {
         assert_eq!(keyscan(port, kind), keyscan(s.port, kind), "{kind}");
     }

@@ -14,26 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A store with token `dev` (`*:write`) and its ed25519 key.
-fn store_with_key(dir: &Path) -> (TestStore, PathBuf) {
-    let store = TestStore::from_env(dir);
-    store.create_token("dev", &["*:write"], &[]);
-    let key = ssh_keygen(dir, "dev", "ed25519", None);
-    let out = store.admin(&[
-        "key",
-        "add",
-        "--token",
-        "dev",
-        key.with_extension("pub").to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (store, key)
-}
-
 /// git's ssh command with `key`, connecting from `source` (a loopback
 /// address: Linux routes all of 127.0.0.0/8 to lo).
 fn ssh_from(key: &Path, source: &str) -> String {
@@ -132,16 +112,14 @@ fn clone_from(dir: &Path, key: &Path, source: &str, url: &str, name: &str) -> st
 #[test]
 fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
     let tmp = tempfile::tempdir().unwrap();
-    let (store, key) = store_with_key(tmp.path());
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    let (store, key) = store_with_ssh_key(tmp.path());
     // The defaults: 100 connections not authenticated yet in all, 10 from
     // one address, 60 s to log in.
-    let server = Server::start_on(Some(&store), &["--ssh-listen", &listen], &[]);
+    let (server, port) = start_ssh(&store, &[], &[]);
     let url = format!("ssh://git@127.0.0.1:{port}/flood.git");
     let work = push_history(tmp.path(), &key, &url, 40, 0);
     let tip = git_out(&work, &["rev-parse", "HEAD"]);
-    let addr: SocketAddr = listen.parse().unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
 
     raise_open_files(4096);
     // 1,000 connections from 127.0.0.1 that never send a byte ...
@@ -211,14 +189,10 @@ fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
 #[test]
 fn fifty_clones_at_once_stay_within_the_fetch_caps_memory() {
     let tmp = tempfile::tempdir().unwrap();
-    let (store, key) = store_with_key(tmp.path());
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::start_on(
-        Some(&store),
+    let (store, key) = store_with_ssh_key(tmp.path());
+    let (server, port) = start_ssh(
+        &store,
         &[
-            "--ssh-listen",
-            &listen,
             "--no-maintenance",
             "--max-concurrent-fetches",
             "2",
@@ -278,14 +252,10 @@ fn fifty_clones_at_once_stay_within_the_fetch_caps_memory() {
 #[test]
 fn a_client_that_stops_reading_mid_clone_gives_its_slot_back() {
     let tmp = tempfile::tempdir().unwrap();
-    let (store, key) = store_with_key(tmp.path());
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::start_on(
-        Some(&store),
+    let (store, key) = store_with_ssh_key(tmp.path());
+    let (server, port) = start_ssh(
+        &store,
         &[
-            "--ssh-listen",
-            &listen,
             "--max-concurrent-fetches",
             "1",
             "--fetch-queue-timeout",
@@ -390,20 +360,9 @@ fn balancer(source: &'static str, server: SocketAddr, header: Vec<u8>) -> u16 {
 #[test]
 fn a_proxy_protocol_header_from_the_balancer_names_the_client() {
     let tmp = tempfile::tempdir().unwrap();
-    let (store, key) = store_with_key(tmp.path());
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::start_on(
-        Some(&store),
-        &[
-            "--ssh-listen",
-            &listen,
-            "--ssh-proxy-protocol-from",
-            "127.0.0.5/32",
-        ],
-        &[],
-    );
-    let addr: SocketAddr = listen.parse().unwrap();
+    let (store, key) = store_with_ssh_key(tmp.path());
+    let (server, port) = start_ssh(&store, &["--ssh-proxy-protocol-from", "127.0.0.5/32"], &[]);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let url = format!("ssh://git@127.0.0.1:{port}/lb.git");
     let work = push_history(tmp.path(), &key, &url, 5, 0);
     let tip = git_out(&work, &["rev-parse", "HEAD"]);
@@ -498,7 +457,7 @@ fn wait_for_log(server: &Server, needle: &str) {
 fn a_client_stuck_in_authentication_gives_its_slot_back() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
-    let (store, key) = store_with_key(tmp.path());
+    let (store, key) = store_with_ssh_key(tmp.path());
     // A key with a passphrase, attached to `dev`; the passphrase prompt
     // (SSH_ASKPASS) never answers.
     let stuck_key = tmp.path().join("stuck");
@@ -523,18 +482,9 @@ fn a_client_stuck_in_authentication_gives_its_slot_back() {
     let askpass = tmp.path().join("askpass");
     std::fs::write(&askpass, "#!/bin/sh\nexec sleep 60\n").unwrap();
     std::fs::set_permissions(&askpass, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let server = Server::start_on(
-        Some(&store),
-        &[
-            "--ssh-listen",
-            &listen,
-            "--ssh-max-startups",
-            "1",
-            "--ssh-login-grace",
-            "2",
-        ],
+    let (server, port) = start_ssh(
+        &store,
+        &["--ssh-max-startups", "1", "--ssh-login-grace", "2"],
         &[],
     );
     let mut stuck = Command::new("ssh")

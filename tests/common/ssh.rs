@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::{Server, TestStore};
+
 /// `ssh-keygen -t KIND [-b BITS]` into `dir/name`, no passphrase, comment
 /// `name@test`; returns the private key's path (`.pub` beside it).
 pub fn ssh_keygen(dir: &Path, name: &str, kind: &str, bits: Option<&str>) -> PathBuf {
@@ -82,4 +84,36 @@ pub fn keyscan(port: u16, kind: &str) -> String {
         .skip(1)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A store in `dir` (or on S3, as [`TestStore::from_env`]) with token `dev`
+/// (`*:write`) and an ed25519 key attached to it; returns the store and
+/// the key's private path.
+pub fn store_with_ssh_key(dir: &Path) -> (TestStore, PathBuf) {
+    let store = TestStore::from_env(dir);
+    store.create_token("dev", &["*:write"], &[]);
+    let key = ssh_keygen(dir, "dev", "ed25519", None);
+    let out = store.admin(&[
+        "key",
+        "add",
+        "--token",
+        "dev",
+        key.with_extension("pub").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (store, key)
+}
+
+/// `gitstow serve` on `store` with SSH on a free port of 127.0.0.1 and
+/// `extra` arguments (and environment `env`); returns it and the SSH port.
+pub fn start_ssh(store: &TestStore, extra: &[&str], env: &[(&str, &str)]) -> (Server, u16) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["--ssh-listen", listen.as_str()];
+    args.extend(extra);
+    (Server::start_on(Some(store), &args, env), port)
 }
