@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 /// A `Write` that sends what it is given to the response stream, in chunks of
 /// at least 64 KiB unless flushed, counting the bytes in
 /// `gitstow_sent_bytes_total{service}`. A client that takes nothing for
-/// [`SEND_STALL`] (it stopped reading, e.g. a suspended `git clone`) ends
+/// [`gitstow_service::SEND_STALL`] (it stopped reading, e.g. a suspended `git clone`) ends
 /// the response with `BrokenPipe`, so it cannot hold a fetch slot and a
 /// thread forever.
 pub struct ChannelWriter {
@@ -29,7 +29,6 @@ pub struct ChannelWriter {
 const CHUNK: usize = 64 * 1024;
 
 use gitstow_service::send_stall;
-pub use gitstow_service::SEND_STALL;
 
 impl ChannelWriter {
     /// A writer for `service`'s response (`receive-pack`, `upload-pack`) and

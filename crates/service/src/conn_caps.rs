@@ -102,7 +102,8 @@ impl ConnCaps {
     }
 
     /// Connections held now, in total.
-    pub fn open(&self) -> usize {
+    #[cfg(test)]
+    fn open(&self) -> usize {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).total
     }
 }

@@ -10,12 +10,6 @@ use tokio::sync::mpsc;
 
 const CHUNK: usize = 64 * 1024;
 
-/// The longest a chunk waits for the client to take it (its window full):
-/// a client that stopped reading (a suspended `git clone`) ends the
-/// command, so it cannot hold a fetch slot and a thread forever. The same
-/// deadline as smart HTTP's.
-pub use gitstow_service::SEND_STALL;
-
 /// A `Write` for a blocking thread whose bytes go to the channel through
 /// [`forward`]. Dropping it sends what is buffered.
 #[derive(Debug)]
@@ -74,20 +68,23 @@ impl Drop for BlockingWriter {
 }
 
 /// Sends every chunk of `rx` with `send` until the writer is dropped;
-/// `false` when a chunk waited longer than [`SEND_STALL`] or the channel
+/// `false` when a chunk waited longer than [`gitstow_service::SEND_STALL`]
+/// (a client that stopped reading, e.g. a suspended `git clone`: the
+/// command ends, as over HTTP) or the channel
 /// failed (the writer's next send then fails with `BrokenPipe`).
 pub async fn forward<F, Fut>(mut rx: mpsc::Receiver<Bytes>, mut send: F) -> bool
 where
     F: FnMut(Bytes) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
+    let stall = gitstow_service::send_stall();
     while let Some(chunk) = rx.recv().await {
-        match tokio::time::timeout(gitstow_service::send_stall(), send(chunk)).await {
+        match tokio::time::timeout(stall, send(chunk)).await {
             Ok(true) => {}
             Ok(false) => return false,
             Err(_) => {
                 tracing::info!(
-                    stall_ms = gitstow_service::send_stall().as_millis() as u64,
+                    stall_ms = stall.as_millis() as u64,
                     "ssh: client stopped reading the response; the command ends"
                 );
                 return false;

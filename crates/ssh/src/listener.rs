@@ -607,14 +607,13 @@ impl Running {
 /// connection is then closed without a word (as sshd does).
 fn refused(peer: SocketAddr, cap: conn_caps::CapReached, config: &SshConfig) {
     metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
-    let limit = match cap {
-        conn_caps::CapReached::Total => config.max_unauthenticated,
-        conn_caps::CapReached::Source => config.max_unauthenticated_per_source,
+    let (limit, whence) = match cap {
+        conn_caps::CapReached::Total => (config.max_unauthenticated, ""),
+        conn_caps::CapReached::Source => {
+            (config.max_unauthenticated_per_source, " from this address")
+        }
     };
-    tracing::warn!(%peer, limit, "ssh: connection refused: too many not authenticated yet{}", match cap {
-        conn_caps::CapReached::Total => "",
-        conn_caps::CapReached::Source => " from this address",
-    });
+    tracing::warn!(%peer, limit, "ssh: connection refused: too many not authenticated yet{whence}");
 }
 
 impl Drop for Running {
