@@ -2,7 +2,8 @@
 //! `git` and OpenSSH's `ssh`: handshakes that never finish and clients
 //! that trickle do not stop a clone from another address; 50 clones at
 //! once stay within the memory the fetch cap allows; a client that stops
-//! reading mid-clone gives its fetch slot back.
+//! reading mid-clone gives its fetch slot back; connections that do not
+//! log in are capped and dropped at the login grace time.
 
 mod common;
 
@@ -531,4 +532,64 @@ fn a_client_stuck_in_authentication_gives_its_slot_back() {
     assert!(err.contains("Hi dev!"), "the slot is still held: {err}");
     let _ = stuck.kill();
     let _ = stuck.wait();
+}
+
+/// Reads what the server sends first on a raw connection: its SSH
+/// version line, or nothing (closed) within `wait`.
+fn banner(stream: &mut std::net::TcpStream, wait: std::time::Duration) -> String {
+    use std::io::Read;
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 256];
+    match stream.read(&mut buf) {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[test]
+fn connections_that_do_not_log_in_are_capped_and_dropped() {
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_ssh_key(tmp.path());
+    let (server, port) = start_ssh(
+        &store,
+        &["--ssh-max-startups", "2", "--ssh-login-grace", "3"],
+        &[],
+    );
+    // Two silent clients get the server's version line and hold their slots.
+    let mut a = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut b = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for s in [&mut a, &mut b] {
+        let line = banner(s, Duration::from_secs(5));
+        assert!(line.starts_with("SSH-2.0-gitstow_"), "{line:?}");
+    }
+    // A third is closed at once.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert_eq!(banner(&mut c, Duration::from_secs(5)), "");
+    // After the login grace time the silent ones are disconnected ...
+    std::thread::sleep(Duration::from_secs(4));
+    for s in [&mut a, &mut b] {
+        use std::io::Read;
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        // (a disconnect message may come first; then the socket closes)
+    }
+    // ... and a client that logs in is served again.
+    let cmd = format!("{} -p {port} git@127.0.0.1", ssh_command(&key));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Hi dev!"), "{err}");
+    let logs = server.logs();
+    assert!(logs.contains("too many not authenticated yet"), "{logs}");
+    assert!(
+        logs.contains("no authentication within the login grace time"),
+        "{logs}"
+    );
 }

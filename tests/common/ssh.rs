@@ -3,9 +3,9 @@
 //! git runs, the host keys a server presents.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 
-use super::{Server, TestStore};
+use super::{git_cmd, histgen, Server, TestStore};
 
 /// `ssh-keygen -t KIND [-b BITS]` into `dir/name`, no passphrase, comment
 /// `name@test`; returns the private key's path (`.pub` beside it).
@@ -116,4 +116,133 @@ pub fn start_ssh(store: &TestStore, extra: &[&str], env: &[(&str, &str)]) -> (Se
     let mut args = vec!["--ssh-listen", listen.as_str()];
     args.extend(extra);
     (Server::start_on(Some(store), &args, env), port)
+}
+
+/// An ed25519 key in `dir/name`; returns the private key's path.
+pub fn keygen(dir: &Path, name: &str) -> PathBuf {
+    ssh_keygen(dir, name, "ed25519", None)
+}
+
+pub struct Ssh {
+    pub server: Server,
+    pub port: u16,
+    pub dev: PathBuf,
+    pub reader: PathBuf,
+    pub stranger: PathBuf,
+    pub secret: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Ssh {
+    /// A server with SSH on, tokens `dev` (`org/*:write`) and `reader`
+    /// (`*:read`) with a key each, and a key attached to nothing.
+    pub fn start() -> Ssh {
+        Ssh::start_with(&[], |_| {})
+    }
+
+    /// As [`Ssh::start`], with `extra` arguments to `serve` and `setup`
+    /// run on the store before the server starts.
+    pub fn start_with(extra: &[&str], setup: impl FnOnce(&TestStore)) -> Ssh {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TestStore::from_env(tmp.path());
+        setup(&store);
+        let secret = store.create_token("dev", &["org/*:write"], &[]);
+        store.create_token("reader", &["*:read"], &[]);
+        let dev = keygen(tmp.path(), "dev");
+        let reader = keygen(tmp.path(), "reader");
+        let stranger = keygen(tmp.path(), "stranger");
+        for (token, key) in [("dev", &dev), ("reader", &reader)] {
+            let public = key.with_extension("pub");
+            let out = store.admin(&["key", "add", "--token", token, public.to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let mut args = vec!["--access-refresh", "2"];
+        args.extend(extra);
+        let (server, port) = start_ssh(&store, &args, &[]);
+        Ssh {
+            server,
+            port,
+            dev,
+            reader,
+            stranger,
+            secret,
+            _tmp: tmp,
+        }
+    }
+
+    /// A generated history of `commits` commits in `dir/src.git`, pushed
+    /// with `--mirror` to `org/app` over SSH by `dev`.
+    pub fn mirror(&self, dir: &Path, commits: usize) -> PathBuf {
+        let src = dir.join("src.git");
+        histgen(
+            &src,
+            &gitstow_histgen::Options {
+                commits,
+                ..Default::default()
+            },
+        );
+        let out = self.git(
+            dir,
+            &self.dev,
+            &["-C", "src.git", "push", "--mirror", &self.url("org/app")],
+        );
+        ok(&out, "push over ssh");
+        src
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("ssh://git@127.0.0.1:{}/{name}.git", self.port)
+    }
+
+    pub fn http_url(&self, name: &str) -> String {
+        format!(
+            "http://dev:{}@127.0.0.1:{}/{name}.git",
+            self.secret,
+            self.server.port()
+        )
+    }
+
+    /// git in `dir` with `key`, whatever its outcome.
+    pub fn git(&self, dir: &Path, key: &Path, args: &[&str]) -> Output {
+        git_cmd(dir)
+            .env("GIT_SSH_COMMAND", ssh_command(key))
+            .args(args)
+            .output()
+            .expect("git runs")
+    }
+
+    /// `ssh … git@127.0.0.1 COMMAND` with `key`: (exit code, stdout, stderr).
+    pub fn ssh(&self, key: &Path, command: &str) -> (Option<i32>, String, String) {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "{} -p {} git@127.0.0.1 {command}",
+                ssh_command(key),
+                self.port
+            ))
+            .stdin(Stdio::null());
+        let out = cmd.output().expect("ssh runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+pub fn ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
