@@ -400,16 +400,7 @@ fn protocols_key_types_url_forms_and_refusals() {
     let mut keys = Vec::new();
     for (name, kind, bits) in [("ec", "ecdsa", "256"), ("rsa", "rsa", "3072")] {
         let key = ssh_keygen(tmp.path(), name, kind, Some(bits));
-        let public = key.with_extension("pub");
-        let out =
-            s.server
-                .store()
-                .admin(&["key", "add", "--token", "reader", public.to_str().unwrap()]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        add_key(s.server.store(), "reader", &key);
         keys.push((kind, key));
     }
     std::thread::sleep(std::time::Duration::from_millis(2500));

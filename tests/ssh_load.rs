@@ -468,18 +468,7 @@ fn a_client_stuck_in_authentication_gives_its_slot_back() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let out = store.admin(&[
-        "key",
-        "add",
-        "--token",
-        "dev",
-        stuck_key.with_extension("pub").to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    add_key(&store, "dev", &stuck_key);
     let askpass = tmp.path().join("askpass");
     std::fs::write(&askpass, "#!/bin/sh\nexec sleep 60\n").unwrap();
     std::fs::set_permissions(&askpass, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -93,19 +93,20 @@ pub fn store_with_ssh_key(dir: &Path) -> (TestStore, PathBuf) {
     let store = TestStore::from_env(dir);
     store.create_token("dev", &["*:write"], &[]);
     let key = ssh_keygen(dir, "dev", "ed25519", None);
-    let out = store.admin(&[
-        "key",
-        "add",
-        "--token",
-        "dev",
-        key.with_extension("pub").to_str().unwrap(),
-    ]);
+    add_key(&store, "dev", &key);
+    (store, key)
+}
+
+/// `gitstow key add --token TOKEN` of the public half of `key` (a private
+/// key's path); panics with its stderr when refused.
+pub fn add_key(store: &TestStore, token: &str, key: &Path) {
+    let public = key.with_extension("pub");
+    let out = store.admin(&["key", "add", "--token", token, public.to_str().unwrap()]);
     assert!(
         out.status.success(),
-        "{}",
+        "key add: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (store, key)
 }
 
 /// `gitstow serve` on `store` with SSH on a free port of 127.0.0.1 and
@@ -151,15 +152,8 @@ impl Ssh {
         let dev = keygen(tmp.path(), "dev");
         let reader = keygen(tmp.path(), "reader");
         let stranger = keygen(tmp.path(), "stranger");
-        for (token, key) in [("dev", &dev), ("reader", &reader)] {
-            let public = key.with_extension("pub");
-            let out = store.admin(&["key", "add", "--token", token, public.to_str().unwrap()]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        add_key(&store, "dev", &dev);
+        add_key(&store, "reader", &reader);
         let mut args = vec!["--access-refresh", "2"];
         args.extend(extra);
         let (server, port) = start_ssh(&store, &args, &[]);
