@@ -66,7 +66,7 @@ impl Sources {
         let mut chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)> = Default::default();
         let mut objects_in = 0;
         for (s, idx) in indexes.iter().enumerate() {
-            for e in idx.entries() {
+            for e in idx.iter() {
                 objects_in += 1;
                 chosen
                     .entry(e.oid)
@@ -115,10 +115,8 @@ impl Sources {
     /// The kept records of source `s` that `keep` accepts, in `.bin` order.
     pub fn records(&self, s: usize, keep: &dyn Fn(&IndexEntry) -> bool) -> Vec<IndexEntry> {
         let mut order: Vec<IndexEntry> = self.indexes[s]
-            .entries()
             .iter()
             .filter(|e| self.chosen.get(&e.oid).is_some_and(|c| c.0 == s as u32) && keep(e))
-            .copied()
             .collect();
         order.sort_unstable_by_key(|e| e.offset);
         order

@@ -112,7 +112,7 @@ pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
             .and_then(|id| sound.iter().find(|(s, _)| s == *id))
             .map(|(id, size)| (id.as_str(), *size))
             .unwrap_or(("?", u64::MAX));
-        for entry in db.container(i).entries() {
+        for entry in db.container(i).iter() {
             report.objects += 1;
             if entry.offset.saturating_add(entry.length) > size {
                 report.problems.push(format!(

@@ -85,15 +85,14 @@ impl BitOrder {
         let mut parts = Vec::with_capacity(indexes.len());
         let mut base = 0u32;
         for idx in indexes {
-            let entries = idx.entries();
-            let mut order: Vec<u32> = (0..entries.len() as u32).collect();
-            order.sort_unstable_by_key(|&i| entries[i as usize].offset);
-            let mut rank = vec![0u32; entries.len()];
+            let mut order: Vec<u32> = (0..idx.len() as u32).collect();
+            order.sort_unstable_by_key(|&i| idx.entry(i as usize).offset);
+            let mut rank = vec![0u32; idx.len()];
             for (r, &i) in order.iter().enumerate() {
                 rank[i as usize] = r as u32;
             }
             parts.push(Part { base, rank, order });
-            base += entries.len() as u32;
+            base += idx.len() as u32;
         }
         BitOrder { parts, total: base }
     }
@@ -137,7 +136,7 @@ impl Closure<'_> {
         let k = self.order.parts.partition_point(|p| p.base <= pos) - 1;
         let part = &self.order.parts[k];
         let entry = part.order[(pos - part.base) as usize] as usize;
-        self.db.container(self.containers[k]).entries()[entry].oid
+        self.db.container(self.containers[k]).oids()[entry]
     }
 }
 

@@ -48,11 +48,13 @@ impl Object {
 
 /// Where an object is: the container's position in the state's list and its index entry.
 #[derive(Debug, Clone, Copy)]
-pub struct Location<'a> {
+pub struct Location {
     /// Position of the container in [`ObjectDb`] (oldest first).
     pub container: usize,
+    /// Its row in that container's index ([`ContainerIndex::entry`]).
+    pub row: usize,
     /// The index entry.
-    pub entry: &'a IndexEntry,
+    pub entry: IndexEntry,
 }
 
 /// A bounded cache of resolved objects (delta bases), by oid.
@@ -335,7 +337,7 @@ impl ObjectDb {
     /// ones newest first, then garbage. Any copy of an object stored twice is
     /// as good as the other; garbage is searched last so that a push relies
     /// on it only for what no live container holds.
-    pub fn lookup(&self, oid: &gix_hash::oid) -> Option<Location<'_>> {
+    pub fn lookup(&self, oid: &gix_hash::oid) -> Option<Location> {
         let live = self.garbage_ids.len()..self.containers.len();
         let hint = self.last_hit.load(Ordering::Relaxed);
         let hinted = live.contains(&hint).then_some(hint);
@@ -346,9 +348,11 @@ impl ObjectDb {
         let mut probes = 0u64;
         let loc = order.find_map(|i| {
             probes += 1;
-            self.containers[i].1.lookup(oid).map(|entry| Location {
+            let idx = &self.containers[i].1;
+            idx.position(oid).map(|row| Location {
                 container: i,
-                entry,
+                row,
+                entry: idx.entry(row),
             })
         });
         self.lookups.fetch_add(1, Ordering::Relaxed);
@@ -373,10 +377,10 @@ impl ObjectDb {
     /// Every index entry of every live container, oldest container first (an
     /// object stored twice, by racing pushes, appears twice); garbage
     /// containers are left out.
-    pub fn entries(&self) -> impl Iterator<Item = &IndexEntry> {
+    pub fn entries(&self) -> impl Iterator<Item = IndexEntry> + '_ {
         self.containers[self.garbage_ids.len()..]
             .iter()
-            .flat_map(|(_, idx)| idx.entries())
+            .flat_map(|(_, idx)| idx.iter())
     }
 
     /// True when the repository has `oid`.
@@ -405,7 +409,7 @@ impl ObjectDb {
             return Ok(None);
         };
         // Walk down to a whole object or a cached base, then apply deltas upwards.
-        let mut chain: Vec<(ObjectId, Location<'_>)> = vec![(*oid, loc)];
+        let mut chain: Vec<(ObjectId, Location)> = vec![(*oid, loc)];
         let mut base_obj: Option<Object> = None;
         loop {
             let (cur, loc) = *chain.last().expect("non-empty");
@@ -428,7 +432,7 @@ impl ObjectDb {
         let mut buf = Vec::new();
         let mut delta_buf = Vec::new();
         for (i, (cur, loc)) in chain.iter().enumerate().rev() {
-            let raw = self.read_record(loc.container, loc.entry)?;
+            let raw = self.read_record(loc.container, &loc.entry)?;
             let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
             let header = record::decode_header(&raw).map_err(|e| corrupt(e.to_string()))?;
             let body = &raw[header.len..];

@@ -47,17 +47,17 @@ pub struct IndexCache {
 /// (one or two blocks), not a full walk's windows.
 const MAX_CACHED_READ: u64 = 16 << 10;
 
-/// What an opened ref table weighs in the cache, in objects of ~80 bytes
-/// (its root block, up to 8 KiB, and its key).
-const TABLE_WEIGHT: usize = 100;
+/// What an opened ref table weighs in the cache, in index objects of 44
+/// bytes (its root block, up to 8 KiB, and its key).
+const TABLE_WEIGHT: usize = 200;
 
-/// What a cached value costs beyond its objects, in objects of ~80 bytes:
-/// an index's 1 KiB fanout table, its key kept twice, the map slot (about
-/// 1.3 KiB). Without it, a repository's many small containers (one per
+/// What a cached value costs beyond its objects, in index objects of 44
+/// bytes: an index's 1 KiB fanout table, its key kept twice, the map slot
+/// (about 1.3 KiB). Without it, a repository's many small containers (one per
 /// push) would fill memory long before the object count reached the cap:
 /// measured in the soak (`benches/soak.py`), 10 MB of indexes after 2,400
 /// pushes were counted as 10,000 objects.
-const ENTRY_OVERHEAD: usize = 16;
+const ENTRY_OVERHEAD: usize = 30;
 
 /// Values by key, dropped oldest first past a total weight.
 #[derive(Debug)]
@@ -140,7 +140,8 @@ impl<T: Clone> Lru<T> {
     }
 }
 
-/// Objects the default [`IndexCache`] holds (about 80 bytes each).
+/// Objects the default [`IndexCache`] holds (44 bytes an index object, 64
+/// a commit-graph commit).
 pub const DEFAULT_INDEX_CACHE_OBJECTS: usize = 4 << 20;
 
 impl IndexCache {

@@ -46,8 +46,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub cache_size: u64,
     /// Objects the in-memory cache of decoded container indexes holds, over
-    /// all repositories (about 80 bytes each; the indexes loaded longest ago
-    /// are dropped first).
+    /// all repositories (44 bytes an index object, 64 a commit-graph
+    /// commit; the indexes loaded longest ago are dropped first).
     #[arg(long, default_value_t = gitstow_odb::repository::DEFAULT_INDEX_CACHE_OBJECTS)]
     pub index_cache_size: usize,
     /// Bytes of decoded repository states kept in memory, over all

@@ -87,7 +87,7 @@ pub(crate) fn clone_over(
         ..Walk::default()
     };
     for &i in closure.containers {
-        for e in db.container(i).entries() {
+        for e in db.container(i).iter() {
             out.objects.push(e.oid);
             out.commits += usize::from(e.kind == COMMIT);
         }

@@ -75,35 +75,57 @@ struct RunReader {
     end: u64,
 }
 
-type Located<'a> = (usize, u64, &'a gitstow_odb::container::IndexEntry);
+/// An object to send: its container, its row in that container's index, and
+/// its record's offset and length (24 bytes, for every object of a clone).
+#[derive(Clone, Copy)]
+struct Located {
+    container: u32,
+    row: u32,
+    offset: u64,
+    length: u64,
+}
 
 impl RunReader {
     /// The record of `located[i]`.
     fn record(
         &mut self,
         db: &ObjectDb,
-        located: &[Located<'_>],
+        located: &[Located],
         i: usize,
     ) -> Result<&[u8], gitstow_odb::Error> {
-        let (container, offset, entry) = located[i];
+        let Located {
+            container,
+            offset,
+            length,
+            ..
+        } = located[i];
+        let container = container as usize;
         let in_run = container == self.container
             && offset >= self.start
-            && offset + entry.length <= self.end
+            && offset + length <= self.end
             && !self.buf.is_empty();
         if !in_run {
-            let mut end = offset + entry.length;
-            for &(c, off, e) in &located[i + 1..] {
-                if c != container || off != end || end + e.length - offset > RUN_BYTES {
+            let mut end = offset + length;
+            for l in &located[i + 1..] {
+                if l.container as usize != container
+                    || l.offset != end
+                    || end + l.length - offset > RUN_BYTES
+                {
                     break;
                 }
-                end += e.length;
+                end += l.length;
             }
             self.buf = db.read_span(container, offset..end)?;
             (self.container, self.start, self.end) = (container, offset, end);
         }
         let at = (offset - self.start) as usize;
-        Ok(&self.buf[at..at + entry.length as usize])
+        Ok(&self.buf[at..at + length as usize])
     }
+}
+
+/// The oid of `l`.
+fn oid_of(db: &ObjectDb, l: &Located) -> ObjectId {
+    db.container(l.container as usize).oids()[l.row as usize]
 }
 
 /// What a pack written here is checksummed with: plain SHA-1, not the
@@ -142,18 +164,23 @@ pub fn write_pack(
     out: &mut dyn Write,
     opts: PackOptions,
 ) -> Result<PackStats, PackError> {
-    let mut located: Vec<Located<'_>> = Vec::with_capacity(objects.len());
+    let mut located: Vec<Located> = Vec::with_capacity(objects.len());
     for oid in objects {
         let loc = db.lookup(oid).ok_or(PackError::Missing(*oid))?;
-        located.push((loc.container, loc.entry.offset, loc.entry));
+        located.push(Located {
+            container: loc.container as u32,
+            row: loc.row as u32,
+            offset: loc.entry.offset,
+            length: loc.entry.length,
+        });
     }
-    located.sort_unstable_by_key(|(c, off, _)| (*c, *off));
+    located.sort_unstable_by_key(|l| (l.container, l.offset));
     // Each object's place in `located` (one map, built once: a delta's base
     // is looked up once), and the pack offset of each written one by place.
     let mut position: gix_hashtable::HashMap<ObjectId, u32> =
         gix_hashtable::HashMap::with_capacity_and_hasher(located.len(), Default::default());
-    for (i, (_, _, entry)) in located.iter().enumerate() {
-        position.insert(entry.oid, i as u32);
+    for (i, l) in located.iter().enumerate() {
+        position.insert(oid_of(db, l), i as u32);
     }
     let mut written_at: Vec<u64> = Vec::with_capacity(located.len());
     let mut cache = ObjectCache::new(opts.cache_bytes);
@@ -171,7 +198,8 @@ pub fn write_pack(
     let mut header = Vec::with_capacity(32);
     let mut deflated = Vec::new();
     let mut runs = RunReader::default();
-    for (i, &(_, _, entry)) in located.iter().enumerate() {
+    for (i, l) in located.iter().enumerate() {
+        let entry = db.container(l.container as usize).entry(l.row as usize);
         let offset = w.written;
         // A delta whose base is sent too, or is one the client has (thin):
         // sent as stored; another is resolved and sent whole.

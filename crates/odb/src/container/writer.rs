@@ -372,7 +372,7 @@ mod tests {
         let idx = ContainerIndex::decode(&sealed.index).unwrap();
         assert_eq!(idx.len(), 4);
         let mut end = 0;
-        let mut by_offset: Vec<_> = idx.entries().to_vec();
+        let mut by_offset: Vec<_> = idx.iter().collect();
         by_offset.sort_by_key(|e| e.offset);
         for e in &by_offset {
             assert_eq!(e.offset, end);

@@ -153,8 +153,10 @@ impl IndexEntry {
     }
 }
 
+mod rows;
 mod v2;
 
+use rows::{Rows, RowsBuilder};
 pub use v2::IndexEncoder;
 
 /// An oid as integers that order as its bytes do: compared inline, without a
@@ -167,11 +169,70 @@ fn oid_key(b: &[u8]) -> (u64, u64, u32) {
     )
 }
 
-/// The decoded index of one container, held in memory sorted by oid.
+/// The row of `oid` among sorted `oids` with their `fanout`
+/// ([`ContainerIndex::position`] says how it searches).
+fn find(fanout: &[u32], oids: &[ObjectId], oid: &gix_hash::oid) -> Option<usize> {
+    let b = oid.as_bytes();
+    let first = b[0] as usize;
+    let lo = if first == 0 {
+        0
+    } else {
+        fanout[first - 1] as usize
+    };
+    let hi = fanout[first] as usize;
+    if lo >= hi {
+        return None;
+    }
+    let want = oid_key(b);
+    let key = |i: usize| oid_key(oids[i].as_slice());
+    let fraction = u64::from_be_bytes([0, b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    let guess = lo + ((u128::from(fraction) * (hi - lo) as u128) >> 56) as usize;
+    let (start, end) = match key(guess).cmp(&want) {
+        std::cmp::Ordering::Equal => return Some(guess),
+        std::cmp::Ordering::Less => {
+            let (mut start, mut step) = (guess + 1, 1);
+            loop {
+                let probe = guess + step;
+                if probe >= hi {
+                    break (start, hi);
+                }
+                match key(probe).cmp(&want) {
+                    std::cmp::Ordering::Equal => return Some(probe),
+                    std::cmp::Ordering::Less => start = probe + 1,
+                    std::cmp::Ordering::Greater => break (start, probe),
+                }
+                step *= 2;
+            }
+        }
+        std::cmp::Ordering::Greater => {
+            let (mut end, mut step) = (guess, 1);
+            loop {
+                if step > guess - lo {
+                    break (lo, end);
+                }
+                let probe = guess - step;
+                match key(probe).cmp(&want) {
+                    std::cmp::Ordering::Equal => return Some(probe),
+                    std::cmp::Ordering::Greater => end = probe,
+                    std::cmp::Ordering::Less => break (probe + 1, end),
+                }
+                step *= 2;
+            }
+        }
+    };
+    oids[start..end]
+        .binary_search_by(|o| oid_key(o.as_slice()).cmp(&want))
+        .ok()
+        .map(|i| start + i)
+}
+
+/// The decoded index of one container, held in memory sorted by oid: 44
+/// bytes an object (the oids in one array, the rest in a row beside each;
+/// see the `rows` module), a 1 KiB fanout.
 #[derive(Debug, Clone)]
 pub struct ContainerIndex {
     fanout: Vec<u32>,
-    entries: Vec<IndexEntry>,
+    rows: Rows,
 }
 
 impl Default for ContainerIndex {
@@ -181,45 +242,80 @@ impl Default for ContainerIndex {
     }
 }
 
+/// The fanout of sorted `oids`: entry `b` counts the oids whose first byte is
+/// at most `b` (as in `gitformat-pack(5)` `.idx` files).
+fn fanout_of(oids: &[ObjectId]) -> Vec<u32> {
+    let mut fanout = vec![0u32; 256];
+    for o in oids {
+        fanout[o.as_slice()[0] as usize] += 1;
+    }
+    let mut sum = 0;
+    for f in fanout.iter_mut() {
+        sum += *f;
+        *f = sum;
+    }
+    fanout
+}
+
 impl ContainerIndex {
     /// Builds an index from entries in any order (sorted here; duplicate oids keep the first).
     pub fn from_entries(mut entries: Vec<IndexEntry>) -> Self {
         entries.sort_by_key(|e| e.oid);
         entries.dedup_by(|a, b| a.oid == b.oid);
-        let mut fanout = vec![0u32; 256];
-        for e in &entries {
-            fanout[e.oid.as_slice()[0] as usize] += 1;
+        let oids: Vec<ObjectId> = entries.iter().map(|e| e.oid).collect();
+        let fanout = fanout_of(&oids);
+        let mut b = RowsBuilder::new(oids);
+        for (row, e) in entries.iter().enumerate() {
+            b.set_place(row, e.offset, e.length);
+            b.set_types(row, e.record_type, e.kind);
+            b.set_size(row, e.size);
+            b.set_depth(row, e.depth);
+            if let Some(base) = e.base {
+                let at = find(&fanout, b.oids(), &base);
+                b.set_base(row, base, at);
+            }
         }
-        let mut sum = 0;
-        for f in fanout.iter_mut() {
-            sum += *f;
-            *f = sum;
+        ContainerIndex {
+            fanout,
+            rows: b.finish(),
         }
-        ContainerIndex { fanout, entries }
     }
 
-    /// All entries, sorted by oid.
-    pub fn entries(&self) -> &[IndexEntry] {
-        &self.entries
+    /// The entry of row `i` (rows are in oid order).
+    ///
+    /// # Panics
+    /// When `i` is not below [`ContainerIndex::len`].
+    pub fn entry(&self, i: usize) -> IndexEntry {
+        self.rows.entry(i)
+    }
+
+    /// The oids, ascending (row `i`'s is the `i`-th).
+    pub fn oids(&self) -> &[ObjectId] {
+        &self.rows.oids
+    }
+
+    /// All entries, in oid order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = IndexEntry> + '_ {
+        (0..self.len()).map(|i| self.rows.entry(i))
     }
 
     /// Number of objects.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.rows.oids.len()
     }
 
     /// True when the container holds no object.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.rows.oids.is_empty()
     }
 
     /// The entry of `oid`, found through the fanout and an interpolation
     /// search (see [`ContainerIndex::position`]).
-    pub fn lookup(&self, oid: &gix_hash::oid) -> Option<&IndexEntry> {
-        self.position(oid).map(|i| &self.entries[i])
+    pub fn lookup(&self, oid: &gix_hash::oid) -> Option<IndexEntry> {
+        self.position(oid).map(|i| self.rows.entry(i))
     }
 
-    /// Where `oid`'s entry is in [`ContainerIndex::entries`].
+    /// Where `oid`'s entry is: its row, the `i` of [`ContainerIndex::entry`].
     ///
     /// Oids are uniformly distributed, so within the fanout's range for the
     /// first byte, bytes 1..8 place an entry at about that fraction of the
@@ -229,58 +325,7 @@ impl ContainerIndex {
     /// container touches one per step (11 for 400,000 objects); a skewed
     /// range costs at most twice the steps of a binary search.
     pub fn position(&self, oid: &gix_hash::oid) -> Option<usize> {
-        let b = oid.as_bytes();
-        let first = b[0] as usize;
-        let lo = if first == 0 {
-            0
-        } else {
-            self.fanout[first - 1] as usize
-        };
-        let hi = self.fanout[first] as usize;
-        if lo >= hi {
-            return None;
-        }
-        let want = oid_key(b);
-        let key = |i: usize| oid_key(self.entries[i].oid.as_slice());
-        let fraction = u64::from_be_bytes([0, b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-        let guess = lo + ((u128::from(fraction) * (hi - lo) as u128) >> 56) as usize;
-        let (start, end) = match key(guess).cmp(&want) {
-            std::cmp::Ordering::Equal => return Some(guess),
-            std::cmp::Ordering::Less => {
-                let (mut start, mut step) = (guess + 1, 1);
-                loop {
-                    let probe = guess + step;
-                    if probe >= hi {
-                        break (start, hi);
-                    }
-                    match key(probe).cmp(&want) {
-                        std::cmp::Ordering::Equal => return Some(probe),
-                        std::cmp::Ordering::Less => start = probe + 1,
-                        std::cmp::Ordering::Greater => break (start, probe),
-                    }
-                    step *= 2;
-                }
-            }
-            std::cmp::Ordering::Greater => {
-                let (mut end, mut step) = (guess, 1);
-                loop {
-                    if step > guess - lo {
-                        break (lo, end);
-                    }
-                    let probe = guess - step;
-                    match key(probe).cmp(&want) {
-                        std::cmp::Ordering::Equal => return Some(probe),
-                        std::cmp::Ordering::Greater => end = probe,
-                        std::cmp::Ordering::Less => break (probe + 1, end),
-                    }
-                    step *= 2;
-                }
-            }
-        };
-        self.entries[start..end]
-            .binary_search_by(|e| oid_key(e.oid.as_slice()).cmp(&want))
-            .ok()
-            .map(|i| start + i)
+        find(&self.fanout, &self.rows.oids, oid)
     }
 
     /// Serializes and zstd-compresses the index (version 2), or says why the
@@ -288,7 +333,7 @@ impl ContainerIndex {
     /// 0, valid types, a whole record without a base, an OFS_DELTA record's
     /// base an earlier record, a REF_DELTA record's base neither null nor itself.
     pub fn try_encode(&self) -> Result<Vec<u8>, IndexError> {
-        let mut order: Vec<&IndexEntry> = self.entries.iter().collect();
+        let mut order: Vec<IndexEntry> = self.iter().collect();
         order.sort_by_key(|e| e.offset);
         let mut enc = IndexEncoder::new(order.iter().map(|e| e.oid).collect())?;
         for e in &order {
@@ -374,7 +419,7 @@ impl ContainerIndex {
                 return Err(IndexError::Corrupt("fanout does not match the entries"));
             }
         }
-        Ok(ContainerIndex { fanout, entries })
+        Ok(ContainerIndex::from_entries(entries))
     }
 }
 

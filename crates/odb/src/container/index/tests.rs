@@ -40,7 +40,7 @@ fn roundtrip_and_lookup() {
     let back = ContainerIndex::decode(&idx.encode()).unwrap();
     assert_eq!(back.len(), 256);
     for e in &entries {
-        assert_eq!(back.lookup(&e.oid), Some(e));
+        assert_eq!(back.lookup(&e.oid), Some(*e));
     }
     assert!(back
         .lookup(&ObjectId::from_bytes_or_panic(&[1; 20]))
@@ -134,10 +134,10 @@ fn version_1_is_read() {
     let sum = Sha256::digest(&body);
     body.extend_from_slice(&sum);
     let idx = ContainerIndex::decode(&zstd::bulk::compress(&body, 3).unwrap()).unwrap();
-    assert_eq!(idx.entries(), &sorted[..]);
+    assert_eq!(idx.iter().collect::<Vec<_>>(), sorted);
     // and it is written back as version 2
     let again = ContainerIndex::decode(&idx.encode()).unwrap();
-    assert_eq!(again.entries(), &sorted[..]);
+    assert_eq!(again.iter().collect::<Vec<_>>(), sorted);
 }
 
 /// The interpolation search finds exactly what a plain binary search finds,
@@ -170,11 +170,98 @@ fn position_agrees_with_a_binary_search() {
     for make in [&hashed as &dyn Fn(u64) -> ObjectId, &crowded] {
         let present: Vec<ObjectId> = (0..20_000).step_by(2).map(make).collect();
         let idx = ContainerIndex::from_entries(present.iter().copied().map(entry).collect());
-        let sorted: Vec<ObjectId> = idx.entries().iter().map(|e| e.oid).collect();
+        let sorted: Vec<ObjectId> = idx.oids().to_vec();
         for i in 0..20_000u64 {
             let oid = make(i);
             let expected = sorted.binary_search(&oid).ok();
             assert_eq!(idx.position(&oid), expected, "oid {oid} ({i})");
         }
     }
+}
+
+/// Values past a row's fields (a record and an object of 4 GiB or more, a
+/// chain deeper than 65,535, a REF_DELTA base in and outside the container)
+/// come back whole, from `from_entries` and from a decoded encoding; the rest
+/// of the rows stay narrow.
+#[test]
+fn entries_wider_than_a_row_round_trip() {
+    let oid = |b: u8| ObjectId::from_bytes_or_panic(&[b; 20]);
+    let outside = oid(0xee);
+    let entries = vec![
+        IndexEntry {
+            oid: oid(0x10),
+            offset: 0,
+            length: 5 << 30,
+            record_type: 3,
+            kind: 3,
+            size: 6 << 30,
+            depth: 0,
+            base: None,
+        },
+        IndexEntry {
+            oid: oid(0x20),
+            offset: 5 << 30,
+            length: 7,
+            record_type: OFS_DELTA,
+            kind: 3,
+            size: 9,
+            depth: 70_000,
+            base: Some(oid(0x10)),
+        },
+        IndexEntry {
+            oid: oid(0x30),
+            offset: (5 << 30) + 7,
+            length: 8,
+            record_type: REF_DELTA,
+            kind: 3,
+            size: 10,
+            depth: 1,
+            base: Some(oid(0x20)),
+        },
+        IndexEntry {
+            oid: oid(0x40),
+            offset: (5 << 30) + 15,
+            length: 9,
+            record_type: REF_DELTA,
+            kind: 3,
+            size: 11,
+            depth: 1,
+            base: Some(outside),
+        },
+    ];
+    let idx = ContainerIndex::from_entries(entries.clone());
+    assert_eq!(idx.iter().collect::<Vec<_>>(), entries);
+    assert_eq!(idx.rows.wide_rows(), vec![0, 1, 3]);
+    let back = ContainerIndex::decode(&idx.encode()).unwrap();
+    assert_eq!(back.iter().collect::<Vec<_>>(), entries);
+    assert_eq!(back.rows.wide_rows(), vec![0, 1, 3]);
+    for e in &entries {
+        assert_eq!(back.lookup(&e.oid), Some(*e));
+    }
+}
+
+/// A decoded index holds 44 bytes an object (oid and row), not the 72 of
+/// an [`IndexEntry`].
+#[test]
+fn a_decoded_index_holds_44_bytes_an_object() {
+    let n = 10_000u64;
+    let entries: Vec<IndexEntry> = (0..n)
+        .map(|i| {
+            let mut raw = [0u8; 20];
+            raw[..8].copy_from_slice(&(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes());
+            IndexEntry {
+                oid: ObjectId::from_bytes_or_panic(&raw),
+                offset: i * 100,
+                length: 100,
+                record_type: 1,
+                kind: 1,
+                size: 300,
+                depth: 0,
+                base: None,
+            }
+        })
+        .collect();
+    let idx = ContainerIndex::decode(&ContainerIndex::from_entries(entries).encode()).unwrap();
+    assert_eq!(std::mem::size_of::<IndexEntry>(), 72);
+    assert_eq!(idx.rows.heap_bytes(), 44 * n as usize);
 }

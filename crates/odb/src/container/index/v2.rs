@@ -315,8 +315,7 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
             .ok_or(IndexError::Corrupt("too short"))?,
         "too short for the oids",
     )?;
-    let mut entries = Vec::with_capacity(n);
-    let mut fanout = vec![0u32; 256];
+    let mut oids = Vec::with_capacity(n);
     let mut suffixes = suffixes.chunks_exact(SUFFIX);
     for (prefix, &c) in counts.iter().enumerate() {
         let mut prev: Option<&[u8]> = None;
@@ -326,25 +325,12 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
                 return Err(IndexError::Corrupt("oids not sorted"));
             }
             prev = Some(s);
-            entries.push(IndexEntry {
-                oid: oid_from_parts(prefix, s),
-                offset: 0,
-                length: 0,
-                record_type: 0,
-                kind: 0,
-                size: 0,
-                depth: 0,
-                base: None,
-            });
+            oids.push(oid_from_parts(prefix, s));
         }
-        fanout[prefix >> 8] += c as u32;
     }
     drop(counts);
-    let mut sum = 0;
-    for f in fanout.iter_mut() {
-        sum += *f;
-        *f = sum;
-    }
+    let fanout = fanout_of(&oids);
+    let mut b = RowsBuilder::new(oids);
 
     // The row of each record: a permutation.
     let w = row_width(n);
@@ -369,9 +355,7 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
         if length == 0 {
             return Err(IndexError::Corrupt("empty record"));
         }
-        let e = &mut entries[row as usize];
-        e.offset = offset;
-        e.length = length;
+        b.set_place(row as usize, offset, length);
         offset = offset
             .checked_add(length)
             .filter(|&end| end <= bin_len)
@@ -382,44 +366,50 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
     }
     let types = cur.take(n, "too short for the types")?;
     for (&row, &t) in row_of.iter().zip(types) {
-        let e = &mut entries[row as usize];
-        (e.record_type, e.kind) = (t >> 4, t & 0xf);
-        if !valid_types(e.record_type, e.kind) {
+        let (record_type, kind) = (t >> 4, t & 0xf);
+        if !valid_types(record_type, kind) {
             return Err(IndexError::Corrupt("bad record type or kind"));
         }
+        b.set_types(row as usize, record_type, kind);
     }
     for &row in &row_of {
-        entries[row as usize].size = cur.varint("bad size")?;
+        b.set_size(row as usize, cur.varint("bad size")?);
     }
     for &row in &row_of {
-        entries[row as usize].depth = u32::try_from(cur.varint("bad depth")?)
+        let depth = u32::try_from(cur.varint("bad depth")?)
             .map_err(|_| IndexError::Corrupt("bad depth"))?;
+        b.set_depth(row as usize, depth);
     }
     for (p, &row) in row_of.iter().enumerate() {
-        if entries[row as usize].record_type == OFS_DELTA {
+        if b.record_type(row as usize) == OFS_DELTA {
             let back = cur.varint("bad OFS_DELTA base")?;
             let base_row = usize::try_from(back)
                 .ok()
                 .filter(|&b| (1..=p).contains(&b))
                 .map(|b| row_of[p - b] as usize)
                 .ok_or(IndexError::Corrupt("OFS_DELTA base out of range"))?;
-            entries[row as usize].base = Some(entries[base_row].oid);
+            let base = b.oids()[base_row];
+            b.set_base(row as usize, base, Some(base_row));
         }
     }
     for &row in &row_of {
-        let e = &mut entries[row as usize];
-        if e.record_type == REF_DELTA {
+        let row = row as usize;
+        if b.record_type(row) == REF_DELTA {
             let base = ObjectId::from_bytes_or_panic(cur.take(20, "too short for the bases")?);
-            if base == e.oid || base.is_null() {
+            if base == b.oids()[row] || base.is_null() {
                 return Err(IndexError::Corrupt(
                     "REF_DELTA base is the null oid or itself",
                 ));
             }
-            e.base = Some(base);
+            let at = find(&fanout, b.oids(), &base);
+            b.set_base(row, base, at);
         }
     }
     if !cur.rest.is_empty() {
         return Err(IndexError::Corrupt("trailing bytes"));
     }
-    Ok(ContainerIndex { fanout, entries })
+    Ok(ContainerIndex {
+        fanout,
+        rows: b.finish(),
+    })
 }
