@@ -44,6 +44,8 @@ pub struct Config {
     pub body_pace: crate::body::Pace,
     /// Access control.
     pub auth: crate::auth::AuthConfig,
+    /// Git LFS.
+    pub lfs: crate::lfs::LfsConfig,
 }
 
 /// Shared state of all requests.
@@ -57,6 +59,8 @@ pub struct App {
     health: crate::request_log::Health,
     pub(crate) metrics: Option<Metrics>,
     pub(crate) config: Config,
+    /// The LFS transfer key, read (or made) on first use.
+    lfs_key: tokio::sync::OnceCell<gitstow_lfs::grant::TransferKey>,
 }
 
 impl App {
@@ -71,7 +75,29 @@ impl App {
             health: Default::default(),
             metrics,
             config,
+            lfs_key: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The store's LFS transfer key ([`gitstow_lfs::grant::TransferKey`]),
+    /// read or made on first use and kept.
+    pub(crate) async fn lfs_key(
+        &self,
+    ) -> Result<gitstow_lfs::grant::TransferKey, gitstow_store::Error> {
+        let store = self.host.store().clone();
+        self.lfs_key
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    gitstow_lfs::grant::TransferKey::load_or_create(store.as_ref())
+                })
+                .await
+                .map_err(|e| gitstow_store::Error::Io {
+                    key: gitstow_lfs::keys::TRANSFER_KEY.into(),
+                    source: std::io::Error::other(e.to_string()),
+                })?
+            })
+            .await
+            .cloned()
     }
 
     /// The services (for another transport in the same process).
@@ -186,13 +212,20 @@ async fn route(
         return error(StatusCode::NOT_FOUND, "not found");
     };
     let name = match &route {
-        Route::InfoRefs(n) | Route::UploadPack(n) | Route::ReceivePack(n) | Route::Other(n) => *n,
+        Route::InfoRefs(n)
+        | Route::UploadPack(n)
+        | Route::ReceivePack(n)
+        | Route::Lfs(n, _)
+        | Route::Other(n) => *n,
     };
     if let Err(e) = repo_name::validate(name) {
         return error(StatusCode::BAD_REQUEST, e.to_string());
     }
     let name = name.to_owned();
     logged.repo = Some(name.clone());
+    if let Route::Lfs(_, rest) = route {
+        return crate::lfs::route(app, name, rest, method, headers, body, peer, logged).await;
+    }
     let service = service_from_query(uri.query().unwrap_or(""));
     logged.service = match (&route, service) {
         (Route::InfoRefs(_), Some(Service::UploadPack)) => Some("info/refs upload-pack"),
@@ -240,6 +273,7 @@ async fn route(
         (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
+        (Route::Lfs(..), _) => error(StatusCode::NOT_FOUND, "not found"),
         (Route::Other(_), _) => error(
             StatusCode::NOT_FOUND,
             "not found (gitstow serves smart HTTP only)",

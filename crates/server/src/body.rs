@@ -183,7 +183,7 @@ impl Paced {
 /// Streams `body` into `sink`, gunzipping when `gzip`, keeping at most `limit`
 /// decoded bytes. Returns the sink and whether the body was longer (only with
 /// `drain`; otherwise that is [`BodyError::TooLarge`]).
-async fn copy_body<W: Write>(
+pub(crate) async fn copy_body<W: Write>(
     body: Body,
     sink: W,
     gzip: bool,

@@ -37,6 +37,7 @@ pub mod cli;
 pub mod config_file;
 pub mod key_cmd;
 pub mod leftovers;
+pub mod lfs;
 pub mod limits;
 pub mod listen;
 pub mod maintain_cmd;

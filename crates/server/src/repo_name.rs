@@ -12,6 +12,8 @@ pub enum Route<'a> {
     UploadPack(&'a str),
     /// `POST /<name>.git/git-receive-pack`
     ReceivePack(&'a str),
+    /// `/<name>.git/info/lfs/<rest>`: Git LFS ([`crate::lfs`]).
+    Lfs(&'a str, &'a str),
     /// A path under `<name>.git/` that smart HTTP does not use (dumb HTTP).
     Other(&'a str),
 }
@@ -27,7 +29,10 @@ pub fn route(path: &str) -> Option<Route<'_>> {
         "info/refs" => Route::InfoRefs(name),
         "git-upload-pack" => Route::UploadPack(name),
         "git-receive-pack" => Route::ReceivePack(name),
-        _ => Route::Other(name),
+        _ => match rest.strip_prefix("info/lfs/") {
+            Some(lfs) => Route::Lfs(name, lfs),
+            None => Route::Other(name),
+        },
     })
 }
 
@@ -50,6 +55,10 @@ mod tests {
             Some(Route::ReceivePack("r"))
         );
         assert_eq!(route("/r.git/HEAD"), Some(Route::Other("r")));
+        assert_eq!(
+            route("/org/r.git/info/lfs/objects/batch"),
+            Some(Route::Lfs("org/r", "objects/batch"))
+        );
         assert_eq!(route("/nothing"), None);
     }
 }

@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// (`8GiB`).
     #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
     pub max_pack_size: u64,
+    /// Seconds a Git LFS transfer action stays valid: the batch API's
+    /// upload and download URLs carry a grant for one object that expires
+    /// then.
+    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    pub lfs_url_ttl: u64,
     /// Largest single object in a push: bytes, or with a unit (`2GiB`).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub max_object_size: u64,
@@ -481,6 +486,11 @@ pub fn main(args: ServeArgs) -> i32 {
             refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
             enforce: false,
             loopback_hosts_only: !args.insecure_no_auth,
+        },
+        lfs: crate::lfs::LfsConfig {
+            url_ttl: args.lfs_url_ttl.max(1),
+            max_object_size: args.max_pack_size,
+            tls: args.tls_cert.is_some(),
         },
     };
     match check_exposure(&args, &store) {

@@ -1,0 +1,236 @@
+//! Transfer grants: what an upload or download action carries
+//! (`Authorization: RemoteAuth <grant>`) instead of the user's credentials,
+//! so that the client sends none with it (`authenticated: true`) and a
+//! leaked URL gives one operation on one object for a few minutes.
+//!
+//! A grant is `v1.<size>.<expires>.<mac>`: the size in bytes the transfer
+//! carries, its expiry in seconds since the epoch, and the HMAC-SHA256 (hex)
+//! of the operation, repository, oid, size and expiry under a secret kept
+//! in the store ([`crate::keys::TRANSFER_KEY`], made by the first instance,
+//! read by every other). Checked in constant time.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use gitstow_store::{ObjectStore, PutCondition};
+
+use crate::Oid;
+
+/// What a grant allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `PUT` the object's bytes.
+    Upload,
+    /// `GET` the object's bytes.
+    Download,
+}
+
+impl Operation {
+    fn name(self) -> &'static str {
+        match self {
+            Operation::Upload => "upload",
+            Operation::Download => "download",
+        }
+    }
+}
+
+/// Why a grant is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// Not a grant, or one for another operation, repository or object.
+    #[error("the transfer's authorization is not valid for this object")]
+    Invalid,
+    /// Past its expiry.
+    #[error("the transfer's authorization has expired; run the command again")]
+    Expired,
+}
+
+/// The secret that signs grants.
+#[derive(Clone)]
+pub struct TransferKey {
+    secret: [u8; 32],
+}
+
+impl std::fmt::Debug for TransferKey {
+    /// Never prints the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TransferKey(..)")
+    }
+}
+
+impl TransferKey {
+    /// The store's key, made (32 random bytes, written only if absent, so
+    /// two instances starting at once agree) when there is none.
+    ///
+    /// # Errors
+    /// The store failed, or the stored key is not 64 hex digits.
+    pub fn load_or_create(store: &dyn ObjectStore) -> Result<TransferKey, gitstow_store::Error> {
+        use crate::keys::TRANSFER_KEY;
+        let broken = |why: &str| gitstow_store::Error::Io {
+            key: TRANSFER_KEY.into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_owned()),
+        };
+        let parse = |data: &[u8]| -> Result<TransferKey, gitstow_store::Error> {
+            let mut secret = [0u8; 32];
+            hex::decode_to_slice(data.trim_ascii(), &mut secret)
+                .map_err(|_| broken("the LFS transfer key is not 64 hex digits"))?;
+            Ok(TransferKey { secret })
+        };
+        if let Some((data, _)) = store.get(TRANSFER_KEY)? {
+            return parse(&data);
+        }
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| broken(&e.to_string()))?;
+        match store.put(
+            TRANSFER_KEY,
+            hex::encode(secret).as_bytes(),
+            PutCondition::IfAbsent,
+        ) {
+            Ok(_) => Ok(TransferKey { secret }),
+            Err(gitstow_store::Error::PreconditionFailed { .. }) => {
+                let (data, _) = store
+                    .get(TRANSFER_KEY)?
+                    .ok_or_else(|| broken("the LFS transfer key vanished"))?;
+                parse(&data)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A key of `secret` (tests).
+    pub fn from_secret(secret: [u8; 32]) -> TransferKey {
+        TransferKey { secret }
+    }
+
+    fn mac(&self, op: Operation, repo: &str, oid: &Oid, size: u64, expires: u64) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key length");
+        mac.update(
+            format!(
+                "gitstow-lfs-v1\n{}\n{repo}\n{oid}\n{size}\n{expires}",
+                op.name()
+            )
+            .as_bytes(),
+        );
+        mac
+    }
+
+    /// The grant of `op` on `oid` (`size` bytes) in `repo` until `expires`
+    /// (seconds since the epoch).
+    pub fn grant(&self, op: Operation, repo: &str, oid: &Oid, size: u64, expires: u64) -> String {
+        let tag = self
+            .mac(op, repo, oid, size, expires)
+            .finalize()
+            .into_bytes();
+        format!("v1.{size}.{expires}.{}", hex::encode(tag))
+    }
+
+    /// Checks `grant` for `op` on `oid` in `repo` at `now` (seconds since
+    /// the epoch); returns the size it was given for.
+    ///
+    /// # Errors
+    /// [`GrantError`].
+    pub fn check(
+        &self,
+        grant: &str,
+        op: Operation,
+        repo: &str,
+        oid: &Oid,
+        now: u64,
+    ) -> Result<u64, GrantError> {
+        let mut parts = grant.split('.');
+        let (Some("v1"), Some(size), Some(expires), Some(tag), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(GrantError::Invalid);
+        };
+        let size: u64 = size.parse().map_err(|_| GrantError::Invalid)?;
+        let expires: u64 = expires.parse().map_err(|_| GrantError::Invalid)?;
+        let tag = hex::decode(tag).map_err(|_| GrantError::Invalid)?;
+        self.mac(op, repo, oid, size, expires)
+            .verify_slice(&tag)
+            .map_err(|_| GrantError::Invalid)?;
+        if now > expires {
+            return Err(GrantError::Expired);
+        }
+        Ok(size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oid(b: u8) -> Oid {
+        Oid::from_digest([b; 32])
+    }
+
+    #[test]
+    fn a_grant_opens_one_operation_on_one_object_until_it_expires() {
+        let key = TransferKey::from_secret([7; 32]);
+        let g = key.grant(Operation::Upload, "org/r", &oid(1), 42, 1000);
+        assert_eq!(
+            key.check(&g, Operation::Upload, "org/r", &oid(1), 999),
+            Ok(42)
+        );
+        assert_eq!(
+            key.check(&g, Operation::Upload, "org/r", &oid(1), 1000),
+            Ok(42)
+        );
+        assert_eq!(
+            key.check(&g, Operation::Upload, "org/r", &oid(1), 1001),
+            Err(GrantError::Expired)
+        );
+        for (op, repo, o) in [
+            (Operation::Download, "org/r", oid(1)),
+            (Operation::Upload, "org/s", oid(1)),
+            (Operation::Upload, "org/r", oid(2)),
+        ] {
+            assert_eq!(key.check(&g, op, repo, &o, 0), Err(GrantError::Invalid));
+        }
+        let other = TransferKey::from_secret([8; 32]);
+        assert_eq!(
+            other.check(&g, Operation::Upload, "org/r", &oid(1), 0),
+            Err(GrantError::Invalid)
+        );
+        // a size or expiry changed by the client breaks the mac
+        let forged = g.replacen("v1.42.", "v1.43.", 1);
+        assert_eq!(
+            key.check(&forged, Operation::Upload, "org/r", &oid(1), 0),
+            Err(GrantError::Invalid)
+        );
+        let later = g.replacen(".1000.", ".9999.", 1);
+        assert_eq!(
+            key.check(&later, Operation::Upload, "org/r", &oid(1), 0),
+            Err(GrantError::Invalid)
+        );
+        for junk in [
+            "",
+            "v1",
+            "v1.1.2",
+            "v2.42.1000.00",
+            "v1.x.1000.00",
+            "v1.42.1000.zz",
+        ] {
+            assert_eq!(
+                key.check(junk, Operation::Upload, "org/r", &oid(1), 0),
+                Err(GrantError::Invalid)
+            );
+        }
+    }
+
+    #[test]
+    fn instances_on_one_store_share_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::FsStore::new(dir.path()).unwrap();
+        let a = TransferKey::load_or_create(&store).unwrap();
+        let b = TransferKey::load_or_create(&store).unwrap();
+        assert_eq!(a.secret, b.secret);
+        let g = a.grant(Operation::Download, "r", &oid(3), 1, 10);
+        assert_eq!(b.check(&g, Operation::Download, "r", &oid(3), 5), Ok(1));
+    }
+}

@@ -1,0 +1,32 @@
+//! Where LFS data lives in the store.
+//!
+//! - `.gitstow/lfs/objects/<oid[0..2]>/<oid>`: the bytes, once per store,
+//!   written only after their SHA-256 was found to be the oid (the
+//!   reserved `.gitstow/` prefix: no repository name starts with `.`).
+//! - `<repo>.git/lfs/objects/<oid>`: repository `<repo>` owns the object
+//!   (it uploaded the bytes itself); the marker holds the size in decimal.
+//!   A repository reads only the objects it owns, so knowing an oid never
+//!   gives another repository's file.
+//! - `.gitstow/lfs/transfer-key`: the secret that signs transfer grants
+//!   ([`crate::grant`]), shared by every instance on the store.
+
+use crate::Oid;
+
+/// The key of `oid`'s bytes.
+pub fn object(oid: &Oid) -> String {
+    let hex = oid.to_string();
+    format!(".gitstow/lfs/objects/{}/{hex}", &hex[..2])
+}
+
+/// The key of repository `repo`'s marker for `oid`.
+pub fn owned(repo: &str, oid: &Oid) -> String {
+    format!("{}{oid}", owned_prefix(repo))
+}
+
+/// The prefix of every marker of `repo`.
+pub fn owned_prefix(repo: &str) -> String {
+    format!("{repo}.git/lfs/objects/")
+}
+
+/// The key of the transfer-grant secret.
+pub const TRANSFER_KEY: &str = ".gitstow/lfs/transfer-key";
