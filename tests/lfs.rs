@@ -451,7 +451,8 @@ fn raw_requests_are_answered_in_the_spec_s_words() {
     );
     let r = post_batch(&server, "org/app", Some(&writer), &batch("delete", &[]));
     assert_eq!(r.status, 422);
-    // locking is not served yet: 404, which the client reports as unsupported
+    // locks: a reader may not verify (that is for pushers), a lock path of
+    // 1 MiB and a malformed one are refused, nothing stored
     let r = http(
         port,
         "POST",
@@ -459,5 +460,150 @@ fn raw_requests_are_answered_in_the_spec_s_words() {
         &[("Authorization", &bearer)],
         b"{}",
     );
-    assert_eq!(r.status, 404);
+    assert_eq!(r.status, 403, "{}", r.text());
+    let writer_bearer = format!("Bearer {writer}");
+    let long = serde_json::to_vec(&serde_json::json!({"path": "a".repeat(1 << 20)})).unwrap();
+    let r = http(
+        port,
+        "POST",
+        "/org/app.git/info/lfs/locks",
+        &[("Authorization", &writer_bearer)],
+        &long,
+    );
+    assert!(
+        r.status == 413 || r.status == 422,
+        "{} {}",
+        r.status,
+        r.text()
+    );
+    let dotdot = br#"{"path": "../etc/passwd"}"#;
+    let r = http(
+        port,
+        "POST",
+        "/org/app.git/info/lfs/locks",
+        &[("Authorization", &writer_bearer)],
+        dotdot,
+    );
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(!server
+        .store_keys()
+        .iter()
+        .any(|k| k.ends_with("/lfs/locks")));
+}
+
+/// A clone of `url` in `dir` whose git and git-lfs take `secret`.
+fn clone_as(
+    server: &Server,
+    tmp: &Path,
+    secret: &str,
+    url: &str,
+    dir: &str,
+) -> (PathBuf, Vec<String>) {
+    let who = git_as(server, tmp, secret);
+    let path = tmp.join(dir);
+    ok(
+        tmp,
+        &who,
+        &["clone", "--quiet", url, path.to_str().unwrap()],
+    );
+    (path, who)
+}
+
+#[test]
+fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, alice_secret, reader) = start();
+    let bob_secret = server.store().create_token("bob", &["org/*:write"], &[]);
+    let root_secret = server.store().create_token("root", &["*:admin"], &[]);
+    let (work, _, _) = lfs_work(tmp.path(), "work");
+    let url = server.url("org/app");
+    let as_alice = git_as(&server, tmp.path(), &alice_secret);
+    ok(&work, &as_alice, &["remote", "add", "origin", &url]);
+    ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
+
+    ok(&work, &as_alice, &["lfs", "lock", "big.bin"]);
+    let listed = String::from_utf8(run(&work, &as_alice, &["lfs", "locks"]).stdout).unwrap();
+    assert!(
+        listed.contains("big.bin") && listed.contains("dev"),
+        "{listed}"
+    );
+    // a second lock of the path is refused: it is held
+    let (bob, as_bob) = clone_as(&server, tmp.path(), &bob_secret, &url, "bob");
+    let out = run(&bob, &as_bob, &["lfs", "lock", "big.bin"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already created lock"),
+        "{out:?}"
+    );
+    // a reader lists the locks but cannot take one
+    let (ro, as_ro) = clone_as(&server, tmp.path(), &reader, &url, "ro");
+    let listed = String::from_utf8(run(&ro, &as_ro, &["lfs", "locks"]).stdout).unwrap();
+    assert!(listed.contains("big.bin"), "{listed}");
+    assert!(!run(&ro, &as_ro, &["lfs", "lock", "README"])
+        .status
+        .success());
+
+    // bob's change of the locked file is refused by the server itself
+    // (--no-verify skips git-lfs's own check in the pre-push hook)
+    std::fs::write(bob.join("big.bin"), noise(9, 4096)).unwrap();
+    ok(
+        &bob,
+        &as_bob,
+        &["commit", "--quiet", "-am", "bob edits big.bin"],
+    );
+    let out = run(&bob, &as_bob, &["push", "--no-verify", "origin", "main"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("remote: error: 'big.bin' is locked by dev (git lfs locks); it may not change on refs/heads/main"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[remote rejected] main -> main (locked by dev: big.bin)"),
+        "{err}"
+    );
+    // a change of another file passes; so does the owner's change of hers
+    ok(
+        &bob,
+        &as_bob,
+        &["reset", "--quiet", "--hard", "origin/main"],
+    );
+    commit_files(&bob, &[("README", "bob's text\n")], "bob edits README");
+    ok(&bob, &as_bob, &["push", "--quiet", "origin", "main"]);
+    ok(
+        &work,
+        &as_alice,
+        &["pull", "--quiet", "--rebase", "origin", "main"],
+    );
+    std::fs::write(work.join("big.bin"), noise(10, 4096)).unwrap();
+    ok(
+        &work,
+        &as_alice,
+        &["commit", "--quiet", "-am", "alice edits big.bin"],
+    );
+    ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
+
+    // bob may not unlock alice's lock, not even with --force (admin only);
+    // an admin may
+    let out = run(&bob, &as_bob, &["lfs", "unlock", "big.bin"]);
+    assert!(!out.status.success(), "{out:?}");
+    let out = run(&bob, &as_bob, &["lfs", "unlock", "--force", "big.bin"]);
+    assert!(!out.status.success(), "{out:?}");
+    let (root, as_root) = clone_as(&server, tmp.path(), &root_secret, &url, "root");
+    ok(&root, &as_root, &["lfs", "unlock", "--force", "big.bin"]);
+    let listed = String::from_utf8(run(&ro, &as_ro, &["lfs", "locks"]).stdout).unwrap();
+    assert!(!listed.contains("big.bin"), "{listed}");
+    // and bob's change now lands
+    ok(
+        &bob,
+        &as_bob,
+        &["pull", "--quiet", "--rebase", "origin", "main"],
+    );
+    std::fs::write(bob.join("big.bin"), noise(11, 4096)).unwrap();
+    ok(
+        &bob,
+        &as_bob,
+        &["commit", "--quiet", "-am", "bob edits big.bin"],
+    );
+    ok(&bob, &as_bob, &["push", "--quiet", "origin", "main"]);
 }

@@ -7,6 +7,7 @@
 //!   (it uploaded the bytes itself); the marker holds the size in decimal.
 //!   A repository reads only the objects it owns, so knowing an oid never
 //!   gives another repository's file.
+//! - `<repo>.git/lfs/locks`: the repository's file locks (JSON).
 //! - `.gitstow/lfs/transfer-key`: the secret that signs transfer grants
 //!   ([`crate::grant`]), shared by every instance on the store.
 
@@ -26,6 +27,11 @@ pub fn owned(repo: &str, oid: &Oid) -> String {
 /// The prefix of every marker of `repo`.
 pub fn owned_prefix(repo: &str) -> String {
     format!("{repo}.git/lfs/objects/")
+}
+
+/// The key of `repo`'s lock document ([`crate::locks`]).
+pub fn locks(repo: &str) -> String {
+    format!("{repo}.git/lfs/locks")
 }
 
 /// The key of the transfer-grant secret.

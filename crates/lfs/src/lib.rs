@@ -14,6 +14,7 @@
 //! - [`objects`]: objects kept once per store by oid, owned per repository:
 //!   a repository reads an object only after it uploaded the bytes itself.
 //! - [`batch`]: the answer to a batch request.
+//! - [`locks`]: file locks, one document per repository.
 //!
 //! The HTTP routes are the server's (`/<repo>.git/info/lfs/…`); this crate
 //! knows neither HTTP nor git.
@@ -22,6 +23,7 @@ pub mod api;
 pub mod batch;
 pub mod grant;
 pub mod keys;
+pub mod locks;
 pub mod objects;
 pub mod oid;
 

@@ -110,17 +110,19 @@ pub fn accept(
     Ok(())
 }
 
-/// Drops every marker of `repo` (the repository is deleted: a repository
-/// made later under its name must not read what it uploaded); returns how
-/// many. The bytes stay until collection finds no owner.
+/// Drops every marker and the lock document of `repo` (the repository is
+/// deleted: a repository made later under its name must not read what it
+/// uploaded, nor inherit its locks); returns how many markers. The bytes
+/// stay until collection finds no owner.
 ///
 /// # Errors
 /// The store failed.
-pub fn disown_all(store: &dyn ObjectStore, repo: &str) -> Result<usize, gitstow_store::Error> {
+pub fn forget(store: &dyn ObjectStore, repo: &str) -> Result<usize, gitstow_store::Error> {
     let markers = store.list(&keys::owned_prefix(repo))?;
     for k in &markers {
         store.delete(k)?;
     }
+    store.delete(&keys::locks(repo))?;
     Ok(markers.len())
 }
 
@@ -196,7 +198,7 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(objects, vec![keys::object(&oid)]);
-        assert_eq!(disown_all(&store, "org/a").unwrap(), 1);
+        assert_eq!(forget(&store, "org/a").unwrap(), 1);
         assert_eq!(owned_size(&store, "org/a", &oid).unwrap(), None);
         assert_eq!(owned_size(&store, "org/b", &oid).unwrap(), Some(1800));
     }

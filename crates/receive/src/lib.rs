@@ -21,6 +21,7 @@
 pub mod check;
 pub mod conflict;
 pub mod hooks;
+pub mod locked;
 pub mod progress;
 pub mod protect;
 mod rebase;
@@ -105,6 +106,9 @@ pub struct Options {
     /// Refs no push may create, update or delete (see
     /// [`gitstow_protocol::hidden`]).
     pub hidden: gitstow_protocol::HiddenRefs,
+    /// Paths locked (Git LFS) by others than the pusher: a branch update
+    /// that changes one is refused ([`locked`]).
+    pub locked: Vec<locked::LockedPath>,
 }
 
 impl Default for Options {
@@ -126,6 +130,7 @@ impl Default for Options {
             pre_receive: None,
             notify: None,
             hidden: gitstow_protocol::HiddenRefs::default(),
+            locked: Vec::new(),
         }
     }
 }
@@ -520,6 +525,49 @@ fn refuse_rewrites(
     Ok(())
 }
 
+/// Refuses each branch update that changes a path another user has
+/// locked (see [`locked`]), with `remote: error: …` saying whose lock.
+fn refuse_locked(
+    repo: &Repository,
+    state: &gitstow_odb::RepoState,
+    containers: &[gitstow_odb::state::ContainerRef],
+    push: &PushRequest,
+    rejected: &mut [Option<String>],
+    locked: &[locked::LockedPath],
+    outcome: &mut Outcome,
+) -> Result<(), UnpackFailure> {
+    let mut next = state.clone();
+    next.containers.extend(containers.iter().cloned());
+    let db = repo
+        .objects(&next)
+        .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))?;
+    let head_tip = match state.head.as_deref() {
+        Some(head) => repo
+            .refs(state)
+            .and_then(|refs| refs.oid(head))
+            .map_err(|e| UnpackFailure::server("reading HEAD", &e))?,
+        None => None,
+    };
+    for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
+        if refused.is_some() || cmd.new.is_null() || !cmd.name.starts_with("refs/heads/") {
+            continue;
+        }
+        let base = if cmd.old.is_null() {
+            head_tip.as_ref()
+        } else {
+            Some(&cmd.old)
+        };
+        if let Some(l) = locked::changed_lock(&db, base, &cmd.new, locked) {
+            outcome.remote_errors.push(format!(
+                "'{}' is locked by {} (git lfs locks); it may not change on {}",
+                l.path, l.owner, cmd.name
+            ));
+            *refused = Some(format!("locked by {}: {}", l.owner, l.path));
+        }
+    }
+    Ok(())
+}
+
 /// Per-command checks, container upload and the ref transaction. A
 /// container the store cannot take fails the push as an unpack failure,
 /// as git's index-pack failing to write the pack does.
@@ -605,6 +653,17 @@ fn decide(
             push,
             &mut rejected,
             protect,
+            outcome,
+        )?;
+    }
+    if !opts.locked.is_empty() {
+        refuse_locked(
+            repo,
+            state,
+            &containers,
+            push,
+            &mut rejected,
+            &opts.locked,
             outcome,
         )?;
     }

@@ -224,7 +224,9 @@ async fn route(
     let name = name.to_owned();
     logged.repo = Some(name.clone());
     if let Route::Lfs(_, rest) = route {
-        return crate::lfs::route(app, name, rest, method, headers, body, peer, logged).await;
+        let query = uri.query().unwrap_or("");
+        return crate::lfs::route(app, name, rest, query, method, headers, body, peer, logged)
+            .await;
     }
     let service = service_from_query(uri.query().unwrap_or(""));
     logged.service = match (&route, service) {

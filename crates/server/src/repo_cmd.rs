@@ -165,8 +165,8 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             let repo = open_repo(s, &name)?;
             let retired = gitstow_maintain::admin::delete(&repo, &admin_options())?;
             // A repository created later under this name must not read the
-            // LFS objects this one uploaded.
-            let disowned = gitstow_lfs::objects::disown_all(s.as_ref(), repo.name())?;
+            // LFS objects this one uploaded, nor inherit its locks.
+            let disowned = gitstow_lfs::objects::forget(s.as_ref(), repo.name())?;
             if disowned > 0 {
                 println!("dropped its claim to {disowned} Git LFS object(s)");
             }

@@ -80,6 +80,9 @@ impl Host {
                 }
             }
         }
+        if !probe {
+            opts.locked = self.locked_by_others(name, principal).await?;
+        }
         let slot = if probe {
             None
         } else {
@@ -92,6 +95,41 @@ impl Host {
             maintenance: self.maintenance.clone(),
             token: principal.token.clone(),
         })
+    }
+
+    /// The paths of `name` locked (Git LFS) by others than `principal`:
+    /// one read of the repository's lock document.
+    ///
+    /// # Errors
+    /// The store failed or the document is corrupt (a push is refused
+    /// rather than let past locks it could not read).
+    async fn locked_by_others(
+        &self,
+        name: &str,
+        principal: &Principal,
+    ) -> Result<Vec<gitstow_receive::locked::LockedPath>, Refusal> {
+        let store = self.store.clone();
+        let repo = name.to_owned();
+        let read =
+            tokio::task::spawn_blocking(move || gitstow_lfs::locks::all(store.as_ref(), &repo))
+                .await;
+        let locks = match read {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => return Err(Refusal::from_error("reading the LFS locks", &e)),
+            Err(e) => return Err(Refusal::from_error("reading the LFS locks", &e)),
+        };
+        let me = principal
+            .token
+            .as_deref()
+            .unwrap_or(gitstow_lfs::locks::ANONYMOUS);
+        Ok(locks
+            .into_iter()
+            .filter(|l| l.owner.name != me)
+            .map(|l| gitstow_receive::locked::LockedPath {
+                path: l.path,
+                owner: l.owner.name,
+            })
+            .collect())
     }
 
     /// Answers a push that cannot be read whole (the spool failed) from the
