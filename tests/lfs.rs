@@ -68,14 +68,14 @@ fn ok(dir: &Path, pre: &[String], args: &[&str]) -> String {
     err
 }
 
-/// A work tree tracking `*.bin` with LFS: two binaries (3 MB and 1 KiB) and
+/// A work tree tracking `*.bin` with LFS: two binaries (10 MiB and 1 KiB) and
 /// a text file, committed; returns the work tree and the two files' bytes.
 fn lfs_work(tmp: &Path, name: &str) -> (PathBuf, Vec<u8>, Vec<u8>) {
     let work = tmp.join(name);
     init_repo(&work);
     lfs_installed(&work);
     git(&work, &["lfs", "track", "*.bin"]);
-    let big = noise(1, 3 << 20);
+    let big = noise(1, 10 << 20);
     let small = noise(2, 1024);
     std::fs::write(work.join("big.bin"), &big).unwrap();
     std::fs::create_dir_all(work.join("assets")).unwrap();
@@ -101,16 +101,49 @@ fn lfs_keys(server: &Server, repo: &str) -> (Vec<String>, Vec<String>) {
     (objects, owned)
 }
 
-/// Uploads the server accepted so far (its log lines).
+/// On S3 the file bytes go between the client and the bucket: no upload
+/// or download passed through gitstow (the access log says which
+/// requests it served).
+fn bytes_went_to_the_bucket(server: &Server) {
+    if matches!(server.store(), TestStore::S3 { .. }) {
+        let logs = server.logs();
+        assert!(!logs.contains("service=\"lfs upload\""), "{logs}");
+        assert!(!logs.contains("service=\"lfs download\""), "{logs}");
+    }
+}
+
+/// Uploads the server accepted so far (its log lines: every upload ends
+/// with verify, through gitstow or straight to the bucket).
 fn stored(server: &Server) -> usize {
-    server.logs().matches("LFS object stored").count()
+    server.logs().matches("LFS object verified").count()
 }
 
 fn start() -> (Server, String, String) {
     let server = Server::start_with(&["--no-maintenance", "--access-refresh", "1"]);
     let writer = server.store().create_token("dev", &["org/*:write"], &[]);
     let reader = server.store().create_token("ro", &["org/*:read"], &[]);
+    await_token(&server, &reader);
     (server, writer, reader)
+}
+
+/// Waits until the server knows the token of `secret` (it reads its access
+/// document again within `--access-refresh`, a second here).
+fn await_token(server: &Server, secret: &str) {
+    let bearer = format!("Bearer {secret}");
+    for _ in 0..50 {
+        let r = http(
+            server.port(),
+            "GET",
+            "/org/app.git/info/refs?service=git-upload-pack",
+            &[("Authorization", &bearer)],
+            b"",
+        );
+        if r.status != 401 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the server never took the new token");
 }
 
 #[test]
@@ -122,6 +155,7 @@ fn push_uploads_and_clone_downloads_the_tracked_files() {
     let as_writer = git_as(&server, tmp.path(), &writer);
     ok(&work, &as_writer, &["push", &url, "main"]);
     assert_eq!(stored(&server), 2);
+    bytes_went_to_the_bucket(&server);
     let (objects, owned) = lfs_keys(&server, "org/app");
     let big_oid = sha256_hex(&big);
     let small_oid = sha256_hex(&small);
@@ -249,18 +283,67 @@ fn json(r: &Response) -> serde_json::Value {
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
 }
 
-/// The action `name` of the answer's first object: (path, Authorization).
-fn action(answer: &serde_json::Value, name: &str) -> (String, String) {
-    let a = &answer["objects"][0]["actions"][name];
-    let href = a["href"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {name}: {answer}"));
-    let path = href.split_once("127.0.0.1:").unwrap().1;
-    let path = &path[path.find('/').unwrap()..];
-    (
-        path.to_owned(),
-        a["header"]["Authorization"].as_str().unwrap().to_owned(),
-    )
+/// An action of a batch answer: where it goes (gitstow, or the S3 server
+/// for a presigned one) and the headers it carries.
+struct Act {
+    port: u16,
+    path: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Act {
+    /// The action `name` of the answer's `i`-th object.
+    fn of(answer: &serde_json::Value, i: usize, name: &str) -> Act {
+        let a = &answer["objects"][i]["actions"][name];
+        let href = a["href"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {name}: {answer}"));
+        let rest = href
+            .strip_prefix("http://127.0.0.1:")
+            .unwrap_or_else(|| panic!("not a loopback URL: {href}"));
+        let at = rest.find('/').unwrap();
+        let headers = a["header"]
+            .as_object()
+            .map(|h| {
+                h.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Act {
+            port: rest[..at].parse().unwrap(),
+            path: rest[at..].to_owned(),
+            headers,
+        }
+    }
+
+    /// Whether it goes to the bucket rather than to `server`.
+    fn presigned(&self, server: &Server) -> bool {
+        self.port != server.port()
+    }
+
+    /// The request with its own headers (`with`: true) or without them.
+    fn send(&self, method: &str, with: bool, body: &[u8]) -> Response {
+        let headers: Vec<(&str, &str)> = if with {
+            self.headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        http(self.port, method, &self.path, &headers, body)
+    }
+
+    /// The grant in its `Authorization: RemoteAuth …` header.
+    fn grant(&self) -> &str {
+        &self
+            .headers
+            .iter()
+            .find(|(k, _)| k == "Authorization")
+            .expect("a grant")
+            .1
+    }
 }
 
 #[test]
@@ -312,58 +395,77 @@ fn raw_requests_are_answered_in_the_spec_s_words() {
     let answer = json(&r);
     assert_eq!(answer["transfer"], "basic");
     assert_eq!(answer["objects"][0]["authenticated"], true);
-    let (put_path, grant) = action(&answer, "upload");
-    let (verify_path, verify_grant) = action(&answer, "verify");
+    let put = Act::of(&answer, 0, "upload");
+    let verify_act = Act::of(&answer, 0, "verify");
     let port = server.port();
-    let put = |headers: &[(&str, &str)], body: &[u8]| http(port, "PUT", &put_path, headers, body);
-    // a forged grant, and none at all, are refused; nothing is stored
-    let forged = format!("{}0", &grant[..grant.len() - 1]);
-    assert_eq!(put(&[("Authorization", &forged)], &content).status, 403);
-    assert_eq!(put(&[], &content).status, 401);
-    // other bytes than the oid's: 422; more than announced: 400
+    // on S3 the bytes go to the bucket itself, with the checksum signed;
+    // on the local store through gitstow, with a grant
+    let presigned = put.presigned(&server);
+    assert_eq!(presigned, matches!(server.store(), TestStore::S3 { .. }));
+    if presigned {
+        assert!(
+            put.headers
+                .iter()
+                .any(|(k, _)| k == "x-amz-checksum-sha256"),
+            "{:?}",
+            put.headers
+        );
+        // a tampered signature is refused by the bucket
+        let mut forged = Act::of(&answer, 0, "upload");
+        forged.path = forged.path.replace("X-Amz-Signature=", "X-Amz-Signature=0");
+        assert_eq!(forged.send("PUT", true, &content).status, 403);
+    } else {
+        // a forged grant, and none at all, are refused
+        let mut forged = Act::of(&answer, 0, "upload");
+        let g = forged.grant().to_owned();
+        forged.headers = vec![("Authorization".into(), format!("{}0", &g[..g.len() - 1]))];
+        assert_eq!(forged.send("PUT", true, &content).status, 403);
+        assert_eq!(put.send("PUT", false, &content).status, 401);
+    }
+    let verify = serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap();
+    // other bytes than the oid's: refused at the upload (gitstow hashes it;
+    // S3 with checksums) or at verify (a server that keeps no checksum:
+    // gitstow reads it once), and nothing is kept
     let mut wrong = content.clone();
     wrong[0] ^= 1;
-    let r = put(&[("Authorization", &grant)], &wrong);
-    assert_eq!(r.status, 422, "{}", r.text());
-    assert!(
-        json(&r)["message"]
-            .as_str()
-            .unwrap()
-            .contains("do not hash"),
-        "{}",
-        r.text()
-    );
+    let r = put.send("PUT", true, &wrong);
+    let refusal = if r.status == 200 {
+        assert!(presigned, "gitstow took bytes that are not the oid's");
+        Some(verify_act.send("POST", true, &verify))
+    } else if !presigned {
+        Some(r)
+    } else {
+        None // the bucket checked the checksum itself
+    };
+    if let Some(refusal) = refusal {
+        assert_eq!(refusal.status, 422, "{}", refusal.text());
+        let message = json(&refusal)["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("do not hash"), "{message}");
+    }
+    // more bytes than announced
     let mut longer = content.clone();
     longer.push(b'!');
-    assert_eq!(put(&[("Authorization", &grant)], &longer).status, 400);
+    assert_ne!(put.send("PUT", true, &longer).status, 200);
     assert_eq!(lfs_keys(&server, "org/app"), (vec![], vec![]));
+    assert!(!server
+        .store_keys()
+        .iter()
+        .any(|k| k.contains("/lfs/staging/")));
     // before the upload, verify says the object is missing
-    let verify = serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap();
-    let r = http(
-        port,
-        "POST",
-        &verify_path,
-        &[("Authorization", &verify_grant)],
-        &verify,
-    );
+    let r = verify_act.send("POST", true, &verify);
     assert_eq!(r.status, 404, "{}", r.text());
     // the right bytes: stored, owned, verified
-    let r = put(&[("Authorization", &grant)], &content);
+    let r = put.send("PUT", true, &content);
     assert_eq!(r.status, 200, "{}", r.text());
-    let r = http(
-        port,
-        "POST",
-        &verify_path,
-        &[("Authorization", &verify_grant)],
-        &verify,
-    );
+    let r = verify_act.send("POST", true, &verify);
     assert_eq!(r.status, 200, "{}", r.text());
-    // an upload grant does not download
-    let get_path = put_path.clone();
-    assert_eq!(
-        http(port, "GET", &get_path, &[("Authorization", &grant)], b"").status,
-        403
-    );
+    assert_eq!(lfs_keys(&server, "org/app").1.len(), 1);
+    assert!(!server
+        .store_keys()
+        .iter()
+        .any(|k| k.contains("/lfs/staging/")));
+    // an upload's authorization does not download
+    assert_eq!(put.send("GET", true, b"").status, 403);
 
     // download: the batch's action gives the bytes
     let r = post_batch(
@@ -395,29 +497,11 @@ fn raw_requests_are_answered_in_the_spec_s_words() {
     let answer = json(&r);
     assert_eq!(answer["objects"][1]["error"]["code"], 404);
     assert_eq!(answer["objects"][2]["error"]["code"], 422);
-    let (get_path, get_grant) = action(&answer, "download");
-    let r = http(
-        port,
-        "GET",
-        &get_path,
-        &[("Authorization", &get_grant)],
-        b"",
-    );
+    let get = Act::of(&answer, 0, "download");
+    let r = get.send("GET", true, b"");
     assert_eq!((r.status, &r.body), (200, &content));
-    // a download grant of org/app does not open the object in org/other,
-    // and org/other, which never uploaded it, cannot have it by its oid
-    let other_path = get_path.replace("/org/app.git/", "/org/other.git/");
-    assert_eq!(
-        http(
-            port,
-            "GET",
-            &other_path,
-            &[("Authorization", &get_grant)],
-            b""
-        )
-        .status,
-        403
-    );
+    // org/other, which never uploaded it, cannot have it by its oid, and
+    // (through gitstow) a grant of org/app does not open it there
     let other = tmp.path().join("other");
     init_repo(&other);
     commit_files(&other, &[("b", "2")], "c1");
@@ -433,10 +517,28 @@ fn raw_requests_are_answered_in_the_spec_s_words() {
     );
     assert_eq!(json(&r)["objects"][0]["error"]["code"], 404, "{}", r.text());
     let bearer = format!("Bearer {reader}");
+    let other_path = format!("/org/other.git/info/lfs/objects/{oid}");
     assert_eq!(
         http(port, "GET", &other_path, &[("Authorization", &bearer)], b"").status,
         404
     );
+    if !get.presigned(&server) {
+        let grant = get.grant();
+        assert_eq!(
+            http(port, "GET", &other_path, &[("Authorization", grant)], b"").status,
+            403
+        );
+    }
+    // a repository that does not exist serves nothing, even to a token
+    // that may read it
+    let ghost = format!("/org/ghost.git/info/lfs/objects/{oid}");
+    assert_eq!(
+        http(port, "GET", &ghost, &[("Authorization", &bearer)], b"").status,
+        404
+    );
+    // credentials are checked before a body is read
+    let r = post_batch(&server, "org/app", None, b"{not json");
+    assert_eq!(r.status, 401, "{}", r.text());
 
     // malformed and unsupported batches
     let r = post_batch(&server, "org/app", Some(&writer), b"{not json");
@@ -515,6 +617,8 @@ fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
     let (server, alice_secret, reader) = start();
     let bob_secret = server.store().create_token("bob", &["org/*:write"], &[]);
     let root_secret = server.store().create_token("root", &["*:admin"], &[]);
+    await_token(&server, &bob_secret);
+    await_token(&server, &root_secret);
     let (work, _, _) = lfs_work(tmp.path(), "work");
     let url = server.url("org/app");
     let as_alice = git_as(&server, tmp.path(), &alice_secret);
@@ -606,4 +710,62 @@ fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
         &["commit", "--quiet", "-am", "bob edits big.bin"],
     );
     ok(&bob, &as_bob, &["push", "--quiet", "origin", "main"]);
+}
+
+#[test]
+fn a_large_file_and_hundreds_of_objects_in_several_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, writer, reader) = start();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    lfs_installed(&work);
+    git(&work, &["lfs", "track", "*.bin"]);
+    let large = noise(3, 150 << 20);
+    std::fs::write(work.join("large.bin"), &large).unwrap();
+    std::fs::create_dir_all(work.join("many")).unwrap();
+    for i in 0..250u64 {
+        std::fs::write(
+            work.join(format!("many/{i}.bin")),
+            noise(100 + i, 1000 + i as usize),
+        )
+        .unwrap();
+    }
+    commit_files(&work, &[("README", "many files\n")], "add");
+    let url = server.url("org/big");
+    let as_writer = git_as(&server, tmp.path(), &writer);
+    ok(&work, &as_writer, &["push", &url, "main"]);
+    assert_eq!(stored(&server), 251);
+    bytes_went_to_the_bucket(&server);
+    // everything again: nothing is uploaded
+    ok(&work, &as_writer, &["lfs", "push", "--all", &url]);
+    assert_eq!(stored(&server), 251);
+    // a clone without smudge, then fetch --all: 251 objects, in batches of 100
+    let clone = tmp.path().join("clone");
+    let as_reader = git_as(&server, tmp.path(), &reader);
+    let out = git_cmd(tmp.path())
+        .args(as_reader.iter().map(String::as_str))
+        .args(["clone", "--quiet", &url, clone.to_str().unwrap()])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(&clone, &as_reader, &["lfs", "fetch", "--all"]);
+    let batches = server
+        .logs()
+        .lines()
+        .filter(|l| l.contains("service=\"lfs batch download\"") && l.contains("status=200"))
+        .count();
+    assert!(batches >= 3, "{batches} download batches for 251 objects");
+    ok(&clone, &as_reader, &["lfs", "checkout"]);
+    assert_eq!(std::fs::read(clone.join("large.bin")).unwrap(), large);
+    assert_eq!(
+        std::fs::read(clone.join("many/249.bin")).unwrap(),
+        noise(349, 1249)
+    );
+    ok(&clone, &as_reader, &["lfs", "fsck"]);
+    bytes_went_to_the_bucket(&server);
 }

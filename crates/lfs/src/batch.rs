@@ -1,10 +1,18 @@
 //! The answer to a batch request (git-lfs `docs/api/batch.md`): the
-//! `basic` transfer, an upload or download action per object with a
-//! [`crate::grant`] in its `Authorization` header, or a per-object error.
+//! `basic` transfer, an upload or download action per object, or a
+//! per-object error.
+//!
+//! Where the store presigns (S3), the actions go to the bucket itself: a
+//! presigned GetObject of the object's key, a presigned PutObject of a
+//! staging key ([`crate::keys::staging`]) whose size and SHA-256 are
+//! signed, then verify at gitstow. Elsewhere (the local store, an upload
+//! larger than one PUT takes) they go through gitstow, authorized by a
+//! [`crate::grant`] in their `Authorization` header. Verify always carries
+//! the grant.
 
 use std::collections::BTreeMap;
 
-use gitstow_store::ObjectStore;
+use gitstow_store::{ObjectStore, PresignRequest, Presigned};
 
 use crate::api::{Action, Actions, BatchRequest, BatchResponse, ObjectAnswer, ObjectError};
 use crate::grant::{Operation, TransferKey};
@@ -53,6 +61,10 @@ pub struct Batch<'a> {
     /// Largest object accepted, in bytes.
     pub max_size: u64,
 }
+
+/// The largest upload sent straight to the bucket (one PutObject takes at
+/// most 5 GiB); larger ones go through gitstow.
+pub const MAX_PRESIGNED_PUT: u64 = 5 << 30;
 
 /// The operation a request asks for, or why it is refused.
 ///
@@ -113,9 +125,19 @@ impl Batch<'_> {
             match op {
                 Operation::Download => match owned {
                     Some(stored) => {
+                        let presigned = store.presign(
+                            PresignRequest::Get {
+                                key: &crate::keys::object(&oid),
+                            },
+                            std::time::Duration::from_secs(self.ttl),
+                        )?;
+                        let download = match presigned {
+                            Some(p) => presigned_action(p),
+                            None => self.action(op, &oid, stored, "objects/", true),
+                        };
                         answer.authenticated = Some(true);
                         answer.actions = Some(Actions {
-                            download: Some(self.action(op, &oid, stored, "objects/", true)),
+                            download: Some(download),
                             ..Actions::default()
                         });
                     }
@@ -132,10 +154,26 @@ impl Batch<'_> {
                 }
                 Operation::Upload if owned == Some(size) => {}
                 Operation::Upload => {
+                    let verify = self.action(op, &oid, size, "verify", false);
+                    let presigned = match verify_grant_upload_id(&verify) {
+                        Some(upload) if size <= MAX_PRESIGNED_PUT => store.presign(
+                            PresignRequest::Put {
+                                key: &crate::keys::staging(&oid, upload),
+                                size,
+                                sha256: *oid.as_bytes(),
+                            },
+                            std::time::Duration::from_secs(self.ttl),
+                        )?,
+                        _ => None,
+                    };
+                    let upload = match presigned {
+                        Some(p) => presigned_action(p),
+                        None => self.action(op, &oid, size, "objects/", true),
+                    };
                     answer.authenticated = Some(true);
                     answer.actions = Some(Actions {
-                        upload: Some(self.action(op, &oid, size, "objects/", true)),
-                        verify: Some(self.action(op, &oid, size, "verify", false)),
+                        upload: Some(upload),
+                        verify: Some(verify),
                         ..Actions::default()
                     });
                 }
@@ -165,6 +203,33 @@ impl Batch<'_> {
             header: BTreeMap::from([("Authorization".to_owned(), format!("RemoteAuth {grant}"))]),
             expires_in: self.ttl,
         }
+    }
+}
+
+/// The upload id of a verify action's grant.
+fn verify_grant_upload_id(verify: &Action) -> Option<&str> {
+    crate::grant::upload_id(
+        verify
+            .header
+            .get("Authorization")?
+            .strip_prefix("RemoteAuth ")?,
+    )
+}
+
+/// An action of a presigned request: its URL and the headers it signed
+/// that the client must send (not `Host` nor `Content-Length`, which the
+/// client's HTTP library sets from the URL and the body).
+fn presigned_action(p: Presigned) -> Action {
+    Action {
+        href: p.url,
+        header: p
+            .headers
+            .into_iter()
+            .filter(|(k, _)| {
+                !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length")
+            })
+            .collect(),
+        expires_in: p.expires_in.as_secs(),
     }
 }
 

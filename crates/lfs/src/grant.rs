@@ -161,6 +161,14 @@ impl TransferKey {
     }
 }
 
+/// The id of the upload a grant authorizes: 32 hex digits of its mac
+/// (names its staging key, [`crate::keys::staging`]); `None` for what is
+/// not a grant's shape.
+pub fn upload_id(grant: &str) -> Option<&str> {
+    let tag = grant.rsplit('.').next()?;
+    (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit())).then(|| &tag[..32])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

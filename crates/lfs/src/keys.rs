@@ -8,6 +8,8 @@
 //!   A repository reads only the objects it owns, so knowing an oid never
 //!   gives another repository's file.
 //! - `<repo>.git/lfs/locks`: the repository's file locks (JSON).
+//! - `.gitstow/lfs/staging/<oid>/<upload>`: a presigned upload (S3) before
+//!   verify has checked it and copied it to the object's key.
 //! - `.gitstow/lfs/transfer-key`: the secret that signs transfer grants
 //!   ([`crate::grant`]), shared by every instance on the store.
 
@@ -27,6 +29,13 @@ pub fn owned(repo: &str, oid: &Oid) -> String {
 /// The prefix of every marker of `repo`.
 pub fn owned_prefix(repo: &str) -> String {
     format!("{repo}.git/lfs/objects/")
+}
+
+/// Where a presigned upload of `oid` lands before verify checks it: one
+/// key per grant (`upload` is [`crate::grant::upload_id`]'s), so uploads
+/// never overwrite each other and verify finds the one its grant names.
+pub fn staging(oid: &Oid, upload: &str) -> String {
+    format!(".gitstow/lfs/staging/{oid}/{upload}")
 }
 
 /// The key of `repo`'s lock document ([`crate::locks`]).

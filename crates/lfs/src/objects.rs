@@ -110,6 +110,89 @@ pub fn accept(
     Ok(())
 }
 
+/// Bytes read per step when verify hashes a staged upload itself.
+const HASH_CHUNK: u64 = 8 << 20;
+
+/// What [`verify`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verified {
+    /// The repository owns the object at that size (a staged upload was
+    /// checked and kept, or it was uploaded through gitstow before).
+    Owned,
+    /// Neither a staged upload nor the object owned.
+    Missing,
+}
+
+/// Verify of `oid` (`size` bytes) for `repo`: a presigned upload staged at
+/// `staging` (when the grant names one) is checked — its size, and its
+/// SHA-256 as the store checked it or, from a store that keeps none (Ceph
+/// RGW 16), by reading it once — then copied to the object's key inside
+/// the store (unless there already), the marker written and the staging
+/// key deleted; refused bytes are deleted. Without a staged upload, whether
+/// the repository owns the object.
+///
+/// # Errors
+/// [`ObjectError::WrongSize`], [`ObjectError::WrongContent`] (the staged
+/// upload deleted), or the store failed.
+pub fn verify(
+    store: &dyn ObjectStore,
+    repo: &str,
+    oid: &Oid,
+    size: u64,
+    staging: Option<&str>,
+) -> Result<Verified, ObjectError> {
+    let staged = match staging {
+        Some(key) => store.head(key)?.map(|m| (key, m.size)),
+        None => None,
+    };
+    let Some((key, staged_size)) = staged else {
+        let owned =
+            owned_size(store, repo, oid)? == Some(size) && stored_size(store, oid)? == Some(size);
+        return Ok(if owned {
+            Verified::Owned
+        } else {
+            Verified::Missing
+        });
+    };
+    let refuse = |e: ObjectError| -> Result<Verified, ObjectError> {
+        store.delete(key)?;
+        Err(e)
+    };
+    if staged_size != size {
+        return refuse(ObjectError::WrongSize {
+            expected: size,
+            got: staged_size,
+        });
+    }
+    let hashed = match store.sha256(key)? {
+        Some(sum) => Oid::from_digest(sum),
+        None => {
+            let mut hasher = Sha256::new();
+            let mut at = 0;
+            while at < size {
+                let end = size.min(at + HASH_CHUNK);
+                hasher.update(store.get_range(key, at..end)?);
+                at = end;
+            }
+            tracing::info!(%oid, size, "LFS: the store keeps no checksum; the upload was read to hash it");
+            Oid::from_digest(hasher.finalize().into())
+        }
+    };
+    if hashed != *oid {
+        return refuse(ObjectError::WrongContent(*oid));
+    }
+    if stored_size(store, oid)? != Some(size) {
+        store.copy(key, &keys::object(oid))?;
+    }
+    store.put(
+        &keys::owned(repo, oid),
+        size.to_string().as_bytes(),
+        PutCondition::None,
+    )?;
+    store.delete(key)?;
+    Ok(Verified::Owned)
+}
+
 /// Drops every marker and the lock document of `repo` (the repository is
 /// deleted: a repository made later under its name must not read what it
 /// uploaded, nor inherit its locks); returns how many markers. The bytes
@@ -201,6 +284,53 @@ mod tests {
         assert_eq!(forget(&store, "org/a").unwrap(), 1);
         assert_eq!(owned_size(&store, "org/a", &oid).unwrap(), None);
         assert_eq!(owned_size(&store, "org/b", &oid).unwrap(), Some(1800));
+    }
+
+    #[test]
+    fn a_staged_upload_is_checked_kept_or_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::FsStore::new(dir.path().join("store")).unwrap();
+        let bytes = b"uploaded straight to the bucket".to_vec();
+        let oid = oid_of(&bytes);
+        let n = bytes.len() as u64;
+        let staged = keys::staging(&oid, "u1");
+        // nothing staged, nothing owned
+        assert_eq!(
+            verify(&store, "r", &oid, n, Some(&staged)).unwrap(),
+            Verified::Missing
+        );
+        // wrong size, then wrong bytes: refused, the staged upload deleted
+        store.put(&staged, &bytes[1..], PutCondition::None).unwrap();
+        assert!(matches!(
+            verify(&store, "r", &oid, n, Some(&staged)),
+            Err(ObjectError::WrongSize { .. })
+        ));
+        let mut wrong = bytes.clone();
+        wrong[0] ^= 1;
+        store.put(&staged, &wrong, PutCondition::None).unwrap();
+        assert!(matches!(
+            verify(&store, "r", &oid, n, Some(&staged)),
+            Err(ObjectError::WrongContent(_))
+        ));
+        assert!(store.list("").unwrap().is_empty());
+        // the right bytes: kept under the oid, owned, staging gone; verify
+        // again (the client retries) still says owned
+        store.put(&staged, &bytes, PutCondition::None).unwrap();
+        assert_eq!(
+            verify(&store, "r", &oid, n, Some(&staged)).unwrap(),
+            Verified::Owned
+        );
+        assert_eq!(read(&store, &oid, 0..n).unwrap(), bytes);
+        assert_eq!(owned_size(&store, "r", &oid).unwrap(), Some(n));
+        assert_eq!(store.head(&staged).unwrap(), None);
+        assert_eq!(
+            verify(&store, "r", &oid, n, Some(&staged)).unwrap(),
+            Verified::Owned
+        );
+        assert_eq!(
+            verify(&store, "other", &oid, n, None).unwrap(),
+            Verified::Missing
+        );
     }
 
     #[test]

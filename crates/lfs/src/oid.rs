@@ -23,6 +23,11 @@ impl Oid {
         Some(Oid(raw))
     }
 
+    /// The 32 bytes of the digest.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// The oid of a SHA-256 digest.
     pub fn from_digest(digest: [u8; 32]) -> Oid {
         Oid(digest)

@@ -219,6 +219,9 @@ async fn route(
         | Route::Other(n) => *n,
     };
     if let Err(e) = repo_name::validate(name) {
+        if matches!(route, Route::Lfs(..)) {
+            return crate::lfs::lfs_error(StatusCode::BAD_REQUEST, e.to_string());
+        }
         return error(StatusCode::BAD_REQUEST, e.to_string());
     }
     let name = name.to_owned();

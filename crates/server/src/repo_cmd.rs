@@ -163,13 +163,15 @@ pub fn repo_main(args: RepoArgs) -> i32 {
         }),
         RepoCommand::Delete { store, name } => run(&store, |s| {
             let repo = open_repo(s, &name)?;
-            let retired = gitstow_maintain::admin::delete(&repo, &admin_options())?;
             // A repository created later under this name must not read the
-            // LFS objects this one uploaded, nor inherit its locks.
+            // LFS objects this one uploaded, nor inherit its locks: dropped
+            // also when the repository itself is gone already.
+            let deleted = gitstow_maintain::admin::delete(&repo, &admin_options());
             let disowned = gitstow_lfs::objects::forget(s.as_ref(), repo.name())?;
             if disowned > 0 {
                 println!("dropped its claim to {disowned} Git LFS object(s)");
             }
+            let retired = deleted?;
             println!(
                 "deleted repository '{}': its {retired} container{} removed by maintenance after the grace period",
                 repo.name(),
@@ -181,7 +183,8 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             Err(Failure::from(format!(
                 "cannot rename {old:?} to {new:?}: an object store has no atomic rename of a \
                  repository's keys. Instead: git clone --mirror the old URL, git push --mirror to \
-                 the new one, then gitstow repo delete {old}"
+                 the new one (with Git LFS: git lfs fetch --all from the old one, git lfs push \
+                 --all to the new one, in the mirror), then gitstow repo delete {old}"
             )))
         }),
         RepoCommand::SetHead {

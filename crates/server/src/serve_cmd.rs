@@ -68,8 +68,9 @@ pub struct ServeArgs {
     pub max_pack_size: u64,
     /// Seconds a Git LFS transfer action stays valid: the batch API's
     /// upload and download URLs carry a grant for one object that expires
-    /// then.
-    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    /// then (at least 60: git-lfs treats an action that expires within
+    /// seconds as expired already).
+    #[arg(long, default_value_t = 900, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(60..))]
     pub lfs_url_ttl: u64,
     /// Largest single object in a push: bytes, or with a unit (`2GiB`).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]

@@ -222,6 +222,20 @@ impl ObjectStore for FaultyStore {
     fn discard_local_copy(&self, key: &str) {
         self.inner.discard_local_copy(key)
     }
+    fn presign(
+        &self,
+        request: crate::PresignRequest<'_>,
+        ttl: std::time::Duration,
+    ) -> Result<Option<crate::Presigned>> {
+        let (crate::PresignRequest::Get { key } | crate::PresignRequest::Put { key, .. }) = request;
+        self.run("presign", key, || self.inner.presign(request, ttl))
+    }
+    fn copy(&self, from: &str, to: &str) -> Result<ETag> {
+        self.run("copy", to, || self.inner.copy(from, to))
+    }
+    fn sha256(&self, key: &str) -> Result<Option<[u8; 32]>> {
+        self.run("head", key, || self.inner.sha256(key))
+    }
 
     fn metrics(&self) -> StoreMetrics {
         self.inner.metrics()

@@ -151,6 +151,43 @@ pub fn same_etag(a: &ETag, b: &ETag) -> bool {
     s3::etag::same(a, b)
 }
 
+/// A request a client may make to the store on its own, without
+/// credentials: [`ObjectStore::presign`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presigned {
+    /// `GET` or `PUT`.
+    pub method: &'static str,
+    /// The URL, its signature in the query.
+    pub url: String,
+    /// Headers the client must send with it (signed: another value fails).
+    pub headers: Vec<(String, String)>,
+    /// How long it stays valid (at most what was asked, and never past
+    /// the expiry of the credentials that signed it).
+    pub expires_in: std::time::Duration,
+}
+
+/// What [`ObjectStore::presign`] signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PresignRequest<'a> {
+    /// A download of the object at `key`.
+    Get {
+        /// The key.
+        key: &'a str,
+    },
+    /// An upload of exactly `size` bytes whose SHA-256 is `sha256` to
+    /// `key` (the checksum signed as `x-amz-checksum-sha256`: a server that
+    /// checks checksums refuses other bytes; one that does not stores them,
+    /// and [`ObjectStore::sha256`] then answers `None`).
+    Put {
+        /// The key.
+        key: &'a str,
+        /// Bytes the upload carries.
+        size: u64,
+        /// Their SHA-256.
+        sha256: [u8; 32],
+    },
+}
+
 /// A bucket of objects addressed by `/`-separated keys.
 ///
 /// Synchronous: callers on an async runtime run it on blocking threads.
@@ -255,6 +292,54 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// The default (a store without local copies) does nothing.
     fn discard_local_copy(&self, key: &str) {
         let _ = key;
+    }
+
+    /// A request on `request`'s key that a client can make itself, valid
+    /// for at most `ttl`; `None` when this store cannot sign one (the
+    /// default: [`FsStore`] has no URL of its own) or the credentials that
+    /// would sign it expire too soon.
+    ///
+    /// # Errors
+    /// The key is invalid, or signing failed.
+    fn presign(
+        &self,
+        request: PresignRequest<'_>,
+        ttl: std::time::Duration,
+    ) -> Result<Option<Presigned>> {
+        let (PresignRequest::Get { key } | PresignRequest::Put { key, .. }) = request;
+        validate_key(key)?;
+        let _ = ttl;
+        Ok(None)
+    }
+
+    /// Copies the object at `from` to `to` (unconditionally) and returns the
+    /// copy's [`ETag`]. The default streams it through a temp file;
+    /// [`S3Store`] asks the server to copy (CopyObject), so no byte passes
+    /// through the caller.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when `from` is absent; as the reads and writes.
+    fn copy(&self, from: &str, to: &str) -> Result<ETag> {
+        validate_key(to)?;
+        let mut tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io(from, e))?;
+        if self.get_to_file(from, tmp.as_file_mut())?.is_none() {
+            return Err(Error::NotFound {
+                key: from.to_owned(),
+            });
+        }
+        self.put_file(to, tmp.path())
+    }
+
+    /// The SHA-256 of the object at `key` as the store itself checked it
+    /// when it was written (S3's `x-amz-checksum-sha256`), or `None` when
+    /// the store keeps none for it (the default; a server without checksum
+    /// support) or it is absent.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::head`].
+    fn sha256(&self, key: &str) -> Result<Option<[u8; 32]>> {
+        validate_key(key)?;
+        Ok(None)
     }
 
     /// What the store counted about its own work, for `/metrics`. The

@@ -28,6 +28,7 @@ mod config;
 pub(crate) mod etag;
 mod failure;
 mod multipart;
+mod presign;
 mod put;
 
 pub use config::{is_s3_url, S3Config, S3Options};
@@ -106,6 +107,8 @@ const WRITE_ID_META: &str = "gitstow-write-id";
 /// Keys are stored at `prefix + key`; listings strip the prefix again.
 pub struct S3Store {
     client: Client,
+    /// What signs requests (kept to know when presigned URLs must expire).
+    credentials: aws_sdk_s3::config::SharedCredentialsProvider,
     /// `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
     config: S3Config,
@@ -148,8 +151,9 @@ impl S3Store {
             .enable_all()
             .build()
             .map_err(|e| Error::io(config.bucket.clone(), e))?;
+        let credentials = credentials_provider(&config, &runtime);
         let client = {
-            let conf = sdk_config(&config, &runtime);
+            let conf = sdk_config(&config, &runtime, credentials.clone());
             let _guard = runtime.enter();
             Client::from_conf(conf)
         };
@@ -160,6 +164,7 @@ impl S3Store {
         };
         Ok(S3Store {
             client,
+            credentials,
             runtime: Some(runtime),
             config,
             backoff,
@@ -578,6 +583,40 @@ impl ObjectStore for S3Store {
         }))
     }
 
+    /// A presigned GetObject or PutObject (see the `presign` module).
+    fn presign(
+        &self,
+        request: crate::PresignRequest<'_>,
+        ttl: std::time::Duration,
+    ) -> Result<Option<crate::Presigned>> {
+        let (crate::PresignRequest::Get { key } | crate::PresignRequest::Put { key, .. }) = request;
+        validate_key(key)?;
+        self.block_on(self.presign_request(request, ttl))
+    }
+
+    /// CopyObject up to 5 GiB; beyond, through a temp file.
+    fn copy(&self, from: &str, to: &str) -> Result<ETag> {
+        validate_key(from)?;
+        validate_key(to)?;
+        let size = self.head(from)?.map(|m| m.size);
+        match size {
+            None => Err(not_found(from)),
+            Some(n) if n <= presign::MAX_COPY => self.block_on(self.copy_object(from, to)),
+            Some(_) => {
+                let mut tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io(from, e))?;
+                if self.get_to_file(from, tmp.as_file_mut())?.is_none() {
+                    return Err(not_found(from));
+                }
+                self.put_file(to, tmp.path())
+            }
+        }
+    }
+
+    fn sha256(&self, key: &str) -> Result<Option<[u8; 32]>> {
+        validate_key(key)?;
+        self.block_on(self.stored_sha256(key))
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         let full_prefix = &format!("{}{}", self.config.prefix, prefix);
         let bucket = &self.config.bucket;
@@ -693,11 +732,15 @@ fn region(config: &S3Config, runtime: &tokio::runtime::Runtime) -> Region {
 }
 
 /// The SDK client configuration for `config`.
-fn sdk_config(config: &S3Config, runtime: &tokio::runtime::Runtime) -> aws_sdk_s3::Config {
+fn sdk_config(
+    config: &S3Config,
+    runtime: &tokio::runtime::Runtime,
+    credentials: aws_sdk_s3::config::SharedCredentialsProvider,
+) -> aws_sdk_s3::Config {
     let mut builder = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(region(config, runtime))
-        .credentials_provider(credentials_provider(config, runtime))
+        .credentials_provider(credentials)
         .force_path_style(config.path_style)
         .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
         .response_checksum_validation(ResponseChecksumValidation::WhenRequired)

@@ -115,7 +115,7 @@ pub(crate) async fn route(
 }
 
 /// An error answer in the LFS API's form.
-pub(super) fn lfs_error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn lfs_error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = serde_json::to_vec(&ErrorBody {
         message: message.into(),
     })
@@ -211,8 +211,9 @@ pub(super) struct Call {
 
 /// How a transfer was authorized.
 pub(super) enum Authorized {
-    /// By a grant: the size it was given for.
-    Grant(u64),
+    /// By a grant: the size it was given for, and the upload it names
+    /// (its staging key's id, [`gitstow_lfs::grant::upload_id`]).
+    Grant { size: u64, upload: Option<String> },
     /// By the user's credentials.
     Credentials,
 }
@@ -259,11 +260,26 @@ impl Call {
         };
         let key = self.key().await?;
         match key.check(grant.trim(), op, &self.name, oid, now_secs()) {
-            Ok(size) => Ok(Authorized::Grant(size)),
+            Ok(size) => Ok(Authorized::Grant {
+                size,
+                upload: gitstow_lfs::grant::upload_id(grant.trim()).map(str::to_owned),
+            }),
             Err(e @ (GrantError::Invalid | GrantError::Expired)) => {
                 tracing::info!(peer = ?self.peer, repo = %self.name, reason = %e, "LFS transfer refused");
                 Err(lfs_error(StatusCode::FORBIDDEN, e.to_string()))
             }
+        }
+    }
+
+    /// Whether the repository may take or serve LFS objects: it exists
+    /// (not deleted), or it is an upload and repositories are created on
+    /// their first push (an LFS upload comes before the push). 404 else.
+    pub(super) async fn repository_for(&self, upload: bool) -> Result<(), Response> {
+        match self.app.host.state(&self.name).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) if upload && self.app.host.config().auto_create => Ok(()),
+            Ok(None) => Err(lfs_error(StatusCode::NOT_FOUND, "Repository not found")),
+            Err(r) => Err(as_lfs(crate::app::refusal(r)).await),
         }
     }
 

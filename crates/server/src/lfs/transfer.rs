@@ -22,6 +22,11 @@ impl Call {
         body: Body,
         logged: &mut crate::request_log::Logged,
     ) -> Response {
+        // Who asks is checked before the body is read (an upload needs
+        // write, checked once the operation is known).
+        if let Err(resp) = self.credentials(Level::Read, logged).await {
+            return resp;
+        }
         let req: BatchRequest = match self.read_json(body).await {
             Ok(r) => r,
             Err(resp) => return resp,
@@ -39,14 +44,13 @@ impl Call {
             Operation::Upload => (Level::Write, "lfs batch upload"),
         };
         logged.service = Some(service);
-        if let Err(resp) = self.credentials(needed, logged).await {
-            return resp;
+        if needed != Level::Read {
+            if let Err(resp) = self.credentials(needed, logged).await {
+                return resp;
+            }
         }
-        match self.app.host.state(&self.name).await {
-            Ok(Some(_)) => {}
-            Ok(None) if op == Operation::Upload && self.app.host.config().auto_create => {}
-            Ok(None) => return lfs_error(StatusCode::NOT_FOUND, "Repository not found"),
-            Err(r) => return as_lfs(crate::app::refusal(r)).await,
+        if let Err(resp) = self.repository_for(op == Operation::Upload).await {
+            return resp;
         }
         let key = match self.key().await {
             Ok(k) => k,
@@ -81,6 +85,15 @@ impl Call {
         body: Body,
         logged: &mut crate::request_log::Logged,
     ) -> Response {
+        let with_grant = self
+            .headers
+            .get(header::AUTHORIZATION)
+            .is_some_and(|v| v.as_bytes().starts_with(b"RemoteAuth "));
+        if !with_grant {
+            if let Err(resp) = self.credentials(Level::Write, logged).await {
+                return resp;
+            }
+        }
         let req: VerifyRequest = match self.read_json(body).await {
             Ok(r) => r,
             Err(resp) => return resp,
@@ -91,31 +104,37 @@ impl Call {
                 "invalid object: an oid is 64 lowercase hex digits, a size at least 0",
             );
         };
-        if let Err(resp) = self
+        let upload = match self
             .authorize(Operation::Upload, &oid, Level::Write, logged)
             .await
         {
+            Ok(Authorized::Grant { upload, .. }) => upload,
+            Ok(Authorized::Credentials) => None,
+            Err(resp) => return resp,
+        };
+        if let Err(resp) = self.repository_for(true).await {
             return resp;
         }
         let store = self.app.host.store().clone();
         let repo = self.name.clone();
-        let found = tokio::task::spawn_blocking(move || {
-            Ok::<_, gitstow_store::Error>((
-                objects::owned_size(store.as_ref(), &repo, &oid)?,
-                objects::stored_size(store.as_ref(), &oid)?,
-            ))
+        let verified = tokio::task::spawn_blocking(move || {
+            let staging = upload.map(|u| gitstow_lfs::keys::staging(&oid, &u));
+            objects::verify(store.as_ref(), &repo, &oid, size, staging.as_deref())
         })
         .await;
-        match found {
-            Ok(Ok((Some(owned), Some(stored)))) if owned == size && stored == size => {
+        match verified {
+            Ok(Ok(objects::Verified::Owned)) => {
+                tracing::info!(repo = %self.name, %oid, size, "LFS object verified");
                 json(&serde_json::json!({}))
             }
-            Ok(Ok((Some(_), Some(_)))) => lfs_error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "the object's size differs from the one given",
-            ),
-            Ok(Ok(_)) => lfs_error(StatusCode::NOT_FOUND, "Object does not exist"),
-            Ok(Err(e)) => store_failed("verifying an object", &e),
+            Ok(Ok(objects::Verified::Missing)) => {
+                lfs_error(StatusCode::NOT_FOUND, "Object does not exist")
+            }
+            Ok(Err(e @ (ObjectError::WrongContent(_) | ObjectError::WrongSize { .. }))) => {
+                tracing::info!(repo = %self.name, %oid, reason = %e, "LFS upload refused at verify");
+                lfs_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            }
+            Ok(Err(ObjectError::Store(e))) => store_failed("verifying an object", &e),
             Err(e) => store_failed("verifying an object", &e),
         }
     }
@@ -135,7 +154,7 @@ impl Call {
             .authorize(Operation::Upload, &oid, Level::Write, logged)
             .await
         {
-            Ok(Authorized::Grant(size)) => size,
+            Ok(Authorized::Grant { size, .. }) => size,
             Ok(Authorized::Credentials) => match self
                 .headers
                 .get(header::CONTENT_LENGTH)
@@ -151,6 +170,9 @@ impl Call {
             },
             Err(resp) => return resp,
         };
+        if let Err(resp) = self.repository_for(true).await {
+            return resp;
+        }
         let max = self.app.config.lfs.max_object_size;
         if size > max {
             return lfs_error(
@@ -226,6 +248,9 @@ impl Call {
             .authorize(Operation::Download, &oid, Level::Read, logged)
             .await;
         if let Err(resp) = authorized {
+            return resp;
+        }
+        if let Err(resp) = self.repository_for(false).await {
             return resp;
         }
         let store = self.app.host.store().clone();

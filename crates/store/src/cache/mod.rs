@@ -669,6 +669,22 @@ impl ObjectStore for CachedStore {
         Ok(())
     }
 
+    fn presign(
+        &self,
+        request: crate::PresignRequest<'_>,
+        ttl: std::time::Duration,
+    ) -> Result<Option<crate::Presigned>> {
+        self.inner.presign(request, ttl)
+    }
+
+    fn copy(&self, from: &str, to: &str) -> Result<ETag> {
+        self.inner.copy(from, to)
+    }
+
+    fn sha256(&self, key: &str) -> Result<Option<[u8; 32]>> {
+        self.inner.sha256(key)
+    }
+
     fn discard_local_copy(&self, key: &str) {
         if (self.immutable)(key) {
             tracing::warn!(

@@ -423,6 +423,20 @@ impl ObjectStore for FsStore {
         self.commit(key, tmp, etag, PutCondition::None)
     }
 
+    /// Streams `from` into a staged file of `to` (never whole in memory).
+    fn copy(&self, from: &str, to: &str) -> Result<ETag> {
+        validate_key(from)?;
+        validate_key(to)?;
+        let Some((src, _)) = self.open_object(from)? else {
+            return Err(Error::NotFound {
+                key: from.to_owned(),
+            });
+        };
+        self.forget_open(to);
+        let (tmp, etag) = self.stage_reader(to, src)?;
+        self.commit(to, tmp, etag, PutCondition::None)
+    }
+
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, ETag)>> {
         validate_key(key)?;
         let Some((mut file, meta)) = self.open_object(key)? else {
