@@ -768,4 +768,155 @@ fn a_large_file_and_hundreds_of_objects_in_several_batches() {
     );
     ok(&clone, &as_reader, &["lfs", "fsck"]);
     bytes_went_to_the_bucket(&server);
+    // /metrics says where the bytes went (an admin token reads it)
+    let root = server.store().create_token("root", &["*:admin"], &[]);
+    await_token(&server, &root);
+    let bearer = format!("Bearer {root}");
+    let text = http(
+        server.port(),
+        "GET",
+        "/metrics",
+        &[("Authorization", &bearer)],
+        b"",
+    )
+    .text();
+    let value = |line_start: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    };
+    let total: u64 = (150 << 20) + (0..250u64).map(|i| 1000 + i).sum::<u64>();
+    if matches!(server.store(), TestStore::S3 { .. }) {
+        assert_eq!(
+            value("gitstow_lfs_bytes_signed_total{operation=\"upload\"}"),
+            total,
+            "{text}"
+        );
+        assert!(
+            value("gitstow_lfs_bytes_signed_total{operation=\"download\"}") >= total,
+            "{text}"
+        );
+        assert_eq!(
+            value("gitstow_lfs_bytes_served_total{direction=\"in\"}"),
+            0,
+            "{text}"
+        );
+        assert_eq!(
+            value("gitstow_lfs_bytes_served_total{direction=\"out\"}"),
+            0,
+            "{text}"
+        );
+    } else {
+        assert_eq!(
+            value("gitstow_lfs_bytes_served_total{direction=\"in\"}"),
+            total,
+            "{text}"
+        );
+        assert!(
+            value("gitstow_lfs_bytes_served_total{direction=\"out\"}") >= total,
+            "{text}"
+        );
+    }
+    assert!(
+        value("gitstow_lfs_batches_total{operation=\"download\"}") >= 3,
+        "{text}"
+    );
+}
+
+#[test]
+fn hostile_batches_and_a_storm_of_lock_requests() {
+    let (server, writer, _reader) = start();
+    let port = server.port();
+    let pid = server.pid().unwrap();
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap(); // VmHWM from now
+    let before = proc_status_kb(pid, "VmRSS");
+    let oid = sha256_hex(b"x");
+    // 100,000 objects: past the 1 MiB a batch may take
+    let many: Vec<(&str, u64)> = vec![(oid.as_str(), 1); 100_000];
+    let r = post_batch(&server, "org/app", Some(&writer), &batch("upload", &many));
+    assert_eq!(r.status, 413, "{}", r.text());
+    // 1,001 objects within 1 MiB: too many for one batch
+    let r = post_batch(
+        &server,
+        "org/app",
+        Some(&writer),
+        &batch("upload", &many[..1001]),
+    );
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert!(json(&r)["message"]
+        .as_str()
+        .unwrap()
+        .contains("too many objects"));
+    // sizes past the limit, and past any integer
+    let r = post_batch(
+        &server,
+        "org/app",
+        Some(&writer),
+        &batch("upload", &[(&oid, u64::MAX >> 1)]),
+    );
+    assert_eq!(json(&r)["objects"][0]["error"]["code"], 422, "{}", r.text());
+    let huge = format!(
+        r#"{{"operation":"upload","objects":[{{"oid":"{oid}","size":184467440737095516150}}]}}"#
+    );
+    let r = post_batch(&server, "org/app", Some(&writer), huge.as_bytes());
+    assert_eq!(r.status, 422, "{}", r.text());
+
+    // 1,000 lock requests at once (50 clients, 20 each): each answered 201,
+    // or 429 when the document kept changing under it; the document holds
+    // exactly the 201s
+    let bearer = format!("Bearer {writer}");
+    let created = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..50 {
+            let (bearer, created) = (&bearer, &created);
+            s.spawn(move || {
+                for i in 0..20 {
+                    let body = format!(r#"{{"path": "assets/{t}/{i}.psd"}}"#);
+                    let r = http(
+                        port,
+                        "POST",
+                        "/org/app.git/info/lfs/locks",
+                        &[("Authorization", bearer.as_str())],
+                        body.as_bytes(),
+                    );
+                    match r.status {
+                        201 => {
+                            created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        429 => assert!(r.header("retry-after").is_some()),
+                        other => panic!("lock request answered {other}: {}", r.text()),
+                    }
+                }
+            });
+        }
+    });
+    let created = created.into_inner();
+    assert!(created > 0);
+    let listed = http(
+        port,
+        "GET",
+        "/org/app.git/info/lfs/locks?limit=100",
+        &[("Authorization", &bearer)],
+        b"",
+    );
+    let mut count = 0;
+    let mut page = json(&listed);
+    loop {
+        count += page["locks"].as_array().unwrap().len();
+        let Some(cursor) = page["next_cursor"].as_str() else {
+            break;
+        };
+        let r = http(
+            port,
+            "GET",
+            &format!("/org/app.git/info/lfs/locks?limit=100&cursor={cursor}"),
+            &[("Authorization", &bearer)],
+            b"",
+        );
+        page = json(&r);
+    }
+    assert_eq!(count, created);
+    let grew = proc_status_kb(pid, "VmHWM").saturating_sub(before);
+    assert!(grew < 200 << 10, "the server grew by {grew} KiB");
 }

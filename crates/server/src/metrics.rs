@@ -55,6 +55,20 @@ pub const HTTP_RESPONSES: &str = "gitstow_http_responses_total";
 pub const HTTP_IN_FLIGHT: &str = "gitstow_http_requests_in_flight";
 /// Gauge: 1, labelled with the build's `version`.
 pub const BUILD_INFO: &str = "gitstow_build_info";
+/// Counter: Git LFS batch requests answered, label `operation`
+/// (`download`, `upload`).
+pub const LFS_BATCHES: &str = "gitstow_lfs_batches_total";
+/// Counter: objects of LFS batches, labels `operation` and `result`
+/// (`presigned`: an action to the bucket; `proxied`: through gitstow;
+/// `present`: an upload the repository has already; `error`).
+pub const LFS_OBJECTS: &str = "gitstow_lfs_objects_total";
+/// Counter: bytes of the LFS objects presigned actions were given for,
+/// label `operation`: what went between clients and the bucket.
+pub const LFS_BYTES_SIGNED: &str = "gitstow_lfs_bytes_signed_total";
+/// Counter: LFS object bytes that went through gitstow, label
+/// `direction` (`in`: uploads, `out`: downloads; verify's reads of a
+/// staged upload are store traffic, in `gitstow_store_bytes_total`).
+pub const LFS_BYTES_SERVED: &str = "gitstow_lfs_bytes_served_total";
 /// Gauge: when the process started, seconds since the Unix epoch.
 pub const START_TIME: &str = "gitstow_process_start_time_seconds";
 
@@ -366,6 +380,24 @@ fn describe() {
     describe_counter!(STORE_REQUESTS, "Store requests by operation and outcome.");
     describe_counter!(STORE_BYTES, Unit::Bytes, "Store object bytes moved.");
     describe_counter!(CACHE_LOOKUPS, "Container cache lookups by outcome.");
+    describe_counter!(
+        LFS_BATCHES,
+        "Git LFS batch requests answered, by operation."
+    );
+    describe_counter!(
+        LFS_OBJECTS,
+        "Objects of Git LFS batches, by operation and result (presigned, proxied, present, error)."
+    );
+    describe_counter!(
+        LFS_BYTES_SIGNED,
+        Unit::Bytes,
+        "Bytes of LFS objects given presigned actions (moved between clients and the bucket)."
+    );
+    describe_counter!(
+        LFS_BYTES_SERVED,
+        Unit::Bytes,
+        "LFS object bytes that went through gitstow, by direction."
+    );
 }
 
 /// Resident memory of this process from `/proc/self/status` (proc(5)), in bytes.

@@ -14,6 +14,34 @@ use gitstow_lfs::Oid;
 
 use super::{as_lfs, json, lfs_error, now_secs, store_failed, Authorized, Call, DOWNLOAD_CHUNK};
 use crate::body::{self, BodyError};
+use crate::metrics as m;
+
+/// Counts a batch answered: its objects by result, the bytes signed.
+fn count_batch(op: Operation, answer: &gitstow_lfs::api::BatchResponse) {
+    let operation = match op {
+        Operation::Download => "download",
+        Operation::Upload => "upload",
+    };
+    metrics::counter!(m::LFS_BATCHES, "operation" => operation).increment(1);
+    for o in &answer.objects {
+        let action = o
+            .actions
+            .as_ref()
+            .and_then(|a| a.download.as_ref().or(a.upload.as_ref()));
+        let result = match (&o.error, action) {
+            (Some(_), _) => "error",
+            (None, None) => "present",
+            (None, Some(a)) if a.header.contains_key("Authorization") => "proxied",
+            (None, Some(_)) => {
+                metrics::counter!(m::LFS_BYTES_SIGNED, "operation" => operation)
+                    .increment(u64::try_from(o.size).unwrap_or(0));
+                "presigned"
+            }
+        };
+        metrics::counter!(m::LFS_OBJECTS, "operation" => operation, "result" => result)
+            .increment(1);
+    }
+}
 
 impl Call {
     /// `POST objects/batch`.
@@ -73,7 +101,10 @@ impl Call {
         })
         .await;
         match answered {
-            Ok(Ok(answer)) => json(&answer),
+            Ok(Ok(answer)) => {
+                count_batch(op, &answer);
+                json(&answer)
+            }
             Ok(Err(e)) => store_failed("answering a batch", &e),
             Err(e) => store_failed("answering a batch", &e),
         }
@@ -224,6 +255,7 @@ impl Call {
         .await;
         match accepted {
             Ok(Ok(())) => {
+                metrics::counter!(m::LFS_BYTES_SERVED, "direction" => "in").increment(size);
                 tracing::info!(repo = %self.name, %oid, size, "LFS object stored");
                 Response::new(Body::empty())
             }
@@ -297,7 +329,11 @@ impl Call {
                 let sent =
                     tokio::time::timeout(gitstow_service::send_stall(), tx.send(chunk)).await;
                 match sent {
-                    Ok(Ok(())) if !failed => at = end,
+                    Ok(Ok(())) if !failed => {
+                        metrics::counter!(m::LFS_BYTES_SERVED, "direction" => "out")
+                            .increment(end - at);
+                        at = end;
+                    }
                     Ok(_) => return,
                     Err(_) => {
                         tracing::info!(%oid, "LFS: the client stopped reading a download");
