@@ -158,7 +158,7 @@ impl Batch<'_> {
                     let presigned = match verify_grant_upload_id(&verify) {
                         Some(upload) if size <= MAX_PRESIGNED_PUT => store.presign(
                             PresignRequest::Put {
-                                key: &crate::keys::staging(&oid, upload),
+                                key: &crate::keys::staging(&oid, &upload),
                                 size,
                                 sha256: *oid.as_bytes(),
                             },
@@ -207,7 +207,7 @@ impl Batch<'_> {
 }
 
 /// The upload id of a verify action's grant.
-fn verify_grant_upload_id(verify: &Action) -> Option<&str> {
+fn verify_grant_upload_id(verify: &Action) -> Option<String> {
     crate::grant::upload_id(
         verify
             .header

@@ -161,12 +161,30 @@ impl TransferKey {
     }
 }
 
-/// The id of the upload a grant authorizes: 32 hex digits of its mac
-/// (names its staging key, [`crate::keys::staging`]); `None` for what is
+/// The id of the upload a grant authorizes, `<expires>-<32 hex digits of
+/// its mac>`: names its staging key ([`crate::keys::staging`]) and says
+/// when the upload's window closed ([`upload_expiry`]); `None` for what is
 /// not a grant's shape.
-pub fn upload_id(grant: &str) -> Option<&str> {
-    let tag = grant.rsplit('.').next()?;
-    (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit())).then(|| &tag[..32])
+pub fn upload_id(grant: &str) -> Option<String> {
+    let mut parts = grant.split('.');
+    let (Some("v1"), Some(_size), Some(expires), Some(tag), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    let expires: u64 = expires.parse().ok()?;
+    (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("{expires}-{}", &tag[..32]))
+}
+
+/// When the upload of `id` ([`upload_id`]) could no longer start, in
+/// seconds since the epoch.
+pub fn upload_expiry(id: &str) -> Option<u64> {
+    id.split_once('-')?.0.parse().ok()
 }
 
 #[cfg(test)]

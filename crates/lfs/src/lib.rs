@@ -15,6 +15,7 @@
 //!   a repository reads an object only after it uploaded the bytes itself.
 //! - [`batch`]: the answer to a batch request.
 //! - [`locks`]: file locks, one document per repository.
+//! - [`pointer`]: the pointer files a repository's blobs hold.
 //!
 //! The HTTP routes are the server's (`/<repo>.git/info/lfs/…`); this crate
 //! knows neither HTTP nor git.
@@ -26,5 +27,6 @@ pub mod keys;
 pub mod locks;
 pub mod objects;
 pub mod oid;
+pub mod pointer;
 
 pub use oid::Oid;

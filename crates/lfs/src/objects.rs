@@ -47,7 +47,38 @@ pub fn owned_size(
 ) -> Result<Option<u64>, gitstow_store::Error> {
     Ok(store
         .get(&keys::owned(repo, oid))?
-        .and_then(|(data, _)| std::str::from_utf8(&data).ok()?.trim().parse().ok()))
+        .and_then(|(data, _)| Marker::parse(&data))
+        .map(|m| m.size))
+}
+
+/// What a repository's marker for an object holds: `<size> <created>`
+/// (decimal; created in seconds since the epoch; a marker of an earlier
+/// build has no time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    /// The object's size in bytes.
+    pub size: u64,
+    /// When the repository got the object, if known.
+    pub created: Option<u64>,
+}
+
+impl Marker {
+    /// A marker of `size` bytes made now.
+    fn now(size: u64) -> Vec<u8> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("{size} {now}").into_bytes()
+    }
+
+    /// Parses a marker's bytes.
+    pub fn parse(data: &[u8]) -> Option<Marker> {
+        let text = std::str::from_utf8(data).ok()?;
+        let mut words = text.split_whitespace();
+        let size = words.next()?.parse().ok()?;
+        let created = words.next().and_then(|w| w.parse().ok());
+        Some(Marker { size, created })
+    }
 }
 
 /// The size of the stored bytes of `oid`, if stored.
@@ -104,7 +135,7 @@ pub fn accept(
     }
     store.put(
         &keys::owned(repo, oid),
-        expected.to_string().as_bytes(),
+        &Marker::now(expected),
         PutCondition::None,
     )?;
     Ok(())
@@ -186,7 +217,7 @@ pub fn verify(
     }
     store.put(
         &keys::owned(repo, oid),
-        size.to_string().as_bytes(),
+        &Marker::now(size),
         PutCondition::None,
     )?;
     store.delete(key)?;

@@ -9,7 +9,10 @@
 //!    hashes to its oid (the index matches the bytes; a container's id is
 //!    salted by its writer, so it cannot be checked against the bytes);
 //! 3. every object the refs reach is present and parses (commits, trees,
-//!    tags), and every ref names an object.
+//!    tags), and every ref names an object;
+//! 4. every Git LFS pointer blob the refs reach names an object the
+//!    repository has (its claim, and the bytes in the store): `missing LFS
+//!    object <oid> (pointer <blob>)` otherwise.
 //!
 //! Problems are reported in git's words where git has them (`missing blob
 //! <oid>`, `error: refs/heads/main: invalid sha1 pointer <oid>`, `error:
@@ -125,7 +128,16 @@ pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
         }
     }
     let refs = ref_tips(repo, &state, &mut report);
-    reach(&db, &refs, &mut cache, &mut report);
+    let pointers = reach(&db, &refs, &mut cache, &mut report);
+    for (lfs, size, blob) in pointers {
+        let claimed = gitstow_lfs::objects::owned_size(store.as_ref(), repo.name(), &lfs)?;
+        let stored = gitstow_lfs::objects::stored_size(store.as_ref(), &lfs)?;
+        if claimed.is_none() || stored != Some(size) {
+            report
+                .problems
+                .push(format!("missing LFS object {lfs} (pointer {blob})"));
+        }
+    }
     Ok(Some(report))
 }
 
@@ -185,13 +197,15 @@ fn check_object(
     }
 }
 
-/// Walks what the refs reach.
+/// Walks what the refs reach; returns the LFS pointers among the blobs
+/// (the LFS oid, its size, the blob).
 fn reach(
     db: &ObjectDb,
     refs: &[(String, ObjectId)],
     cache: &mut ObjectCache,
     report: &mut FsckReport,
-) {
+) -> Vec<(gitstow_lfs::Oid, u64, ObjectId)> {
+    let mut pointers = Vec::new();
     use gix_object::Kind;
     let mut seen = std::collections::HashSet::new();
     let mut stack: Vec<(ObjectId, Option<Kind>)> = Vec::new();
@@ -221,6 +235,13 @@ fn reach(
         report.reachable += 1;
         let Some(loc) = db.lookup(&oid) else { continue };
         if loc.entry.kind == gitstow_odb::record::BLOB {
+            if loc.entry.size <= gitstow_lfs::pointer::MAX_POINTER {
+                if let Ok(Some(obj)) = db.read(&oid, cache) {
+                    if let Some((lfs, size)) = gitstow_lfs::pointer::parse(&obj.data) {
+                        pointers.push((lfs, size, oid));
+                    }
+                }
+            }
             continue;
         }
         let Ok(Some(obj)) = db.read(&oid, cache) else {
@@ -258,4 +279,5 @@ fn reach(
             Kind::Blob => {}
         }
     }
+    pointers
 }

@@ -11,6 +11,8 @@
 //! - [`graph`]: the commit graphs of the containers maintenance writes.
 //! - [`sweep`]: deleting retired containers after the grace period, and the
 //!   orphan scan that finds containers no state names.
+//! - [`lfs`]: collection of Git LFS claims, objects and staged uploads
+//!   nothing needs.
 //! - [`lease`]: the per-repository lease that keeps two instances off one
 //!   repository's maintenance.
 //!
@@ -28,6 +30,7 @@ pub mod fsck;
 pub mod gc;
 pub mod graph;
 pub mod lease;
+pub mod lfs;
 pub mod policy;
 pub mod ref_tables;
 pub mod sweep;

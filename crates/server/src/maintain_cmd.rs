@@ -170,6 +170,32 @@ pub fn main(args: MaintainArgs) -> i32 {
     if names.is_empty() {
         eprintln!("gitstow: no repository to maintain");
     }
+    // Over the whole store: Git LFS claims, objects and staged uploads
+    // nothing needs (a run for one repository leaves them).
+    if args.repo.is_none() {
+        let lfs_opts = gitstow_maintain::lfs::LfsOptions {
+            grace: Duration::from_secs(args.grace),
+            dry_run: args.dry_run,
+            now: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        match gitstow_maintain::lfs::collect(&store, &indexes, &lfs_opts) {
+            Ok(r) => println!(
+                "git lfs: {} {} claims no pointer needs, {} objects ({} bytes) no repository claims, {} abandoned uploads; {} unclaimed objects held for the grace period",
+                if args.dry_run { "would drop" } else { "dropped" },
+                r.markers_dropped,
+                r.objects_dropped,
+                r.bytes_dropped,
+                r.staging_dropped,
+                r.objects_pending
+            ),
+            Err(e) => {
+                failed += 1;
+                eprintln!("gitstow: git lfs collection failed: {e}");
+            }
+        }
+    }
     if failed > 0 {
         1
     } else {

@@ -262,7 +262,7 @@ impl Call {
         match key.check(grant.trim(), op, &self.name, oid, now_secs()) {
             Ok(size) => Ok(Authorized::Grant {
                 size,
-                upload: gitstow_lfs::grant::upload_id(grant.trim()).map(str::to_owned),
+                upload: gitstow_lfs::grant::upload_id(grant.trim()),
             }),
             Err(e @ (GrantError::Invalid | GrantError::Expired)) => {
                 tracing::info!(peer = ?self.peer, repo = %self.name, reason = %e, "LFS transfer refused");

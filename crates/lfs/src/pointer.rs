@@ -1,0 +1,70 @@
+//! LFS pointer files (git-lfs `docs/spec.md`): what a repository's blob
+//! holds in place of a tracked file.
+//!
+//! ```text
+//! version https://git-lfs.github.com/spec/v1
+//! oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393
+//! size 12345
+//! ```
+//!
+//! At most [`MAX_POINTER`] bytes, `version` first, then keys in order, one
+//! `key value` a line ending in `\n`.
+
+use crate::Oid;
+
+/// The largest pointer file, in bytes (the spec's limit).
+pub const MAX_POINTER: u64 = 1024;
+
+/// The oid and size a pointer file names; `None` for a blob that is not a
+/// pointer (any other text or binary, a pointer of another hash or spec).
+pub fn parse(blob: &[u8]) -> Option<(Oid, u64)> {
+    if blob.len() as u64 > MAX_POINTER {
+        return None;
+    }
+    let text = std::str::from_utf8(blob).ok()?;
+    let mut lines = text.split_terminator('\n');
+    let version = lines.next()?;
+    if version != "version https://git-lfs.github.com/spec/v1"
+        && version != "version https://hawser.github.com/spec/v1"
+    {
+        return None;
+    }
+    let (mut oid, mut size) = (None, None);
+    for line in lines {
+        let (key, value) = line.split_once(' ')?;
+        match key {
+            "oid" => oid = Oid::parse(value.strip_prefix("sha256:")?),
+            "size" => size = value.parse().ok(),
+            _ => {}
+        }
+    }
+    Some((oid?, size?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_and_other_blobs() {
+        let hex = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393";
+        let p =
+            format!("version https://git-lfs.github.com/spec/v1\noid sha256:{hex}\nsize 12345\n");
+        assert_eq!(parse(p.as_bytes()), Some((Oid::parse(hex).unwrap(), 12345)));
+        let ext = format!(
+            "version https://git-lfs.github.com/spec/v1\next-0-foo sha256:{hex}\noid sha256:{hex}\nsize 1\n"
+        );
+        assert!(parse(ext.as_bytes()).is_some());
+        for not in [
+            "".to_owned(),
+            "hello\n".to_owned(),
+            format!("version https://example.com/v1\noid sha256:{hex}\nsize 1\n"),
+            format!("version https://git-lfs.github.com/spec/v1\noid sha512:{hex}\nsize 1\n"),
+            format!("version https://git-lfs.github.com/spec/v1\noid sha256:{hex}\n"),
+            format!("version https://git-lfs.github.com/spec/v1\noid sha256:{hex}\nsize x\n"),
+        ] {
+            assert_eq!(parse(not.as_bytes()), None, "{not:?}");
+        }
+        assert_eq!(parse(&vec![b'a'; 2000]), None);
+    }
+}
