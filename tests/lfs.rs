@@ -1038,3 +1038,83 @@ fn fsck_reports_a_pointer_whose_object_never_came() {
         "{said}"
     );
 }
+
+#[test]
+fn over_ssh_git_lfs_authenticate_hands_over_to_the_lfs_api() {
+    let ssh = Ssh::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, big, small) = lfs_work(tmp.path(), "work");
+    let url = ssh.url("org/app");
+    // the push's LFS upload goes through git-lfs-authenticate over SSH
+    // (git-lfs tries git-lfs-transfer first, which is refused)
+    let out = ssh.git(&work, &ssh.dev, &["push", "--quiet", &url, "main"]);
+    common::ok(&out, "push over ssh with LFS files");
+    let logs = ssh.server.logs();
+    assert!(
+        logs.contains("service=\"git-lfs-authenticate\" operation=\"upload\" status=0"),
+        "{logs}"
+    );
+    assert!(logs.contains("service=\"lfs batch upload\""), "{logs}");
+    assert_eq!(lfs_keys(&ssh.server, "org/app").1.len(), 2);
+    // a clone over SSH downloads them; the reader's session is read-only
+    let clone = tmp.path().join("clone");
+    let out = ssh.git(
+        tmp.path(),
+        &ssh.reader,
+        &["clone", "--quiet", &url, clone.to_str().unwrap()],
+    );
+    common::ok(&out, "clone over ssh with LFS files");
+    assert_eq!(std::fs::read(clone.join("big.bin")).unwrap(), big);
+    assert_eq!(
+        std::fs::read(clone.join("assets/small.bin")).unwrap(),
+        small
+    );
+    // what git-lfs-authenticate answers, and what it refuses
+    let (code, stdout, _) = ssh.ssh(&ssh.reader, "git-lfs-authenticate org/app.git download");
+    assert_eq!(code, Some(0));
+    let answer: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let href = answer["href"].as_str().unwrap();
+    assert_eq!(
+        href,
+        format!(
+            "http://127.0.0.1:{}/org/app.git/info/lfs",
+            ssh.server.port()
+        )
+    );
+    let auth = answer["header"]["Authorization"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(answer["expires_in"].as_u64().unwrap() >= 60);
+    let (code, _, err) = ssh.ssh(&ssh.reader, "git-lfs-authenticate org/app.git upload");
+    assert_eq!(code, Some(128));
+    assert!(err.contains("ERROR:"), "{err}");
+    let (code, _, err) = ssh.ssh(&ssh.stranger, "git-lfs-authenticate org/app.git download");
+    assert_ne!(code, Some(0), "{err}");
+    // the reader's download session lists and downloads, does not upload
+    let oid = sha256_hex(&big);
+    let port = ssh.server.port();
+    let with_session = |body: Vec<u8>| {
+        http(
+            port,
+            "POST",
+            "/org/app.git/info/lfs/objects/batch",
+            &[("Authorization", auth.as_str())],
+            &body,
+        )
+    };
+    let r = with_session(batch("download", &[(&oid, big.len() as u64)]));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(json(&r)["objects"][0]["actions"]["download"].is_object());
+    let r = with_session(batch("upload", &[(&oid, big.len() as u64)]));
+    assert_eq!(r.status, 403, "{}", r.text());
+    // a session of one repository is nothing for another
+    let r = http(
+        port,
+        "POST",
+        "/org/other.git/info/lfs/objects/batch",
+        &[("Authorization", auth.as_str())],
+        &batch("download", &[(&oid, 1)]),
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+}

@@ -150,7 +150,9 @@ fn keys_get_their_tokens_grants_and_nothing_else() {
     let (code, _, err) = s.ssh(&s.dev, "ls -la");
     assert_eq!(code, Some(128), "{err}");
     assert!(
-        err.contains("ERROR: gitstow runs only git-upload-pack and git-receive-pack over SSH"),
+        err.contains(
+            "ERROR: gitstow runs only git-upload-pack, git-receive-pack and git-lfs-authenticate over SSH"
+        ),
         "{err}"
     );
     let (code, _, err) = s.ssh(&s.dev, "\"git-upload-pack '../etc/passwd'\"");

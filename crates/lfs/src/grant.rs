@@ -161,6 +161,75 @@ impl TransferKey {
     }
 }
 
+/// What a session grant ([`TransferKey::session`]) lets its bearer do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Upload (`write`) rather than download (`read`).
+    pub upload: bool,
+    /// The token the SSH key belongs to: whose rights are checked, who owns
+    /// the locks it takes.
+    pub token: String,
+}
+
+impl TransferKey {
+    /// A session grant: what `git-lfs-authenticate` over SSH answers, the
+    /// `Authorization: RemoteAuth <grant>` of the batch and lock requests of
+    /// one operation (`upload` or download) on `repo` by the token named
+    /// `token`, until `expires` (seconds since the epoch):
+    /// `s1.<u|d>.<expires>.<hex(token)>.<mac>`. The token's rights are
+    /// still checked on each request.
+    pub fn session(&self, upload: bool, repo: &str, token: &str, expires: u64) -> String {
+        let op = if upload { "u" } else { "d" };
+        let name = hex::encode(token);
+        let tag = self
+            .session_mac(op, repo, &name, expires)
+            .finalize()
+            .into_bytes();
+        format!("s1.{op}.{expires}.{name}.{}", hex::encode(tag))
+    }
+
+    fn session_mac(&self, op: &str, repo: &str, name: &str, expires: u64) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key length");
+        mac.update(format!("gitstow-lfs-session-v1\n{op}\n{repo}\n{name}\n{expires}").as_bytes());
+        mac
+    }
+
+    /// Checks session grant `grant` for `repo` at `now`.
+    ///
+    /// # Errors
+    /// [`GrantError`].
+    pub fn check_session(&self, grant: &str, repo: &str, now: u64) -> Result<Session, GrantError> {
+        let mut parts = grant.split('.');
+        let (Some("s1"), Some(op @ ("u" | "d")), Some(expires), Some(name), Some(tag), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(GrantError::Invalid);
+        };
+        let expires: u64 = expires.parse().map_err(|_| GrantError::Invalid)?;
+        let tag = hex::decode(tag).map_err(|_| GrantError::Invalid)?;
+        self.session_mac(op, repo, name, expires)
+            .verify_slice(&tag)
+            .map_err(|_| GrantError::Invalid)?;
+        if now > expires {
+            return Err(GrantError::Expired);
+        }
+        let token = hex::decode(name)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or(GrantError::Invalid)?;
+        Ok(Session {
+            upload: op == "u",
+            token,
+        })
+    }
+}
+
 /// The id of the upload a grant authorizes, `<expires>-<32 hex digits of
 /// its mac>`: names its staging key ([`crate::keys::staging`]) and says
 /// when the upload's window closed ([`upload_expiry`]); `None` for what is
@@ -247,6 +316,41 @@ mod tests {
                 Err(GrantError::Invalid)
             );
         }
+    }
+
+    #[test]
+    fn a_session_is_one_operation_on_one_repository_for_one_token() {
+        let key = TransferKey::from_secret([7; 32]);
+        let g = key.session(true, "org/r", "alice", 100);
+        assert_eq!(
+            key.check_session(&g, "org/r", 50),
+            Ok(Session {
+                upload: true,
+                token: "alice".into()
+            })
+        );
+        assert_eq!(key.check_session(&g, "org/s", 50), Err(GrantError::Invalid));
+        assert_eq!(
+            key.check_session(&g, "org/r", 101),
+            Err(GrantError::Expired)
+        );
+        let as_download = g.replacen("s1.u.", "s1.d.", 1);
+        assert_eq!(
+            key.check_session(&as_download, "org/r", 50),
+            Err(GrantError::Invalid)
+        );
+        let as_bob = g.replacen(&hex::encode("alice"), &hex::encode("bob"), 1);
+        assert_eq!(
+            key.check_session(&as_bob, "org/r", 50),
+            Err(GrantError::Invalid)
+        );
+        // a transfer grant is not a session, nor the other way round
+        let t = key.grant(Operation::Upload, "org/r", &oid(1), 1, 100);
+        assert_eq!(key.check_session(&t, "org/r", 50), Err(GrantError::Invalid));
+        assert_eq!(
+            key.check(&g, Operation::Upload, "org/r", &oid(1), 50),
+            Err(GrantError::Invalid)
+        );
     }
 
     #[test]

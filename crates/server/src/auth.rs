@@ -440,6 +440,50 @@ impl Auth {
     }
 }
 
+impl Auth {
+    /// What the token named `name` may do on `repo`, for a request that
+    /// proved it is that token by other means than its secret (a Git LFS
+    /// session grant, minted for an SSH key of the token): the principal,
+    /// or the answer (401 when the token is gone or expired, 403 without
+    /// the right). Revoking the token stops the grant at once.
+    pub async fn check_named(
+        &self,
+        name: &str,
+        repo: &str,
+        needed: Level,
+    ) -> Result<Principal, Response> {
+        let doc = match self.document().await {
+            Ok(doc) => doc,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the access document failed");
+                return Err(error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "access control is unavailable, try again later",
+                ));
+            }
+        };
+        let now = now_secs();
+        let Some(token) = doc
+            .tokens
+            .iter()
+            .find(|t| t.name == name && t.expires.is_none_or(|e| e > now))
+        else {
+            return Err(unauthorized("invalid credentials"));
+        };
+        match doc.decide_enforced(Some(token), repo, needed) {
+            Decision::Allow => Ok(Principal {
+                protect: (doc.level(Some(token), repo) < Some(Level::Admin))
+                    .then(|| doc.protected_refs(repo)),
+                token: Some(token.name.clone()),
+                webhooks: doc.webhooks_for(repo).map(|w| w.name.clone()).collect(),
+                hide_refs: doc.hidden_refs(repo),
+            }),
+            Decision::Forbidden(reason) => Err(error(StatusCode::FORBIDDEN, reason)),
+            Decision::Unauthenticated => Err(unauthorized("invalid credentials")),
+        }
+    }
+}
+
 /// The server endpoints (`/metrics`, `/debug/pprof/heap`) need `admin` on
 /// `*` (every repository).
 fn server_endpoint_decision(token: Option<&gitstow_access::StoredToken>) -> Decision {

@@ -66,6 +66,12 @@ pub struct ServeArgs {
     /// (`8GiB`).
     #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
     pub max_pack_size: u64,
+    /// The URL clients reach this server's HTTP side at
+    /// (`https://git.example.com`), when it is not what they send as `Host`
+    /// (behind a proxy that rewrites it) or not the address SSH clients
+    /// reached: the Git LFS API's URLs are made from it.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// Seconds a Git LFS transfer action stays valid: the batch API's
     /// upload and download URLs carry a grant for one object that expires
     /// then (at least 60: git-lfs treats an action that expires within
@@ -492,6 +498,8 @@ pub fn main(args: ServeArgs) -> i32 {
             url_ttl: args.lfs_url_ttl.max(1),
             max_object_size: args.max_pack_size,
             tls: args.tls_cert.is_some(),
+            public_url: args.public_url.clone(),
+            http_port: args.listen.port(),
         },
     };
     match check_exposure(&args, &store) {
@@ -599,6 +607,10 @@ pub fn main(args: ServeArgs) -> i32 {
             proxy: gitstow_ssh::ProxyFrom::new(args.ssh_proxy_protocol_from.clone()),
             ..gitstow_ssh::SshConfig::new(ssh_limits)
         };
+        let mut config = config;
+        if let Ok(bound) = listener.local_addr() {
+            config.lfs.http_port = bound.port();
+        }
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {
             let router = crate::operator::operator_router(app.clone());

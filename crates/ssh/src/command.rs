@@ -18,11 +18,29 @@ pub struct Exec {
     pub repo: String,
 }
 
+/// What an `exec` request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// git-upload-pack or git-receive-pack.
+    Git(Exec),
+    /// `git-lfs-authenticate <path> upload|download` (git-lfs
+    /// `docs/api/server-discovery.md`): where the LFS API is and how to
+    /// authenticate to it.
+    LfsAuthenticate {
+        /// The repository, as [`Exec::repo`].
+        repo: String,
+        /// `upload` rather than `download`.
+        upload: bool,
+    },
+}
+
 /// Why a command is refused (the text goes to the client's stderr).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecError {
     /// Not git-upload-pack nor git-receive-pack (a shell command, scp, …).
-    #[error("gitstow runs only git-upload-pack and git-receive-pack over SSH")]
+    #[error(
+        "gitstow runs only git-upload-pack, git-receive-pack and git-lfs-authenticate over SSH"
+    )]
     NotGit,
     /// The path is not quoted as git quotes it, or is empty.
     #[error("the repository path is not quoted as git quotes it")]
@@ -59,6 +77,33 @@ pub fn parse(command: &[u8]) -> Result<Exec, ExecError> {
     Ok(Exec {
         service,
         repo: repo_name(&path)?,
+    })
+}
+
+/// Parses the command of an `exec` request: one of git's two commands
+/// ([`parse`]) or `git-lfs-authenticate <path> upload|download`, the path
+/// quoted as git quotes it or bare.
+///
+/// # Errors
+/// [`ExecError`] for anything else.
+pub fn parse_command(command: &[u8]) -> Result<Command, ExecError> {
+    if command.len() > MAX_COMMAND {
+        return Err(ExecError::NotGit);
+    }
+    let text = std::str::from_utf8(command).map_err(|_| ExecError::NotGit)?;
+    let Some(rest) = text.trim().strip_prefix("git-lfs-authenticate ") else {
+        return parse(command).map(Command::Git);
+    };
+    let (path, operation) = rest.trim().rsplit_once(' ').ok_or(ExecError::NotGit)?;
+    let upload = match operation {
+        "upload" => true,
+        "download" => false,
+        _ => return Err(ExecError::NotGit),
+    };
+    let path = unquote(path.trim())?;
+    Ok(Command::LfsAuthenticate {
+        repo: repo_name(&path)?,
+        upload,
     })
 }
 
@@ -104,6 +149,38 @@ fn repo_name(path: &str) -> Result<String, ExecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_lfs_authenticate() {
+        let lfs = |c: &str| parse_command(c.as_bytes());
+        assert_eq!(
+            lfs("git-lfs-authenticate org/repo.git upload"),
+            Ok(Command::LfsAuthenticate {
+                repo: "org/repo".into(),
+                upload: true
+            })
+        );
+        assert_eq!(
+            lfs("git-lfs-authenticate '/org/repo.git' download"),
+            Ok(Command::LfsAuthenticate {
+                repo: "org/repo".into(),
+                upload: false
+            })
+        );
+        for bad in [
+            "git-lfs-authenticate org/repo.git delete",
+            "git-lfs-authenticate org/repo.git",
+            "git-lfs-authenticate '../x' upload",
+            "git-lfs-authenticate org/repo.git;id upload",
+            "git-lfs-transfer org/repo.git upload",
+        ] {
+            assert!(lfs(bad).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            lfs("git-upload-pack 'org/r.git'"),
+            Ok(Command::Git(Exec { .. }))
+        ));
+    }
 
     fn ok(cmd: &str) -> (Service, String) {
         let e = parse(cmd.as_bytes()).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

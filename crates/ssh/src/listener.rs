@@ -26,7 +26,7 @@ use russh::server::{Auth, Msg, Session, VerifiedPublicKey};
 use russh::{Channel, ChannelId, MethodKind, MethodSet};
 use tokio::net::TcpListener;
 
-use crate::command::{self, Exec};
+use crate::command::{self, Command};
 use crate::git::{self, Failure, Limits};
 use crate::proxy::{self, ProxyFrom};
 use crate::HostKeys;
@@ -46,6 +46,19 @@ pub trait KeyAccess: Send + Sync + 'static {
         repo: &str,
         write: bool,
     ) -> impl Future<Output = Result<Principal, Denied>> + Send;
+
+    /// `git-lfs-authenticate`: whether the token of key `fingerprint` may
+    /// upload (`write`) or download (`read`) `repo`'s LFS objects, and then
+    /// the JSON git-lfs takes (git-lfs `docs/api/server-discovery.md`: the
+    /// LFS API's `href`, the `header` to send to it, `expires_in`), the
+    /// href reached at `local`'s address unless the server has a public URL.
+    fn lfs_authenticate(
+        &self,
+        fingerprint: &str,
+        repo: &str,
+        upload: bool,
+        local: Option<SocketAddr>,
+    ) -> impl Future<Output = Result<String, Denied>> + Send;
 }
 
 /// Why [`KeyAccess::authorize`] said no.
@@ -185,11 +198,13 @@ pub async fn serve<A: KeyAccess>(
             }
         };
         let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().ok();
         let connection = Connection {
             host: host.clone(),
             access: access.clone(),
             config: config.clone(),
             peer: accepted_from,
+            local,
             authenticated: Arc::new(AtomicBool::new(false)),
             pending: None,
             running: running.clone(),
@@ -302,6 +317,9 @@ struct Connection<A: KeyAccess> {
     access: Arc<A>,
     config: Arc<SshConfig>,
     peer: SocketAddr,
+    /// The address the client reached (where the HTTP side is reached
+    /// too, for `git-lfs-authenticate`'s href).
+    local: Option<SocketAddr>,
     authenticated: Arc<AtomicBool>,
     /// Its slot among the connections not authenticated yet, held until
     /// it is (or closes).
@@ -440,7 +458,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
             return session.channel_failure(channel);
         };
         session.channel_success(channel.id())?;
-        let exec = command::parse(data);
+        let exec = command::parse_command(data);
         let (Some(fp), token) = (self.fingerprint.clone(), self.token.clone()) else {
             return Ok(());
         };
@@ -449,6 +467,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
             access: self.access.clone(),
             config: self.config.clone(),
             peer: self.peer,
+            local: self.local,
             fingerprint: fp,
             token,
             version: protocol
@@ -493,16 +512,20 @@ struct Job<A: KeyAccess> {
     access: Arc<A>,
     config: Arc<SshConfig>,
     peer: SocketAddr,
+    local: Option<SocketAddr>,
     fingerprint: String,
     token: Option<String>,
     version: ProtocolVersion,
 }
 
 impl<A: KeyAccess> Job<A> {
-    async fn run(self, channel: Channel<Msg>, exec: Result<Exec, command::ExecError>) {
+    async fn run(self, channel: Channel<Msg>, exec: Result<Command, command::ExecError>) {
         let (mut read_half, write_half) = channel.split();
         let exec = match exec {
-            Ok(e) => e,
+            Ok(Command::Git(e)) => e,
+            Ok(Command::LfsAuthenticate { repo, upload }) => {
+                return self.lfs_authenticate(&write_half, &repo, upload).await;
+            }
             Err(e) => {
                 tracing::info!(peer = %self.peer, token = self.token.as_deref(), error = %e, "ssh: command refused");
                 say(&write_half, &format!("ERROR: {e}.")).await;
@@ -578,6 +601,54 @@ impl<A: KeyAccess> Job<A> {
             bytes_out = output.sent(),
             status,
             ms = started.elapsed().as_millis() as u64,
+            "ssh command"
+        );
+        finish(write_half, status).await;
+    }
+}
+
+impl<A: KeyAccess> Job<A> {
+    /// `git-lfs-authenticate <repo> upload|download`: the JSON git-lfs
+    /// reads (`href`, `header`, `expires_in`) on stdout, or `ERROR: …`.
+    async fn lfs_authenticate(
+        &self,
+        write_half: &russh::ChannelWriteHalf<Msg>,
+        repo: &str,
+        upload: bool,
+    ) {
+        let answer = self
+            .access
+            .lfs_authenticate(&self.fingerprint, repo, upload, self.local)
+            .await;
+        let status = match answer {
+            Ok(json) => {
+                let _ = write_half
+                    .data_bytes(format!("{json}\n").into_bytes())
+                    .await;
+                0
+            }
+            Err(denied) => {
+                tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo, ?denied, "ssh: git-lfs-authenticate refused");
+                let line = match denied {
+                    Denied::NotFound => NOT_FOUND.to_owned(),
+                    Denied::Forbidden(why) => format!("ERROR: {why}"),
+                    Denied::Unavailable => {
+                        "ERROR: access control is unavailable, try again later".into()
+                    }
+                };
+                say(write_half, &line).await;
+                128
+            }
+        };
+        tracing::info!(
+            transport = "ssh",
+            peer = %self.peer,
+            token = self.token.as_deref(),
+            fingerprint = %self.fingerprint,
+            repo,
+            service = "git-lfs-authenticate",
+            operation = if upload { "upload" } else { "download" },
+            status,
             "ssh command"
         );
         finish(write_half, status).await;

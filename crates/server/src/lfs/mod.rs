@@ -52,6 +52,12 @@ pub struct LfsConfig {
     /// `https` when the server terminates TLS itself (then the actions'
     /// URLs say so; behind a proxy, `X-Forwarded-Proto: https` does too).
     pub tls: bool,
+    /// Where clients reach the HTTP side (`--public-url`), for the URLs
+    /// the LFS API answers; `None`: from each request's `Host` (and, over
+    /// SSH, the address the client reached with [`LfsConfig::http_port`]).
+    pub public_url: Option<String>,
+    /// The HTTP port this server listens on.
+    pub http_port: u16,
 }
 
 /// A request under `/<name>.git/info/lfs/`; `rest` is the path after that,
@@ -226,10 +232,65 @@ impl Call {
         needed: Level,
         logged: &mut crate::request_log::Logged,
     ) -> Result<Option<String>, Response> {
+        if let Some(session) = self.session_grant() {
+            return self.session(session, needed, logged).await;
+        }
         match self
             .app
             .auth()
             .check(&self.headers, None, self.peer, Some(&self.name), needed)
+            .await
+        {
+            Ok(p) => {
+                logged.token = p.token.clone();
+                Ok(p.token)
+            }
+            Err(resp) => Err(as_lfs(resp).await),
+        }
+    }
+
+    /// A session grant in `Authorization: RemoteAuth s1.…` (what
+    /// `git-lfs-authenticate` over SSH gave), if that is what the request
+    /// carries.
+    fn session_grant(&self) -> Option<String> {
+        self.headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("RemoteAuth "))
+            .map(str::trim)
+            .filter(|g| g.starts_with("s1."))
+            .map(str::to_owned)
+    }
+
+    /// The token a session grant names, checked for `needed` (at most what
+    /// the session's operation allows: `write` for an upload session,
+    /// `read` for a download one).
+    async fn session(
+        &self,
+        grant: String,
+        needed: Level,
+        logged: &mut crate::request_log::Logged,
+    ) -> Result<Option<String>, Response> {
+        let key = self.key().await?;
+        let session = match key.check_session(&grant, &self.name, now_secs()) {
+            Ok(s) => s,
+            Err(e) => return Err(lfs_error(StatusCode::UNAUTHORIZED, e.to_string())),
+        };
+        let allowed = if session.upload {
+            Level::Write
+        } else {
+            Level::Read
+        };
+        if needed > allowed {
+            return Err(lfs_error(
+                StatusCode::FORBIDDEN,
+                "this SSH session was authenticated for download only",
+            ));
+        }
+        match self
+            .app
+            .auth()
+            .check_named(&session.token, &self.name, needed)
             .await
         {
             Ok(p) => {
@@ -253,7 +314,8 @@ impl Call {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("RemoteAuth "));
+            .and_then(|v| v.strip_prefix("RemoteAuth "))
+            .filter(|g| !g.trim().starts_with("s1."));
         let Some(grant) = grant else {
             self.credentials(fallback, logged).await?;
             return Ok(Authorized::Credentials);

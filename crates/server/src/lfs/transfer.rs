@@ -119,7 +119,7 @@ impl Call {
         let with_grant = self
             .headers
             .get(header::AUTHORIZATION)
-            .is_some_and(|v| v.as_bytes().starts_with(b"RemoteAuth "));
+            .is_some_and(|v| v.as_bytes().starts_with(b"RemoteAuth v1."));
         if !with_grant {
             if let Err(resp) = self.credentials(Level::Write, logged).await {
                 return resp;
@@ -356,6 +356,9 @@ impl Call {
 
     /// `http(s)://HOST/<name>.git/info/lfs`, from the request's `Host`.
     fn lfs_url(&self) -> String {
+        if let Some(url) = &self.app.config.lfs.public_url {
+            return format!("{}/{}.git/info/lfs", url.trim_end_matches('/'), self.name);
+        }
         let https = self.app.config.lfs.tls
             || self
                 .headers
