@@ -367,22 +367,17 @@ fn raw_requests_are_answered_in_the_spec_s_words() {
         Some("Basic realm=\"gitstow\"")
     );
     assert!(json(&r)["message"].is_string());
-    // a read-only token may not ask to upload: 403
-    let r = post_batch(
-        &server,
-        "org/app",
-        Some(&reader),
-        &batch("upload", &[(&oid, size)]),
-    );
-    assert_eq!(r.status, 403, "{}", r.text());
-    // a repository that does not exist has nothing to download: 404
-    let r = post_batch(
-        &server,
-        "org/app",
-        Some(&reader),
-        &batch("download", &[(&oid, size)]),
-    );
-    assert_eq!(r.status, 404, "{}", r.text());
+    // a read-only token may not ask to upload (403); a repository that
+    // does not exist has nothing to download (404)
+    for (op, status) in [("upload", 403), ("download", 404)] {
+        let r = post_batch(
+            &server,
+            "org/app",
+            Some(&reader),
+            &batch(op, &[(&oid, size)]),
+        );
+        assert_eq!(r.status, status, "{op}: {}", r.text());
+    }
 
     // upload through the actions the batch gives
     let r = post_batch(

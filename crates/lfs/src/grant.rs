@@ -16,6 +16,17 @@ use gitstow_store::{ObjectStore, PutCondition};
 
 use crate::Oid;
 
+/// The `N` fields of `grant` after its version `tag` (`tag.f1.f2…`);
+/// `None` for another version or another number of fields.
+fn fields<'a, const N: usize>(grant: &'a str, tag: &str) -> Option<[&'a str; N]> {
+    let mut parts = grant.split('.');
+    if parts.next()? != tag {
+        return None;
+    }
+    let out: [&str; N] = std::array::from_fn(|_| parts.next().unwrap_or(""));
+    (parts.next().is_none() && out.iter().all(|f| !f.is_empty())).then_some(out)
+}
+
 /// What a grant allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
@@ -138,14 +149,7 @@ impl TransferKey {
         oid: &Oid,
         now: u64,
     ) -> Result<u64, GrantError> {
-        let mut parts = grant.split('.');
-        let (Some("v1"), Some(size), Some(expires), Some(tag), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
+        let Some([size, expires, tag]) = fields(grant, "v1") else {
             return Err(GrantError::Invalid);
         };
         let size: u64 = size.parse().map_err(|_| GrantError::Invalid)?;
@@ -200,15 +204,7 @@ impl TransferKey {
     /// # Errors
     /// [`GrantError`].
     pub fn check_session(&self, grant: &str, repo: &str, now: u64) -> Result<Session, GrantError> {
-        let mut parts = grant.split('.');
-        let (Some("s1"), Some(op @ ("u" | "d")), Some(expires), Some(name), Some(tag), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
+        let Some([op @ ("u" | "d"), expires, name, tag]) = fields(grant, "s1") else {
             return Err(GrantError::Invalid);
         };
         let expires: u64 = expires.parse().map_err(|_| GrantError::Invalid)?;
@@ -235,16 +231,7 @@ impl TransferKey {
 /// when the upload's window closed ([`upload_expiry`]); `None` for what is
 /// not a grant's shape.
 pub fn upload_id(grant: &str) -> Option<String> {
-    let mut parts = grant.split('.');
-    let (Some("v1"), Some(_size), Some(expires), Some(tag), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return None;
-    };
+    let [_size, expires, tag] = fields(grant, "v1")?;
     let expires: u64 = expires.parse().ok()?;
     (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| format!("{expires}-{}", &tag[..32]))

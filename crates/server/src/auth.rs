@@ -425,13 +425,7 @@ impl Auth {
             .key_token(fingerprint, now_secs())
             .ok_or(Denied::NotFound)?;
         match doc.decide_enforced(Some(token), repo, needed) {
-            Decision::Allow => Ok(Principal {
-                protect: (doc.level(Some(token), repo) < Some(Level::Admin))
-                    .then(|| doc.protected_refs(repo)),
-                token: Some(token.name.clone()),
-                webhooks: doc.webhooks_for(repo).map(|w| w.name.clone()).collect(),
-                hide_refs: doc.hidden_refs(repo),
-            }),
+            Decision::Allow => Ok(allowed(&doc, token, repo)),
             Decision::Forbidden(reason) if doc.level(Some(token), repo).is_some() => {
                 Err(Denied::Forbidden(reason))
             }
@@ -471,16 +465,22 @@ impl Auth {
             return Err(unauthorized("invalid credentials"));
         };
         match doc.decide_enforced(Some(token), repo, needed) {
-            Decision::Allow => Ok(Principal {
-                protect: (doc.level(Some(token), repo) < Some(Level::Admin))
-                    .then(|| doc.protected_refs(repo)),
-                token: Some(token.name.clone()),
-                webhooks: doc.webhooks_for(repo).map(|w| w.name.clone()).collect(),
-                hide_refs: doc.hidden_refs(repo),
-            }),
+            Decision::Allow => Ok(allowed(&doc, token, repo)),
             Decision::Forbidden(reason) => Err(error(StatusCode::FORBIDDEN, reason)),
             Decision::Unauthenticated => Err(unauthorized("invalid credentials")),
         }
+    }
+}
+
+/// The principal of `token`, allowed on `repo`: its protected refs (unless
+/// it administers the repository), webhooks and hidden refs.
+fn allowed(doc: &AccessDoc, token: &gitstow_access::StoredToken, repo: &str) -> Principal {
+    Principal {
+        protect: (doc.level(Some(token), repo) < Some(Level::Admin))
+            .then(|| doc.protected_refs(repo)),
+        token: Some(token.name.clone()),
+        webhooks: doc.webhooks_for(repo).map(|w| w.name.clone()).collect(),
+        hide_refs: doc.hidden_refs(repo),
     }
 }
 

@@ -227,8 +227,9 @@ impl ObjectStore for FaultyStore {
         request: crate::PresignRequest<'_>,
         ttl: std::time::Duration,
     ) -> Result<Option<crate::Presigned>> {
-        let (crate::PresignRequest::Get { key } | crate::PresignRequest::Put { key, .. }) = request;
-        self.run("presign", key, || self.inner.presign(request, ttl))
+        self.run("presign", request.key(), || {
+            self.inner.presign(request, ttl)
+        })
     }
     fn copy(&self, from: &str, to: &str) -> Result<ETag> {
         self.run("copy", to, || self.inner.copy(from, to))

@@ -188,6 +188,15 @@ pub enum PresignRequest<'a> {
     },
 }
 
+impl PresignRequest<'_> {
+    /// The key the request is for.
+    pub fn key(&self) -> &str {
+        match self {
+            PresignRequest::Get { key } | PresignRequest::Put { key, .. } => key,
+        }
+    }
+}
+
 /// A bucket of objects addressed by `/`-separated keys.
 ///
 /// Synchronous: callers on an async runtime run it on blocking threads.
@@ -306,8 +315,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         request: PresignRequest<'_>,
         ttl: std::time::Duration,
     ) -> Result<Option<Presigned>> {
-        let (PresignRequest::Get { key } | PresignRequest::Put { key, .. }) = request;
-        validate_key(key)?;
+        validate_key(request.key())?;
         let _ = ttl;
         Ok(None)
     }

@@ -589,8 +589,7 @@ impl ObjectStore for S3Store {
         request: crate::PresignRequest<'_>,
         ttl: std::time::Duration,
     ) -> Result<Option<crate::Presigned>> {
-        let (crate::PresignRequest::Get { key } | crate::PresignRequest::Put { key, .. }) = request;
-        validate_key(key)?;
+        validate_key(request.key())?;
         self.block_on(self.presign_request(request, ttl))
     }
 

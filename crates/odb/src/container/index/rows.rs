@@ -56,16 +56,7 @@ impl Rows {
                 .expect("a wide row is in the side list");
             return self.wide[at].1;
         }
-        IndexEntry {
-            oid: self.oids[i],
-            offset: r.offset,
-            length: u64::from(r.length),
-            record_type: r.types >> 4,
-            kind: r.types & 0xf,
-            size: u64::from(r.size),
-            depth: u32::from(r.depth),
-            base: (r.base != NO_BASE).then(|| self.oids[r.base as usize]),
-        }
+        narrow_entry(&self.oids, &r, i)
     }
 
     /// The rows kept whole in the side list.
@@ -80,6 +71,20 @@ impl Rows {
         self.oids.capacity() * std::mem::size_of::<ObjectId>()
             + self.rows.capacity() * std::mem::size_of::<Row>()
             + self.wide.capacity() * std::mem::size_of::<(u32, IndexEntry)>()
+    }
+}
+
+/// The entry of narrow row `r` (row number `i`) among `oids`.
+fn narrow_entry(oids: &[ObjectId], r: &Row, i: usize) -> IndexEntry {
+    IndexEntry {
+        oid: oids[i],
+        offset: r.offset,
+        length: u64::from(r.length),
+        record_type: r.types >> 4,
+        kind: r.types & 0xf,
+        size: u64::from(r.size),
+        depth: u32::from(r.depth),
+        base: (r.base != NO_BASE).then(|| oids[r.base as usize]),
     }
 }
 
@@ -121,19 +126,8 @@ impl RowsBuilder {
 
     /// Row `row`'s entry in the side list, moved there on first use.
     fn widen(&mut self, row: usize) -> &mut IndexEntry {
-        let r = self.rows[row];
-        let oid = self.oids[row];
-        let base = (r.base != NO_BASE).then(|| self.oids[r.base as usize]);
-        self.wide.entry(row as u32).or_insert(IndexEntry {
-            oid,
-            offset: r.offset,
-            length: u64::from(r.length),
-            record_type: r.types >> 4,
-            kind: r.types & 0xf,
-            size: u64::from(r.size),
-            depth: u32::from(r.depth),
-            base,
-        })
+        let entry = narrow_entry(&self.oids, &self.rows[row], row);
+        self.wide.entry(row as u32).or_insert(entry)
     }
 
     /// The wide entry of `row` when its values do not all fit (`fits`).
