@@ -654,8 +654,24 @@ fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
-        err.contains("remote: error: 'big.bin' is locked by dev (git lfs locks); it may not change on refs/heads/main"),
+        err.contains("remote: error: 'big.bin' is locked by dev (git lfs locks); commit "),
         "{err}"
+    );
+    assert!(
+        err.contains("changes it, so refs/heads/main may not take it"),
+        "{err}"
+    );
+    // nor can it reach the repository on another branch, new or deleted and
+    // made again
+    let out = run(
+        &bob,
+        &as_bob,
+        &["push", "--no-verify", "origin", "HEAD:refs/heads/sneak"],
+    );
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     assert!(
         err.contains("[remote rejected] main -> main (locked by dev: big.bin)"),
@@ -681,6 +697,33 @@ fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
         &["commit", "--quiet", "-am", "alice edits big.bin"],
     );
     ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
+    // bob's branch may take her change (a merge that keeps one parent's
+    // version changes nothing), and a branch made at a commit the
+    // repository has brings nothing to check
+    ok(&bob, &as_bob, &["checkout", "--quiet", "-b", "feature"]);
+    commit_files(&bob, &[("notes", "bob's notes\n")], "bob's work");
+    ok(&bob, &as_bob, &["fetch", "--quiet", "origin"]);
+    ok(
+        &bob,
+        &as_bob,
+        &["merge", "--quiet", "--no-edit", "origin/main"],
+    );
+    ok(
+        &bob,
+        &as_bob,
+        &["push", "--quiet", "--no-verify", "origin", "feature"],
+    );
+    ok(
+        &bob,
+        &as_bob,
+        &[
+            "push",
+            "--quiet",
+            "origin",
+            "origin/main~1:refs/heads/old-based",
+        ],
+    );
+    ok(&bob, &as_bob, &["checkout", "--quiet", "main"]);
 
     // bob may not unlock alice's lock, not even with --force (admin only);
     // an admin may
@@ -824,8 +867,6 @@ fn hostile_batches_and_a_storm_of_lock_requests() {
     let (server, writer, _reader) = start();
     let port = server.port();
     let pid = server.pid().unwrap();
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap(); // VmHWM from now
-    let before = proc_status_kb(pid, "VmRSS");
     let oid = sha256_hex(b"x");
     // 100,000 objects: past the 1 MiB a batch may take
     let many: Vec<(&str, u64)> = vec![(oid.as_str(), 1); 100_000];
@@ -857,10 +898,30 @@ fn hostile_batches_and_a_storm_of_lock_requests() {
     let r = post_batch(&server, "org/app", Some(&writer), huge.as_bytes());
     assert_eq!(r.status, 422, "{}", r.text());
 
+    // locks belong to a repository that exists
+    let bearer = format!("Bearer {writer}");
+    let r = http(
+        port,
+        "POST",
+        "/org/app.git/info/lfs/locks",
+        &[("Authorization", bearer.as_str())],
+        br#"{"path": "a.psd"}"#,
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1")], "c1");
+    let authed = server
+        .url("org/app")
+        .replace("http://", &format!("http://dev:{writer}@"));
+    git(&work, &["push", "--quiet", &authed, "main"]);
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = proc_status_kb(pid, "VmRSS");
+
     // 1,000 lock requests at once (50 clients, 20 each): each answered 201,
     // or 429 when the document kept changing under it; the document holds
     // exactly the 201s
-    let bearer = format!("Bearer {writer}");
     let created = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for t in 0..50 {
@@ -1112,4 +1173,33 @@ fn over_ssh_git_lfs_authenticate_hands_over_to_the_lfs_api() {
         &batch("download", &[(&oid, 1)]),
     );
     assert_eq!(r.status, 401, "{}", r.text());
+}
+
+#[test]
+fn a_retried_push_renews_the_claim_collection_would_drop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, writer, _reader) = start();
+    let (work, big, _) = lfs_work(tmp.path(), "work");
+    let url = server.url("org/race");
+    let as_writer = git_as(&server, tmp.path(), &writer);
+    // the upload of a push whose ref update did not happen
+    ok(&work, &as_writer, &["lfs", "push", &url, "main"]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // the retry: its batch finds the objects there, uploads nothing, and
+    // renews the claims; a collection now keeps them
+    ok(&work, &as_writer, &["lfs", "push", &url, "main"]);
+    let out = server.store().maintain(&["--all", "--grace", "2"], &[]);
+    let said = assert_maintained(&out);
+    assert!(said.contains("dropped 0 claims"), "{said}");
+    ok(
+        &work,
+        &as_writer,
+        &["push", "--quiet", "--no-verify", &url, "main"],
+    );
+    let o = server.store().admin(&["fsck", "--repo", "org/race"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(lfs_keys(&server, "org/race")
+        .1
+        .iter()
+        .any(|k| k.ends_with(&sha256_hex(&big))));
 }

@@ -152,7 +152,14 @@ impl Batch<'_> {
                         ),
                     ));
                 }
-                Operation::Upload if owned == Some(size) => {}
+                Operation::Upload
+                    if owned == Some(size) && objects::stored_size(store, &oid)? == Some(size) =>
+                {
+                    // Nothing to send; the claim is renewed, so that collection
+                    // keeps it a grace period from now (the push that brings
+                    // its pointer is on its way).
+                    objects::renew_claim(store, self.repo, &oid, size)?;
+                }
                 Operation::Upload => {
                     let verify = self.action(op, &oid, size, "verify", false);
                     let presigned = match verify_grant_upload_id(&verify) {
@@ -288,6 +295,13 @@ mod tests {
                 gitstow_store::PutCondition::None,
             )
             .unwrap();
+        store
+            .put(
+                &crate::keys::object(&owned),
+                b"12345",
+                gitstow_store::PutCondition::None,
+            )
+            .unwrap();
         let batch = Batch {
             repo: "org/r",
             lfs_url: "http://h/org/r.git/info/lfs",
@@ -339,6 +353,21 @@ mod tests {
             .unwrap();
         // owned already: nothing to do; absent: upload and verify; too large: 422
         assert!(up.objects[0].actions.is_none() && up.objects[0].error.is_none());
+        // ... and its claim was renewed (dated now)
+        let (marker, _) = store
+            .get(&crate::keys::owned("org/r", &owned))
+            .unwrap()
+            .unwrap();
+        assert!(crate::objects::Marker::parse(&marker)
+            .unwrap()
+            .created
+            .is_some());
+        // a claim whose bytes are gone is uploaded again (a repair)
+        store.delete(&crate::keys::object(&owned)).unwrap();
+        let again = batch
+            .answer(&store, &request("upload", &objs[..1]), Operation::Upload)
+            .unwrap();
+        assert!(again.objects[0].actions.as_ref().unwrap().upload.is_some());
         let actions = up.objects[1].actions.as_ref().unwrap();
         let put = actions.upload.as_ref().unwrap();
         let grant = put.header["Authorization"]

@@ -173,29 +173,49 @@ pub struct Session {
     /// The token the SSH key belongs to: whose rights are checked, who owns
     /// the locks it takes.
     pub token: String,
+    /// Which token of that name (a prefix of its stored hash): one made
+    /// later under the name does not inherit the session.
+    pub token_id: String,
 }
 
 impl TransferKey {
     /// A session grant: what `git-lfs-authenticate` over SSH answers, the
     /// `Authorization: RemoteAuth <grant>` of the batch and lock requests of
     /// one operation (`upload` or download) on `repo` by the token named
-    /// `token`, until `expires` (seconds since the epoch):
-    /// `s1.<u|d>.<expires>.<hex(token)>.<mac>`. The token's rights are
-    /// still checked on each request.
-    pub fn session(&self, upload: bool, repo: &str, token: &str, expires: u64) -> String {
+    /// `token` (whose id is `token_id`, hex), until `expires` (seconds since
+    /// the epoch): `s1.<u|d>.<expires>.<hex(token)>.<token_id>.<mac>`. The
+    /// token's rights are still checked on each request.
+    pub fn session(
+        &self,
+        upload: bool,
+        repo: &str,
+        token: &str,
+        token_id: &str,
+        expires: u64,
+    ) -> String {
         let op = if upload { "u" } else { "d" };
         let name = hex::encode(token);
         let tag = self
-            .session_mac(op, repo, &name, expires)
+            .session_mac(op, repo, &name, token_id, expires)
             .finalize()
             .into_bytes();
-        format!("s1.{op}.{expires}.{name}.{}", hex::encode(tag))
+        format!("s1.{op}.{expires}.{name}.{token_id}.{}", hex::encode(tag))
     }
 
-    fn session_mac(&self, op: &str, repo: &str, name: &str, expires: u64) -> Hmac<Sha256> {
+    fn session_mac(
+        &self,
+        op: &str,
+        repo: &str,
+        name: &str,
+        token_id: &str,
+        expires: u64,
+    ) -> Hmac<Sha256> {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key length");
-        mac.update(format!("gitstow-lfs-session-v1\n{op}\n{repo}\n{name}\n{expires}").as_bytes());
+        mac.update(
+            format!("gitstow-lfs-session-v1\n{op}\n{repo}\n{name}\n{token_id}\n{expires}")
+                .as_bytes(),
+        );
         mac
     }
 
@@ -204,12 +224,12 @@ impl TransferKey {
     /// # Errors
     /// [`GrantError`].
     pub fn check_session(&self, grant: &str, repo: &str, now: u64) -> Result<Session, GrantError> {
-        let Some([op @ ("u" | "d"), expires, name, tag]) = fields(grant, "s1") else {
+        let Some([op @ ("u" | "d"), expires, name, token_id, tag]) = fields(grant, "s1") else {
             return Err(GrantError::Invalid);
         };
         let expires: u64 = expires.parse().map_err(|_| GrantError::Invalid)?;
         let tag = hex::decode(tag).map_err(|_| GrantError::Invalid)?;
-        self.session_mac(op, repo, name, expires)
+        self.session_mac(op, repo, name, token_id, expires)
             .verify_slice(&tag)
             .map_err(|_| GrantError::Invalid)?;
         if now > expires {
@@ -222,6 +242,7 @@ impl TransferKey {
         Ok(Session {
             upload: op == "u",
             token,
+            token_id: token_id.to_owned(),
         })
     }
 }
@@ -308,13 +329,20 @@ mod tests {
     #[test]
     fn a_session_is_one_operation_on_one_repository_for_one_token() {
         let key = TransferKey::from_secret([7; 32]);
-        let g = key.session(true, "org/r", "alice", 100);
+        let g = key.session(true, "org/r", "alice", "00ff", 100);
         assert_eq!(
             key.check_session(&g, "org/r", 50),
             Ok(Session {
                 upload: true,
-                token: "alice".into()
+                token: "alice".into(),
+                token_id: "00ff".into()
             })
+        );
+        // the same name, another token: not this session
+        let other_alice = g.replacen(".00ff.", ".0100.", 1);
+        assert_eq!(
+            key.check_session(&other_alice, "org/r", 50),
+            Err(GrantError::Invalid)
         );
         assert_eq!(key.check_session(&g, "org/s", 50), Err(GrantError::Invalid));
         assert_eq!(

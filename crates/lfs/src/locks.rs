@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 use crate::keys;
 
 /// Longest lock path, in bytes.
-pub const MAX_PATH: usize = 4096;
+pub const MAX_PATH: usize = 1024;
 
-/// Most locks a repository holds.
-pub const MAX_LOCKS: usize = 10_000;
+/// Most locks a repository holds (the document every push reads stays
+/// under ~6 MB).
+pub const MAX_LOCKS: usize = 5_000;
 
 /// Most locks a listing returns at once (and its default).
 pub const MAX_PAGE: usize = 100;
@@ -116,7 +117,7 @@ pub fn check_path(path: &str) -> Result<(), LockError> {
         return Err(LockError::BadPath("empty"));
     }
     if path.len() > MAX_PATH {
-        return Err(LockError::BadPath("longer than 4096 bytes"));
+        return Err(LockError::BadPath("longer than 1024 bytes"));
     }
     if path.contains('\0') {
         return Err(LockError::BadPath("a NUL byte"));

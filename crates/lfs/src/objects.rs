@@ -141,6 +141,26 @@ pub fn accept(
     Ok(())
 }
 
+/// Writes `repo`'s claim to `oid` (`size` bytes) again, dated now: an
+/// upload the repository has already is about to be named by a push, and
+/// collection must keep it a grace period from now.
+///
+/// # Errors
+/// The store failed.
+pub fn renew_claim(
+    store: &dyn ObjectStore,
+    repo: &str,
+    oid: &Oid,
+    size: u64,
+) -> Result<(), gitstow_store::Error> {
+    store.put(
+        &keys::owned(repo, oid),
+        &Marker::now(size),
+        PutCondition::None,
+    )?;
+    Ok(())
+}
+
 /// Bytes read per step when verify hashes a staged upload itself.
 const HASH_CHUNK: u64 = 8 << 20;
 

@@ -525,41 +525,40 @@ fn refuse_rewrites(
     Ok(())
 }
 
-/// Refuses each branch update that changes a path another user has
-/// locked (see [`locked`]), with `remote: error: …` saying whose lock.
+/// Refuses each branch update that brings a commit changing a path another
+/// user has locked (see [`locked`]), with `remote: error: …` saying whose
+/// lock and which commit.
+#[allow(clippy::too_many_arguments)]
 fn refuse_locked(
     repo: &Repository,
     state: &gitstow_odb::RepoState,
     containers: &[gitstow_odb::state::ContainerRef],
     push: &PushRequest,
+    pushed: &[(gix_hash::ObjectId, gix_object::Kind)],
     rejected: &mut [Option<String>],
     locked: &[locked::LockedPath],
     outcome: &mut Outcome,
 ) -> Result<(), UnpackFailure> {
+    let commits: gix_hashtable::HashSet<gix_hash::ObjectId> = pushed
+        .iter()
+        .filter(|(_, k)| *k == gix_object::Kind::Commit)
+        .map(|(o, _)| *o)
+        .collect();
+    if commits.is_empty() {
+        return Ok(());
+    }
     let mut next = state.clone();
     next.containers.extend(containers.iter().cloned());
     let db = repo
         .objects(&next)
         .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))?;
-    let head_tip = match state.head.as_deref() {
-        Some(head) => repo
-            .refs(state)
-            .and_then(|refs| refs.oid(head))
-            .map_err(|e| UnpackFailure::server("reading HEAD", &e))?,
-        None => None,
-    };
     for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
         if refused.is_some() || cmd.new.is_null() || !cmd.name.starts_with("refs/heads/") {
             continue;
         }
-        let base = if cmd.old.is_null() {
-            head_tip.as_ref()
-        } else {
-            Some(&cmd.old)
-        };
-        if let Some(l) = locked::changed_lock(&db, base, &cmd.new, locked) {
+        if let Some((l, commit)) = locked::changed_lock(&db, &cmd.new, &commits, locked) {
             outcome.remote_errors.push(format!(
-                "'{}' is locked by {} (git lfs locks); it may not change on {}",
+                "'{}' is locked by {} (git lfs locks); commit {commit} changes it, so {} may not take it",
                 l.path, l.owner, cmd.name
             ));
             *refused = Some(format!("locked by {}: {}", l.owner, l.path));
@@ -662,6 +661,7 @@ fn decide(
             state,
             &containers,
             push,
+            &unpacked.oids,
             &mut rejected,
             &opts.locked,
             outcome,

@@ -4,11 +4,13 @@
 //! locked by others than the pusher ([`crate::Options::locked`]); this
 //! module only compares trees.
 //!
-//! What is compared: the entry at each locked path (its mode and oid, or
-//! its absence) in the tree of the branch's old tip and of its new one; a
-//! new branch is compared with the branch HEAD names (with nothing when
-//! there is none). A path changed and changed back within the pushed
-//! commits is not a change.
+//! What counts: each commit the push brings (in its pack) that the branch's
+//! new tip reaches changes a locked path when the entry there (mode and
+//! oid, or absence) differs from that in every one of its parents (a root
+//! commit: when the path exists). So a merge that takes the lock holder's
+//! version from one parent changes nothing, a branch created or moved to
+//! commits the repository has brings no commit to check, and a commit that
+//! touches the path is refused wherever it goes (a re-created branch too).
 
 use gix_hash::ObjectId;
 
@@ -52,18 +54,38 @@ fn entry_at(
     None
 }
 
-/// The first of `locked` whose entry differs between commit `base` (`None`:
-/// an empty tree) and commit `new`.
+/// The first of `locked` that a commit of `pushed` (the commits the push
+/// brings) reachable from `new` changes, with that commit.
 pub fn changed_lock<'a>(
     db: &ObjectDb,
-    base: Option<&ObjectId>,
     new: &ObjectId,
+    pushed: &gix_hashtable::HashSet<ObjectId>,
     locked: &'a [LockedPath],
-) -> Option<&'a LockedPath> {
+) -> Option<(&'a LockedPath, ObjectId)> {
     let mut cache = ObjectCache::new(8 << 20);
-    locked.iter().find(|l| {
-        let before = base.and_then(|b| entry_at(db, b, &l.path, &mut cache));
-        let after = entry_at(db, new, &l.path, &mut cache);
-        before != after
-    })
+    let mut seen: gix_hashtable::HashSet<ObjectId> = Default::default();
+    let mut stack = vec![*new];
+    while let Some(c) = stack.pop() {
+        if !pushed.contains(&c) || !seen.insert(c) {
+            continue;
+        }
+        let Ok(Some(row)) = db.commit_row(&c, &mut cache) else {
+            continue;
+        };
+        for l in locked {
+            let here = entry_at(db, &c, &l.path, &mut cache);
+            let changed = if row.parents.is_empty() {
+                here.is_some()
+            } else {
+                row.parents
+                    .iter()
+                    .all(|p| entry_at(db, p, &l.path, &mut cache) != here)
+            };
+            if changed {
+                return Some((l, c));
+            }
+        }
+        stack.extend(row.parents.iter().copied());
+    }
+    None
 }

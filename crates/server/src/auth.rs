@@ -435,7 +435,18 @@ impl Auth {
 }
 
 impl Auth {
-    /// What the token named `name` may do on `repo`, for a request that
+    /// The id of the token named `name` (the first 16 hex digits of its
+    /// stored hash), for a grant bound to it; `None` when there is none.
+    pub async fn token_id(&self, name: &str) -> Option<String> {
+        let doc = self.document().await.ok()?;
+        doc.tokens
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.hash.chars().take(16).collect())
+    }
+
+    /// What the token named `name` (of id `token_id`, see
+    /// [`Auth::token_id`]) may do on `repo`, for a request that
     /// proved it is that token by other means than its secret (a Git LFS
     /// session grant, minted for an SSH key of the token): the principal,
     /// or the answer (401 when the token is gone or expired, 403 without
@@ -443,6 +454,7 @@ impl Auth {
     pub async fn check_named(
         &self,
         name: &str,
+        token_id: &str,
         repo: &str,
         needed: Level,
     ) -> Result<Principal, Response> {
@@ -457,11 +469,12 @@ impl Auth {
             }
         };
         let now = now_secs();
-        let Some(token) = doc
-            .tokens
-            .iter()
-            .find(|t| t.name == name && t.expires.is_none_or(|e| e > now))
-        else {
+        let Some(token) = doc.tokens.iter().find(|t| {
+            t.name == name
+                && !token_id.is_empty()
+                && t.hash.starts_with(token_id)
+                && t.expires.is_none_or(|e| e > now)
+        }) else {
             return Err(unauthorized("invalid credentials"));
         };
         match doc.decide_enforced(Some(token), repo, needed) {

@@ -46,7 +46,13 @@ impl KeyAccess for SshAccess {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let grant = key.session(upload, repo, &token, now + lfs.url_ttl);
+        let token_id = self
+            .0
+            .auth()
+            .token_id(&token)
+            .await
+            .ok_or(Denied::Unavailable)?;
+        let grant = key.session(upload, repo, &token, &token_id, now + lfs.url_ttl);
         let base = match &lfs.public_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => {

@@ -95,6 +95,10 @@ impl Call {
             Ok(t) => owner(t),
             Err(resp) => return resp,
         };
+        // A lock belongs to a repository that exists.
+        if let Err(resp) = self.repository_for(false).await {
+            return resp;
+        }
         let now = now_secs();
         let created = self
             .on_store(move |s, repo| locks::create(s, repo, &req.path, &me, now))

@@ -262,9 +262,8 @@ impl Call {
             .map(str::to_owned)
     }
 
-    /// The token a session grant names, checked for `needed` (at most what
-    /// the session's operation allows: `write` for an upload session,
-    /// `read` for a download one).
+    /// The token a session grant names, checked for `needed` (a download
+    /// session: `read` only).
     async fn session(
         &self,
         grant: String,
@@ -276,12 +275,9 @@ impl Call {
             Ok(s) => s,
             Err(e) => return Err(lfs_error(StatusCode::UNAUTHORIZED, e.to_string())),
         };
-        let allowed = if session.upload {
-            Level::Write
-        } else {
-            Level::Read
-        };
-        if needed > allowed {
+        // A download session reads; an upload session does what its token
+        // may (an admin's force-unlocks too).
+        if !session.upload && needed > Level::Read {
             return Err(lfs_error(
                 StatusCode::FORBIDDEN,
                 "this SSH session was authenticated for download only",
@@ -290,7 +286,7 @@ impl Call {
         match self
             .app
             .auth()
-            .check_named(&session.token, &self.name, needed)
+            .check_named(&session.token, &session.token_id, &self.name, needed)
             .await
         {
             Ok(p) => {
