@@ -158,7 +158,7 @@ impl Batch<'_> {
                     // Nothing to send; the claim is renewed, so that collection
                     // keeps it a grace period from now (the push that brings
                     // its pointer is on its way).
-                    objects::renew_claim(store, self.repo, &oid, size)?;
+                    objects::claim(store, self.repo, &oid, size)?;
                 }
                 Operation::Upload => {
                     let verify = self.action(op, &oid, size, "verify", false);

@@ -133,21 +133,17 @@ pub fn accept(
     if stored_size(store, oid)? != Some(expected) {
         store.put_file(&keys::object(oid), path)?;
     }
-    store.put(
-        &keys::owned(repo, oid),
-        &Marker::now(expected),
-        PutCondition::None,
-    )?;
-    Ok(())
+    Ok(claim(store, repo, oid, expected)?)
 }
 
-/// Writes `repo`'s claim to `oid` (`size` bytes) again, dated now: an
-/// upload the repository has already is about to be named by a push, and
-/// collection must keep it a grace period from now.
+/// Writes `repo`'s claim to `oid` (`size` bytes), dated now: after an
+/// upload, or again when an upload the repository has already is about to
+/// be named by a push (collection keeps a claim a grace period from its
+/// date).
 ///
 /// # Errors
 /// The store failed.
-pub fn renew_claim(
+pub fn claim(
     store: &dyn ObjectStore,
     repo: &str,
     oid: &Oid,
@@ -235,11 +231,7 @@ pub fn verify(
     if stored_size(store, oid)? != Some(size) {
         store.copy(key, &keys::object(oid))?;
     }
-    store.put(
-        &keys::owned(repo, oid),
-        &Marker::now(size),
-        PutCondition::None,
-    )?;
+    claim(store, repo, oid, size)?;
     store.delete(key)?;
     Ok(Verified::Owned)
 }

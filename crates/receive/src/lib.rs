@@ -473,6 +473,19 @@ fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> 
         .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
 }
 
+/// The repository's objects with the push's containers (uploaded, not yet
+/// committed), for the checks that read the pushed commits.
+fn objects_with_push(
+    repo: &Repository,
+    state: &gitstow_odb::RepoState,
+    containers: &[gitstow_odb::state::ContainerRef],
+) -> Result<ObjectDb, UnpackFailure> {
+    let mut next = state.clone();
+    next.containers.extend(containers.iter().cloned());
+    repo.objects(&next)
+        .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))
+}
+
 /// Refuses, for each command not refused yet, a deletion or a
 /// non-fast-forward update of a ref `protect` covers, in git's words
 /// (`receive.denyDeletes`, `receive.denyNonFastForwards`): `ng <ref>
@@ -504,12 +517,7 @@ fn refuse_rewrites(
         }
         let fast_forward = !cmd.name.starts_with("refs/tags/") && {
             if with_push.is_none() {
-                let mut next = state.clone();
-                next.containers.extend(containers.iter().cloned());
-                let db = repo
-                    .objects(&next)
-                    .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))?;
-                with_push = Some(db);
+                with_push = Some(objects_with_push(repo, state, containers)?);
             }
             let db = with_push.as_ref().expect("just made");
             protect::is_ancestor(db, &cmd.old, &cmd.new)
@@ -547,11 +555,7 @@ fn refuse_locked(
     if commits.is_empty() {
         return Ok(());
     }
-    let mut next = state.clone();
-    next.containers.extend(containers.iter().cloned());
-    let db = repo
-        .objects(&next)
-        .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))?;
+    let db = objects_with_push(repo, state, containers)?;
     for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
         if refused.is_some() || cmd.new.is_null() || !cmd.name.starts_with("refs/heads/") {
             continue;

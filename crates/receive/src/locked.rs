@@ -64,6 +64,8 @@ pub fn changed_lock<'a>(
 ) -> Option<(&'a LockedPath, ObjectId)> {
     let mut cache = ObjectCache::new(8 << 20);
     let mut seen: gix_hashtable::HashSet<ObjectId> = Default::default();
+    let mut entries: std::collections::HashMap<(ObjectId, usize), Option<(u32, ObjectId)>> =
+        Default::default();
     let mut stack = vec![*new];
     while let Some(c) = stack.pop() {
         if !pushed.contains(&c) || !seen.insert(c) {
@@ -72,14 +74,19 @@ pub fn changed_lock<'a>(
         let Ok(Some(row)) = db.commit_row(&c, &mut cache) else {
             continue;
         };
-        for l in locked {
-            let here = entry_at(db, &c, &l.path, &mut cache);
+        for (i, l) in locked.iter().enumerate() {
+            // A commit's entry is read once, whether as a pushed commit or
+            // as a parent of one.
+            let mut at = |commit: &ObjectId| {
+                *entries
+                    .entry((*commit, i))
+                    .or_insert_with(|| entry_at(db, commit, &l.path, &mut cache))
+            };
+            let here = at(&c);
             let changed = if row.parents.is_empty() {
                 here.is_some()
             } else {
-                row.parents
-                    .iter()
-                    .all(|p| entry_at(db, p, &l.path, &mut cache) != here)
+                row.parents.iter().all(|p| at(p) != here)
             };
             if changed {
                 return Some((l, c));

@@ -154,6 +154,22 @@ impl Auth {
         }
     }
 
+    /// [`Auth::document`], or the 503 a request gets when it cannot be
+    /// read (with `Retry-After` when the store does not answer).
+    async fn document_or_answer(&self) -> Result<Arc<AccessDoc>, Response> {
+        self.document().await.map_err(|e| {
+            tracing::error!(error = %e, "reading the access document failed");
+            if gitstow_store::is_unavailable(&e) {
+                crate::app::busy_error("the store does not answer, try again later".into())
+            } else {
+                error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "access control is unavailable, try again later",
+                )
+            }
+        })
+    }
+
     /// The access document, read again when the copy kept is older than the
     /// refresh interval (one request reads; the others wait for it).
     pub async fn document(&self) -> Result<Arc<AccessDoc>, gitstow_access::Error> {
@@ -291,21 +307,7 @@ impl Auth {
         repo: Option<&str>,
         needed: Level,
     ) -> Result<Principal, Response> {
-        let doc = match self.document().await {
-            Ok(doc) => doc,
-            Err(e) => {
-                tracing::error!(error = %e, "reading the access document failed");
-                if gitstow_store::is_unavailable(&e) {
-                    return Err(crate::app::busy_error(
-                        "the store does not answer, try again later".into(),
-                    ));
-                }
-                return Err(error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "access control is unavailable, try again later",
-                ));
-            }
-        };
+        let doc = self.document_or_answer().await?;
         use std::sync::atomic::Ordering;
         let webhooks = repo.map_or_else(Vec::new, |r| {
             doc.webhooks_for(r).map(|w| w.name.clone()).collect()
@@ -458,16 +460,7 @@ impl Auth {
         repo: &str,
         needed: Level,
     ) -> Result<Principal, Response> {
-        let doc = match self.document().await {
-            Ok(doc) => doc,
-            Err(e) => {
-                tracing::error!(error = %e, "reading the access document failed");
-                return Err(error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "access control is unavailable, try again later",
-                ));
-            }
-        };
+        let doc = self.document_or_answer().await?;
         let now = now_secs();
         let Some(token) = doc.tokens.iter().find(|t| {
             t.name == name

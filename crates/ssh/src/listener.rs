@@ -73,6 +73,17 @@ pub enum Denied {
     Unavailable,
 }
 
+impl Denied {
+    /// What the client is told on stderr.
+    fn line(self) -> String {
+        match self {
+            Denied::NotFound => NOT_FOUND.to_owned(),
+            Denied::Forbidden(why) => format!("ERROR: {why}"),
+            Denied::Unavailable => "ERROR: access control is unavailable, try again later".into(),
+        }
+    }
+}
+
 /// Settings of the SSH listener.
 #[derive(Debug, Clone)]
 pub struct SshConfig {
@@ -542,13 +553,7 @@ impl<A: KeyAccess> Job<A> {
             Ok(p) => p,
             Err(denied) => {
                 tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo = %exec.repo, ?denied, "ssh: request refused");
-                let line = match denied {
-                    Denied::NotFound => NOT_FOUND.to_owned(),
-                    Denied::Forbidden(why) => format!("ERROR: {why}"),
-                    Denied::Unavailable => {
-                        "ERROR: access control is unavailable, try again later".into()
-                    }
-                };
+                let line = denied.line();
                 say(&write_half, &line).await;
                 finish(&write_half, 128).await;
                 return;
@@ -629,13 +634,7 @@ impl<A: KeyAccess> Job<A> {
             }
             Err(denied) => {
                 tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo, ?denied, "ssh: git-lfs-authenticate refused");
-                let line = match denied {
-                    Denied::NotFound => NOT_FOUND.to_owned(),
-                    Denied::Forbidden(why) => format!("ERROR: {why}"),
-                    Denied::Unavailable => {
-                        "ERROR: access control is unavailable, try again later".into()
-                    }
-                };
+                let line = denied.line();
                 say(write_half, &line).await;
                 128
             }
