@@ -8,11 +8,6 @@ use std::io::{Seek, Write};
 use std::ops::Range;
 use std::path::Path;
 
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{
-    BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
-};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStreamError;
 use aws_sdk_s3::Client;
@@ -24,13 +19,16 @@ use crate::{
     validate_key, ETag, Error, IfNoneMatch, ObjectMeta, ObjectStore, PutCondition, Result,
 };
 
+mod client;
 mod config;
 pub(crate) mod etag;
 mod failure;
 mod multipart;
 mod presign;
 mod put;
+mod retrying;
 
+use client::{credentials_provider, sdk_config};
 pub use config::{is_s3_url, S3Config, S3Options};
 use etag::IfMatchForm;
 use failure::{classify, code, status, Failure};
@@ -233,83 +231,6 @@ impl S3Store {
             })
         } else {
             rt.block_on(fut)
-        }
-    }
-
-    fn backend_error(&self, op: Op, key: &str, message: String) -> Error {
-        self.counters.error();
-        Error::Backend {
-            op: op.name(),
-            key: key.to_owned(),
-            message,
-            unavailable: false,
-        }
-    }
-
-    /// A backend error after transient failures used up the retries.
-    pub(crate) fn unavailable_error(&self, op: Op, key: &str, message: String) -> Error {
-        self.counters.error();
-        Error::Backend {
-            op: op.name(),
-            key: key.to_owned(),
-            message,
-            unavailable: true,
-        }
-    }
-
-    fn lost(&self, key: &str) -> Error {
-        self.counters.precondition_failed();
-        Error::PreconditionFailed {
-            key: key.to_owned(),
-        }
-    }
-
-    /// Count a retry, log it and wait out the backoff before retry `retry`.
-    async fn pause(&self, op: Op, key: &str, retry: u32, message: &str) {
-        self.counters.retry();
-        let delay = self.backoff.delay(retry);
-        tracing::warn!(
-            op = op.name(),
-            key,
-            attempt = retry,
-            ?delay,
-            error = message,
-            "S3 request failed; retrying"
-        );
-        tokio::time::sleep(delay).await;
-    }
-
-    /// Run `attempt` until it succeeds, fails for good, or the retry budget
-    /// is spent. Each call of `attempt` is one request counted under `op`.
-    async fn retrying<T, F, Fut>(&self, op: Op, key: &str, mut attempt: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, Failure>>,
-    {
-        let mut n = 1;
-        let started = std::time::Instant::now();
-        loop {
-            self.counters.request(op);
-            match attempt().await {
-                Ok(v) => return Ok(v),
-                Err(Failure::Final(e)) => return Err(e),
-                Err(Failure::Fatal(message)) => return Err(self.backend_error(op, key, message)),
-                Err(Failure::Transient { message, .. }) => {
-                    if n >= self.backoff.max_attempts {
-                        let message = format!("{message} (gave up after {n} attempts)");
-                        return Err(self.unavailable_error(op, key, message));
-                    }
-                    if started.elapsed() >= self.config.retry_deadline {
-                        let message = format!(
-                            "{message} (gave up after {n} attempts in {:.1} s, the retry deadline)",
-                            started.elapsed().as_secs_f64()
-                        );
-                        return Err(self.unavailable_error(op, key, message));
-                    }
-                    self.pause(op, key, n, &message).await;
-                    n += 1;
-                }
-            }
         }
     }
 
@@ -682,80 +603,6 @@ impl ObjectStore for S3Store {
             cache: None,
         }
     }
-}
-
-/// The credentials of `config`: its static keys, or else AWS's default
-/// credential chain (environment, `AWS_PROFILE` and the shared config and
-/// credentials files, web identity (EKS), ECS and EC2 instance roles, SSO),
-/// which refreshes temporary credentials before they expire.
-fn credentials_provider(
-    config: &S3Config,
-    runtime: &tokio::runtime::Runtime,
-) -> aws_sdk_s3::config::SharedCredentialsProvider {
-    use aws_sdk_s3::config::SharedCredentialsProvider;
-    match (&config.access_key, &config.secret_key) {
-        (Some(key), Some(secret)) => SharedCredentialsProvider::new(Credentials::new(
-            key.clone(),
-            secret.clone(),
-            config.session_token.clone(),
-            None,
-            "gitstow",
-        )),
-        _ => {
-            let chain = runtime.block_on(
-                aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
-                    .region(Region::new(config.region_or_default().to_owned()))
-                    .build(),
-            );
-            SharedCredentialsProvider::new(chain)
-        }
-    }
-}
-
-/// The region of `config`: as given (flag or `AWS_REGION`), else the
-/// profile's (`AWS_PROFILE` in the shared config file), else `us-east-1`.
-/// (Not the instance metadata service: a probe of it would hold every
-/// start off EC2.)
-fn region(config: &S3Config, runtime: &tokio::runtime::Runtime) -> Region {
-    if let Some(r) = &config.region {
-        return Region::new(r.clone());
-    }
-    let from_profile = runtime.block_on(async {
-        use aws_config::meta::region::ProvideRegion;
-        aws_config::profile::ProfileFileRegionProvider::builder()
-            .build()
-            .region()
-            .await
-    });
-    from_profile.unwrap_or_else(|| Region::new(config.region_or_default().to_owned()))
-}
-
-/// The SDK client configuration for `config`.
-fn sdk_config(
-    config: &S3Config,
-    runtime: &tokio::runtime::Runtime,
-    credentials: aws_sdk_s3::config::SharedCredentialsProvider,
-) -> aws_sdk_s3::Config {
-    let mut builder = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(region(config, runtime))
-        .credentials_provider(credentials)
-        .force_path_style(config.path_style)
-        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-        .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
-        // Retries are ours (see the S3Store docs): conditional puts must not
-        // be repeated blindly.
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(config.connect_timeout)
-                .read_timeout(config.read_timeout)
-                .build(),
-        );
-    if let Some(endpoint) = &config.endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    builder.build()
 }
 
 fn not_found(key: &str) -> Error {
