@@ -16,6 +16,7 @@
 
 mod git;
 mod http;
+mod lfs;
 mod maintain;
 mod pack;
 mod pkt;
@@ -27,6 +28,7 @@ mod ssh;
 
 pub use git::*;
 pub use http::*;
+pub use lfs::*;
 pub use maintain::*;
 pub use pack::*;
 pub use pkt::*;

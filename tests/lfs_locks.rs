@@ -1,0 +1,152 @@
+//! Git LFS file locks with the real `git-lfs` client: lock, list, a second
+//! user's push touching a locked file refused by the server, merges and
+//! branches that bring no change to it accepted, unlock, force unlock by an
+//! admin.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, alice_secret, reader) = start();
+    let bob_secret = server.store().create_token("bob", &["org/*:write"], &[]);
+    let root_secret = server.store().create_token("root", &["*:admin"], &[]);
+    await_token(&server, &bob_secret);
+    await_token(&server, &root_secret);
+    let (work, _, _) = lfs_work(tmp.path(), "work");
+    let url = server.url("org/app");
+    let as_alice = git_as(&server, tmp.path(), &alice_secret);
+    git_ok(&work, &as_alice, &["remote", "add", "origin", &url]);
+    git_ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
+
+    git_ok(&work, &as_alice, &["lfs", "lock", "big.bin"]);
+    let listed = String::from_utf8(git_run(&work, &as_alice, &["lfs", "locks"]).stdout).unwrap();
+    assert!(
+        listed.contains("big.bin") && listed.contains("dev"),
+        "{listed}"
+    );
+    // a second lock of the path is refused: it is held
+    let (bob, as_bob) = clone_as(&server, tmp.path(), &bob_secret, &url, "bob");
+    let out = git_run(&bob, &as_bob, &["lfs", "lock", "big.bin"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already created lock"),
+        "{out:?}"
+    );
+    // a reader lists the locks but cannot take one
+    let (ro, as_ro) = clone_as(&server, tmp.path(), &reader, &url, "ro");
+    let listed = String::from_utf8(git_run(&ro, &as_ro, &["lfs", "locks"]).stdout).unwrap();
+    assert!(listed.contains("big.bin"), "{listed}");
+    assert!(!git_run(&ro, &as_ro, &["lfs", "lock", "README"])
+        .status
+        .success());
+
+    // bob's change of the locked file is refused by the server itself
+    // (--no-verify skips git-lfs's own check in the pre-push hook)
+    std::fs::write(bob.join("big.bin"), noise(4096, 9)).unwrap();
+    git_ok(
+        &bob,
+        &as_bob,
+        &["commit", "--quiet", "-am", "bob edits big.bin"],
+    );
+    let out = git_run(&bob, &as_bob, &["push", "--no-verify", "origin", "main"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("remote: error: 'big.bin' is locked by dev (git lfs locks); commit "),
+        "{err}"
+    );
+    assert!(
+        err.contains("changes it, so refs/heads/main may not take it"),
+        "{err}"
+    );
+    // nor can it reach the repository on another branch, new or deleted and
+    // made again
+    let out = git_run(
+        &bob,
+        &as_bob,
+        &["push", "--no-verify", "origin", "HEAD:refs/heads/sneak"],
+    );
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        err.contains("[remote rejected] main -> main (locked by dev: big.bin)"),
+        "{err}"
+    );
+    // a change of another file passes; so does the owner's change of hers
+    git_ok(
+        &bob,
+        &as_bob,
+        &["reset", "--quiet", "--hard", "origin/main"],
+    );
+    commit_files(&bob, &[("README", "bob's text\n")], "bob edits README");
+    git_ok(&bob, &as_bob, &["push", "--quiet", "origin", "main"]);
+    git_ok(
+        &work,
+        &as_alice,
+        &["pull", "--quiet", "--rebase", "origin", "main"],
+    );
+    std::fs::write(work.join("big.bin"), noise(4096, 10)).unwrap();
+    git_ok(
+        &work,
+        &as_alice,
+        &["commit", "--quiet", "-am", "alice edits big.bin"],
+    );
+    git_ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
+    // bob's branch may take her change (a merge that keeps one parent's
+    // version changes nothing), and a branch made at a commit the
+    // repository has brings nothing to check
+    git_ok(&bob, &as_bob, &["checkout", "--quiet", "-b", "feature"]);
+    commit_files(&bob, &[("notes", "bob's notes\n")], "bob's work");
+    git_ok(&bob, &as_bob, &["fetch", "--quiet", "origin"]);
+    git_ok(
+        &bob,
+        &as_bob,
+        &["merge", "--quiet", "--no-edit", "origin/main"],
+    );
+    git_ok(
+        &bob,
+        &as_bob,
+        &["push", "--quiet", "--no-verify", "origin", "feature"],
+    );
+    git_ok(
+        &bob,
+        &as_bob,
+        &[
+            "push",
+            "--quiet",
+            "origin",
+            "origin/main~1:refs/heads/old-based",
+        ],
+    );
+    git_ok(&bob, &as_bob, &["checkout", "--quiet", "main"]);
+
+    // bob may not unlock alice's lock, not even with --force (admin only);
+    // an admin may
+    let out = git_run(&bob, &as_bob, &["lfs", "unlock", "big.bin"]);
+    assert!(!out.status.success(), "{out:?}");
+    let out = git_run(&bob, &as_bob, &["lfs", "unlock", "--force", "big.bin"]);
+    assert!(!out.status.success(), "{out:?}");
+    let (root, as_root) = clone_as(&server, tmp.path(), &root_secret, &url, "root");
+    git_ok(&root, &as_root, &["lfs", "unlock", "--force", "big.bin"]);
+    let listed = String::from_utf8(git_run(&ro, &as_ro, &["lfs", "locks"]).stdout).unwrap();
+    assert!(!listed.contains("big.bin"), "{listed}");
+    // and bob's change now lands
+    git_ok(
+        &bob,
+        &as_bob,
+        &["pull", "--quiet", "--rebase", "origin", "main"],
+    );
+    std::fs::write(bob.join("big.bin"), noise(4096, 11)).unwrap();
+    git_ok(
+        &bob,
+        &as_bob,
+        &["commit", "--quiet", "-am", "bob edits big.bin"],
+    );
+    git_ok(&bob, &as_bob, &["push", "--quiet", "origin", "main"]);
+}
