@@ -136,7 +136,7 @@ impl Closure<'_> {
         let k = self.order.parts.partition_point(|p| p.base <= pos) - 1;
         let part = &self.order.parts[k];
         let entry = part.order[(pos - part.base) as usize] as usize;
-        self.db.container(self.containers[k]).oids()[entry]
+        self.db.container(self.containers[k]).oid(entry)
     }
 }
 

@@ -28,6 +28,8 @@
 
 use gix_hash::ObjectId;
 
+use crate::mapped::{Held, MapDir};
+
 const MAGIC: &[u8; 4] = b"GSCG";
 const VERSION: u32 = 1;
 const HEADER: usize = 16;
@@ -90,27 +92,45 @@ pub struct GraphCommit<'a> {
     /// Its root tree.
     pub tree: ObjectId,
     /// Its parents, in order.
-    pub parents: &'a [ObjectId],
+    pub parents: Parents<'a>,
     /// Committer time, seconds since the epoch.
     pub time: i64,
     /// Topological level, or [`GENERATION_UNKNOWN`].
     pub generation: u32,
 }
 
-#[derive(Debug)]
-struct Entry {
-    oid: ObjectId,
-    tree: ObjectId,
-    time: i64,
-    generation: u32,
-    parents: (u32, u32),
+/// A commit's parent ids as the graph file holds them (20 bytes each).
+#[derive(Debug, Clone, Copy)]
+pub struct Parents<'a>(&'a [u8]);
+
+impl<'a> Parents<'a> {
+    /// Number of parents.
+    pub fn len(&self) -> usize {
+        self.0.len() / 20
+    }
+
+    /// True for a root commit.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The parents, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = ObjectId> + 'a {
+        self.0.chunks_exact(20).map(ObjectId::from_bytes_or_panic)
+    }
+
+    /// The parents in a vector.
+    pub fn to_vec(&self) -> Vec<ObjectId> {
+        self.iter().collect()
+    }
 }
 
-/// A decoded graph file.
+/// A decoded graph file, read in place: its checked bytes, on the heap or
+/// mapped ([`CommitGraph::mapped`]).
 #[derive(Debug)]
 pub struct CommitGraph {
-    entries: Vec<Entry>,
-    parents: Vec<ObjectId>,
+    bytes: Held,
+    commits: usize,
 }
 
 /// Why a graph file could not be read.
@@ -154,8 +174,22 @@ impl CommitGraph {
     }
 
     /// Decodes what [`CommitGraph::encode`] wrote, checking its checksum,
-    /// order and parent ranges.
+    /// order and parent ranges (a copy of `bytes` is kept).
     pub fn decode(bytes: &[u8]) -> Result<CommitGraph, GraphError> {
+        Self::decode_owned(bytes.to_vec())
+    }
+
+    /// [`CommitGraph::decode`] keeping `bytes` themselves.
+    pub fn decode_owned(bytes: Vec<u8>) -> Result<CommitGraph, GraphError> {
+        let commits = Self::check(&bytes)?;
+        Ok(CommitGraph {
+            bytes: Held::Heap(bytes),
+            commits,
+        })
+    }
+
+    /// The number of commits of a well-formed graph file `bytes`.
+    fn check(bytes: &[u8]) -> Result<usize, GraphError> {
         let bad = |why: &str| GraphError(why.to_owned());
         if bytes.len() < HEADER + 4 || &bytes[..4] != MAGIC {
             return Err(bad("not a commit graph"));
@@ -180,59 +214,89 @@ impl CommitGraph {
             return Err(bad("length does not match its header"));
         }
         let rows_end = HEADER + commits * ROW;
-        let parents: Vec<ObjectId> = body[rows_end..]
-            .chunks_exact(20)
-            .map(ObjectId::from_bytes_or_panic)
-            .collect();
-        let mut entries = Vec::with_capacity(commits);
+        let parents = parent_ids as u64;
+        let mut last: Option<&[u8]> = None;
         for row in body[HEADER..rows_end].chunks_exact(ROW) {
-            let oid = ObjectId::from_bytes_or_panic(&row[..20]);
-            if entries.last().is_some_and(|e: &Entry| e.oid >= oid) {
+            if last.is_some_and(|l| l >= &row[..20]) {
                 return Err(bad("commits out of order"));
             }
-            let first = be32(&row[52..]);
-            let count = be32(&row[56..]);
-            if (first as usize)
-                .checked_add(count as usize)
-                .is_none_or(|end| end > parents.len())
-            {
+            last = Some(&row[..20]);
+            let first = u64::from(be32(&row[52..]));
+            let count = u64::from(be32(&row[56..]));
+            if first + count > parents {
                 return Err(bad("parent range out of bounds"));
             }
-            entries.push(Entry {
-                oid,
-                tree: ObjectId::from_bytes_or_panic(&row[20..40]),
-                time: i64::from_be_bytes(row[40..48].try_into().expect("8 bytes")),
-                generation: be32(&row[48..]),
-                parents: (first, count),
-            });
         }
-        Ok(CommitGraph { entries, parents })
+        Ok(commits)
+    }
+
+    /// This graph mapped from a file in `dir` when it is large enough
+    /// ([`crate::mapped`]): what a server's cache holds. A failure to write
+    /// the file is logged and the graph kept as it is.
+    pub fn mapped(self, dir: &MapDir) -> CommitGraph {
+        match self.bytes {
+            Held::Heap(bytes) => CommitGraph {
+                bytes: Held::spill(bytes, Some(dir)),
+                commits: self.commits,
+            },
+            mapped => CommitGraph {
+                bytes: mapped,
+                commits: self.commits,
+            },
+        }
+    }
+
+    /// Drops the pages of a mapped graph from the resident set (see
+    /// [`crate::mapped`]); nothing for one on the heap.
+    pub fn release_pages(&self) {
+        self.bytes.release_pages();
+    }
+
+    /// Whether the graph is mapped from a file ([`CommitGraph::mapped`]).
+    pub fn is_mapped(&self) -> bool {
+        self.bytes.is_mapped()
+    }
+
+    /// Row `i`'s bytes.
+    fn row(&self, i: usize) -> &[u8] {
+        &self.bytes[HEADER + i * ROW..HEADER + (i + 1) * ROW]
     }
 
     /// Commit `oid`, if this graph has it.
     pub fn find(&self, oid: &gix_hash::oid) -> Option<GraphCommit<'_>> {
-        let i = self
-            .entries
-            .binary_search_by(|e| e.oid.as_ref().cmp(oid))
-            .ok()?;
-        let e = &self.entries[i];
-        let (first, count) = (e.parents.0 as usize, e.parents.1 as usize);
+        let want = oid.as_bytes();
+        let (mut lo, mut hi) = (0, self.commits);
+        let row = loop {
+            if lo >= hi {
+                return None;
+            }
+            let mid = lo + (hi - lo) / 2;
+            let row = self.row(mid);
+            match row[..20].cmp(want) {
+                std::cmp::Ordering::Equal => break row,
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        };
+        let first = be32(&row[52..]) as usize;
+        let count = be32(&row[56..]) as usize;
+        let at = HEADER + self.commits * ROW + first * 20;
         Some(GraphCommit {
-            tree: e.tree,
-            parents: &self.parents[first..first + count],
-            time: e.time,
-            generation: e.generation,
+            tree: ObjectId::from_bytes_or_panic(&row[20..40]),
+            parents: Parents(&self.bytes[at..at + count * 20]),
+            time: i64::from_be_bytes(row[40..48].try_into().expect("8 bytes")),
+            generation: be32(&row[48..]),
         })
     }
 
     /// Number of commits.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.commits
     }
 
     /// True when it has no commit.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.commits == 0
     }
 }
 
@@ -321,12 +385,51 @@ mod tests {
         let g = CommitGraph::decode(&bytes).unwrap();
         assert_eq!(g.len(), 3);
         let c = g.find(&oid(3)).unwrap();
-        assert_eq!(c.parents, &[oid(1), oid(2)]);
+        assert_eq!(c.parents.to_vec(), vec![oid(1), oid(2)]);
         assert_eq!(c.tree, oid(203));
         assert_eq!(c.time, 1_003);
         assert_eq!(c.generation, 3);
         assert_eq!(g.find(&oid(1)).unwrap().generation, 1);
         assert!(g.find(&oid(9)).is_none());
+    }
+
+    #[test]
+    fn a_mapped_graph_reads_as_the_heap_one() {
+        // 8,000 commits (600 kB: above the mapping threshold), each with
+        // the one before as its parent, every tenth a merge of two.
+        let id = |i: u32| {
+            let mut raw = [0u8; 20];
+            raw[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+            raw[4..8].copy_from_slice(&i.to_be_bytes());
+            ObjectId::from_bytes_or_panic(&raw)
+        };
+        let mut rows: Vec<CommitRow> = (0..8_000u32)
+            .map(|i| CommitRow {
+                oid: id(i),
+                tree: id(i + 100_000),
+                parents: match i {
+                    0 => vec![],
+                    i if i % 10 == 0 => vec![id(i - 1), id(i / 2)],
+                    i => vec![id(i - 1)],
+                },
+                time: i64::from(i),
+                generation: GENERATION_UNKNOWN,
+            })
+            .collect();
+        fill_generations(&mut rows, |_| None);
+        let heap = CommitGraph::decode(&CommitGraph::encode(&mut rows)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mapped = CommitGraph::decode(&CommitGraph::encode(&mut rows))
+            .unwrap()
+            .mapped(&MapDir::new(dir.path()));
+        assert!(mapped.is_mapped() && !heap.is_mapped());
+        mapped.release_pages();
+        for r in &rows {
+            let (a, b) = (mapped.find(&r.oid).unwrap(), heap.find(&r.oid).unwrap());
+            assert_eq!(CommitRow::from_graph(r.oid, &a), *r);
+            assert_eq!(CommitRow::from_graph(r.oid, &b), *r);
+        }
+        assert!(mapped.find(&id(9_000)).is_none());
     }
 
     #[test]

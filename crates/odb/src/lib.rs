@@ -22,6 +22,7 @@ pub mod container;
 pub mod delta;
 mod error;
 pub mod graph;
+pub mod mapped;
 pub mod objects;
 pub mod record;
 pub mod refs;

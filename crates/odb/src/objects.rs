@@ -229,7 +229,7 @@ impl ObjectDb {
                 let key = self.side_key(i, "graph");
                 cache.graph(&key, || {
                     self.side_file(&key, "commit graph", "walks read commits instead", |b| {
-                        CommitGraph::decode(b).map(Arc::new)
+                        CommitGraph::decode_owned(b).map(|g| Arc::new(cache.keep_graph(g)))
                     })
                 })
             })
@@ -248,7 +248,7 @@ impl ObjectDb {
             let indexes: Vec<&ContainerIndex> =
                 containers.iter().map(|&c| self.container(c)).collect();
             self.side_file(&key, "reachability bitmaps", "fetches walk instead", |b| {
-                BitmapFile::decode(b)
+                BitmapFile::decode(&b)
                     .and_then(|f| LoadedBitmaps::bind(f, &ids, &indexes))
                     .map(Arc::new)
             })
@@ -279,10 +279,10 @@ impl ObjectDb {
         key: &str,
         what: &str,
         instead: &str,
-        decode: impl FnOnce(&[u8]) -> std::result::Result<T, E>,
+        decode: impl FnOnce(Vec<u8>) -> std::result::Result<T, E>,
     ) -> Option<Option<T>> {
         match self.store.get(key) {
-            Ok(Some((bytes, _))) => match decode(&bytes) {
+            Ok(Some((bytes, _))) => match decode(bytes) {
                 Ok(v) => Some(Some(v)),
                 Err(e) => {
                     tracing::warn!(key, error = %e, "{what} unusable; {instead}");

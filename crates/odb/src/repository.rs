@@ -13,6 +13,7 @@ use gitstow_store::{ETag, IfNoneMatch, ObjectStore, PutCondition};
 use crate::bitmap::LoadedBitmaps;
 use crate::container::{ContainerIndex, SealedContainer};
 use crate::graph::CommitGraph;
+use crate::mapped::MapDir;
 use crate::objects::ObjectDb;
 use crate::refs::Refs;
 use crate::reftable::{Table, TableSource};
@@ -41,6 +42,8 @@ pub struct IndexCache {
     /// up to [`MAX_CACHED_READ`] bytes: blocks, not scan windows).
     blocks: Lru<Arc<Vec<u8>>>,
     max_objects: usize,
+    /// Where large indexes and graphs are mapped from (`None`: the heap).
+    map_dir: Option<MapDir>,
 }
 
 /// Largest read of a ref table kept in the cache: a seeking cursor's reads
@@ -86,6 +89,12 @@ impl<T: Clone> Lru<T> {
     fn get(&self, key: &str) -> Option<T> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.map.get(key).map(|(v, _)| v.clone())
+    }
+
+    /// Every value kept, for a visit.
+    fn each(&self, mut visit: impl FnMut(&T)) {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.map.values().for_each(|(v, _)| visit(v));
     }
 
     /// Drops `key`'s value, if kept.
@@ -153,6 +162,17 @@ impl IndexCache {
     /// An empty cache of at most `max_objects` index entries and as many
     /// graph commits (the newest file is kept even when it alone is larger).
     pub fn with_limit(max_objects: usize) -> Arc<Self> {
+        Self::build(max_objects, None)
+    }
+
+    /// [`IndexCache::with_limit`] whose large container indexes and commit
+    /// graphs are written to files in `dir` and mapped ([`crate::mapped`]):
+    /// the server's, where resident memory should hold what requests touch.
+    pub fn mapped_in(max_objects: usize, dir: MapDir) -> Arc<Self> {
+        Self::build(max_objects, Some(dir))
+    }
+
+    fn build(max_objects: usize, map_dir: Option<MapDir>) -> Arc<Self> {
         Arc::new(IndexCache {
             indexes: Lru::new(),
             graphs: Lru::new(),
@@ -160,7 +180,41 @@ impl IndexCache {
             tables: Lru::new(),
             blocks: Lru::new(),
             max_objects,
+            map_dir,
         })
+    }
+
+    /// Drops the pages of every mapped index and graph from the resident
+    /// set (`madvise(MADV_DONTNEED)`; they stay in the page cache, and the
+    /// next lookup maps what it reads again): called when no request is
+    /// running, so resident memory holds what requests touch, not what
+    /// earlier ones did. Nothing when the cache maps nothing.
+    pub fn release_pages(&self) {
+        if self.map_dir.is_none() {
+            return;
+        }
+        self.indexes.each(|i| i.release_pages());
+        self.graphs.each(|g| {
+            if let Some(g) = g {
+                g.release_pages();
+            }
+        });
+    }
+
+    /// `idx` as this cache keeps it (mapped when it has a directory).
+    fn keep_index(&self, idx: ContainerIndex) -> ContainerIndex {
+        match &self.map_dir {
+            Some(dir) => idx.mapped(dir),
+            None => idx,
+        }
+    }
+
+    /// `graph` as this cache keeps it (mapped when it has a directory).
+    pub(crate) fn keep_graph(&self, graph: CommitGraph) -> CommitGraph {
+        match &self.map_dir {
+            Some(dir) => graph.mapped(dir),
+            None => graph,
+        }
     }
 
     fn get(&self, key: &str) -> Option<Arc<ContainerIndex>> {
@@ -626,13 +680,13 @@ impl Repository {
         };
         // A damaged local copy (the cache directory's) is dropped and the
         // index read again from the store; damage there is reported.
-        let idx = Arc::new(match read() {
+        let idx = Arc::new(self.indexes.keep_index(match read() {
             Err(Error::Index { .. }) => {
                 self.store.discard_local_copy(&key);
                 read()?
             }
             other => other?,
-        });
+        }));
         self.indexes.insert(key, idx.clone());
         Ok(idx)
     }

@@ -157,7 +157,7 @@ fn seal(mut body: Vec<u8>) -> Vec<u8> {
 fn decode_and_use(bytes: &[u8], probes: &[[u8; 20]]) -> Option<bool> {
     match ContainerIndex::decode(bytes) {
         Ok(idx) => {
-            assert!(idx.oids().windows(2).all(|w| w[0] < w[1]));
+            assert!((1..idx.len()).all(|i| idx.oid(i - 1) < idx.oid(i)));
             let mut coherent = true;
             for e in idx.iter() {
                 match idx.lookup(&e.oid) {

@@ -45,9 +45,11 @@ pub struct ServeArgs {
     /// `500MB`).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub cache_size: u64,
-    /// Objects the in-memory cache of decoded container indexes holds, over
-    /// all repositories (44 bytes an index object, 64 a commit-graph
-    /// commit; the indexes loaded longest ago are dropped first).
+    /// Objects the cache of decoded container indexes holds, over all
+    /// repositories (44 bytes an index object, 76 a commit-graph commit; the
+    /// indexes loaded longest ago are dropped first). Those of 256 KiB and
+    /// more are mapped from files in --tmp-dir, so resident memory holds
+    /// the pages requests touch and the rest is page cache.
     #[arg(long, default_value_t = gitstow_odb::repository::DEFAULT_INDEX_CACHE_OBJECTS)]
     pub index_cache_size: usize,
     /// Bytes of decoded repository states kept in memory, over all
@@ -125,9 +127,10 @@ pub struct ServeArgs {
     /// --shutdown-grace begins).
     #[arg(long, default_value_t = 0)]
     pub drain_delay: u64,
-    /// Directory for spool and staging files (default: the system temp dir);
-    /// each process works in its own `gitstow-serve-<pid>-*` directory
-    /// there, and removes those of processes that died.
+    /// Directory for spool and staging files and the mapped index cache
+    /// (default: the system temp dir; put it on a disk, not a tmpfs); each
+    /// process works in its own `gitstow-serve-<pid>-*` directory there,
+    /// and removes those of processes that died.
     #[arg(long)]
     pub tmp_dir: Option<std::path::PathBuf>,
     /// Serve on an address beyond loopback while no access token exists
@@ -477,6 +480,9 @@ pub fn main(args: ServeArgs) -> i32 {
                 ..Default::default()
             },
             index_cache_objects: args.index_cache_size,
+            // Large indexes and graphs are mapped from files in the scratch
+            // directory: resident memory holds what requests touch.
+            index_map_dir: Some(scratch.path().to_owned()),
             state_cache_bytes: usize::try_from(args.state_cache_size).unwrap_or(usize::MAX),
             webhooks: gitstow_hooks::deliver::DeliverConfig {
                 timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),

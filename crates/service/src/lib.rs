@@ -105,6 +105,9 @@ pub struct Config {
     pub maintenance: Option<maintenance::MaintenanceConfig>,
     /// Objects the cache of decoded container indexes holds.
     pub index_cache_objects: usize,
+    /// Where the cache maps large indexes and commit graphs from
+    /// (`gitstow_odb::mapped`; `None`: they stay on the heap).
+    pub index_map_dir: Option<std::path::PathBuf>,
     /// Bytes of decoded states the state cache holds.
     pub state_cache_bytes: usize,
     /// How webhooks are delivered.
@@ -171,7 +174,13 @@ impl Host {
     /// and webhook deliveries (a part that cannot start is logged, and
     /// pushes that need it are refused).
     pub fn new(store: Arc<dyn ObjectStore>, config: Config) -> Arc<Self> {
-        let indexes = IndexCache::with_limit(config.index_cache_objects);
+        let indexes = match &config.index_map_dir {
+            Some(dir) => IndexCache::mapped_in(
+                config.index_cache_objects,
+                gitstow_odb::mapped::MapDir::new(dir),
+            ),
+            None => IndexCache::with_limit(config.index_cache_objects),
+        };
         let maintenance = config.maintenance.clone().and_then(|mc| {
             maintenance::Maintenance::start(store.clone(), indexes.clone(), mc)
                 .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
@@ -181,6 +190,11 @@ impl Host {
             gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
                 .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
                 .ok();
+        // Once no push or fetch runs, the pages requests read of the mapped
+        // indexes and graphs leave the resident set (they stay in the page
+        // cache): an idle server holds what it needs, not what it last read.
+        let released = indexes.clone();
+        let idle = queue::WhenIdle::new(move || released.release_pages());
         Arc::new(Host {
             webhooks,
             states: StateCache::with_limit(config.state_cache_bytes),
@@ -189,12 +203,14 @@ impl Host {
                 Work::Push,
                 config.max_concurrent_pushes,
                 config.push_queue_timeout,
-            ),
+            )
+            .with_idle(idle.clone()),
             fetches: WorkQueue::new(
                 Work::Fetch,
                 config.max_concurrent_fetches,
                 config.fetch_queue_timeout,
-            ),
+            )
+            .with_idle(idle),
             fetch_arena: arena::WorkArena::create(),
             store,
             indexes,

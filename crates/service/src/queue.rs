@@ -8,6 +8,7 @@
 //! (the rest in a temp file), so a trickling client holds no slot and a
 //! waiting fetch little memory.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,7 @@ pub struct WorkQueue {
     slots: Arc<Semaphore>,
     limit: usize,
     timeout: Duration,
+    idle: Option<Arc<WhenIdle>>,
 }
 
 /// A running request's slot; the next queued one starts when it is dropped.
@@ -73,6 +75,51 @@ pub struct WorkQueue {
 pub struct Slot {
     _permit: OwnedSemaphorePermit,
     _running: InFlight,
+    idle: Option<Arc<WhenIdle>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(idle) = &self.idle {
+            idle.leave();
+        }
+    }
+}
+
+/// An action run each time the last running request of the queues that
+/// share it ends (the server's: releasing the index cache's mapped pages,
+/// [`gitstow_odb::IndexCache::release_pages`]).
+pub struct WhenIdle {
+    running: AtomicUsize,
+    action: Box<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for WhenIdle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WhenIdle")
+            .field("running", &self.running.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl WhenIdle {
+    /// `action`, run when the running count returns to zero.
+    pub fn new(action: impl Fn() + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(WhenIdle {
+            running: AtomicUsize::new(0),
+            action: Box::new(action),
+        })
+    }
+
+    fn enter(&self) {
+        self.running.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn leave(&self) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            (self.action)();
+        }
+    }
 }
 
 /// A request waited longer than the queue timeout.
@@ -97,7 +144,14 @@ impl WorkQueue {
             slots: Arc::new(Semaphore::new(limit)),
             limit,
             timeout,
+            idle: None,
         }
+    }
+
+    /// This queue, its slots counted in `idle` (shared with other queues).
+    pub fn with_idle(mut self, idle: Arc<WhenIdle>) -> Self {
+        self.idle = Some(idle);
+        self
     }
 
     /// The cap.
@@ -117,10 +171,16 @@ impl WorkQueue {
         let waited = started.elapsed();
         metrics::histogram!(wait).record(waited.as_secs_f64());
         match acquired {
-            Ok(Ok(permit)) => Ok(Slot {
-                _permit: permit,
-                _running: InFlight::new(running),
-            }),
+            Ok(Ok(permit)) => {
+                if let Some(idle) = &self.idle {
+                    idle.enter();
+                }
+                Ok(Slot {
+                    _permit: permit,
+                    _running: InFlight::new(running),
+                    idle: self.idle.clone(),
+                })
+            }
             // The semaphore is never closed; treat it like a timeout anyway.
             Ok(Err(_)) | Err(_) => {
                 metrics::counter!(timeouts).increment(1);
@@ -177,6 +237,26 @@ mod tests {
         assert_eq!(default_fetch_limit(2, Some(24 << 30)), 4);
         assert_eq!(default_fetch_limit(8, Some(2 << 30)), 2);
         assert_eq!(default_fetch_limit(8, Some(100 << 20)), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_idle_action_runs_when_the_last_request_of_all_queues_ends() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let idle = WhenIdle::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let t = Duration::from_secs(1);
+        let pushes = WorkQueue::new(Work::Push, 2, t).with_idle(idle.clone());
+        let fetches = WorkQueue::new(Work::Fetch, 2, t).with_idle(idle);
+        let push = pushes.admit().await.unwrap();
+        let fetch = fetches.admit().await.unwrap();
+        drop(push);
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "a fetch still runs");
+        drop(fetch);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        drop(fetches.admit().await.unwrap());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -125,7 +125,7 @@ impl RunReader {
 
 /// The oid of `l`.
 fn oid_of(db: &ObjectDb, l: &Located) -> ObjectId {
-    db.container(l.container as usize).oids()[l.row as usize]
+    db.container(l.container as usize).oid(l.row as usize)
 }
 
 /// What a pack written here is checksummed with: plain SHA-1, not the

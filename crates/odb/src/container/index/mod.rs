@@ -172,6 +172,16 @@ fn oid_key(b: &[u8]) -> (u64, u64, u32) {
 /// The row of `oid` among sorted `oids` with their `fanout`
 /// ([`ContainerIndex::position`] says how it searches).
 fn find(fanout: &[u32], oids: &[ObjectId], oid: &gix_hash::oid) -> Option<usize> {
+    find_by(fanout, |i| oids[i].as_slice(), oid)
+}
+
+/// [`find`] over the oid bytes `oid_at(i)` of row `i`.
+#[inline]
+fn find_by<'a>(
+    fanout: &[u32],
+    oid_at: impl Fn(usize) -> &'a [u8],
+    oid: &gix_hash::oid,
+) -> Option<usize> {
     let b = oid.as_bytes();
     let first = b[0] as usize;
     let lo = if first == 0 {
@@ -184,7 +194,7 @@ fn find(fanout: &[u32], oids: &[ObjectId], oid: &gix_hash::oid) -> Option<usize>
         return None;
     }
     let want = oid_key(b);
-    let key = |i: usize| oid_key(oids[i].as_slice());
+    let key = |i: usize| oid_key(oid_at(i));
     let fraction = u64::from_be_bytes([0, b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     let guess = lo + ((u128::from(fraction) * (hi - lo) as u128) >> 56) as usize;
     let (start, end) = match key(guess).cmp(&want) {
@@ -220,10 +230,16 @@ fn find(fanout: &[u32], oids: &[ObjectId], oid: &gix_hash::oid) -> Option<usize>
             }
         }
     };
-    oids[start..end]
-        .binary_search_by(|o| oid_key(o.as_slice()).cmp(&want))
-        .ok()
-        .map(|i| start + i)
+    let (mut lo, mut hi) = (start, end);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match key(mid).cmp(&want) {
+            std::cmp::Ordering::Equal => return Some(mid),
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+        }
+    }
+    None
 }
 
 /// The decoded index of one container, held in memory sorted by oid: 44
@@ -289,9 +305,34 @@ impl ContainerIndex {
         self.rows.entry(i)
     }
 
-    /// The oids, ascending (row `i`'s is the `i`-th).
-    pub fn oids(&self) -> &[ObjectId] {
-        &self.rows.oids
+    /// The oid of row `i` (rows are in oid order).
+    ///
+    /// # Panics
+    /// When `i` is not below [`ContainerIndex::len`].
+    pub fn oid(&self, i: usize) -> ObjectId {
+        self.rows.oid(i)
+    }
+
+    /// This index with its oids and rows mapped from a file in `dir` when
+    /// it is large enough ([`crate::mapped`]): what a server's cache holds.
+    /// A failure to write the file is logged and the index kept as it is.
+    pub fn mapped(self, dir: &crate::mapped::MapDir) -> ContainerIndex {
+        ContainerIndex {
+            fanout: self.fanout,
+            rows: self.rows.map(dir),
+        }
+    }
+
+    /// Drops the pages of a mapped index from the resident set (they stay
+    /// in the page cache; see [`crate::mapped`]); nothing for one on the heap.
+    pub fn release_pages(&self) {
+        self.rows.release_pages();
+    }
+
+    /// Whether the oids and rows are mapped from a file
+    /// ([`ContainerIndex::mapped`]).
+    pub fn is_mapped(&self) -> bool {
+        self.rows.is_mapped()
     }
 
     /// All entries, in oid order.
@@ -301,12 +342,12 @@ impl ContainerIndex {
 
     /// Number of objects.
     pub fn len(&self) -> usize {
-        self.rows.oids.len()
+        self.rows.len()
     }
 
     /// True when the container holds no object.
     pub fn is_empty(&self) -> bool {
-        self.rows.oids.is_empty()
+        self.rows.len() == 0
     }
 
     /// The entry of `oid`, found through the fanout and an interpolation
@@ -325,7 +366,7 @@ impl ContainerIndex {
     /// container touches one per step (11 for 400,000 objects); a skewed
     /// range costs at most twice the steps of a binary search.
     pub fn position(&self, oid: &gix_hash::oid) -> Option<usize> {
-        find(&self.fanout, &self.rows.oids, oid)
+        find_by(&self.fanout, |i| self.rows.oid_bytes(i), oid)
     }
 
     /// Serializes and zstd-compresses the index (version 2), or says why the

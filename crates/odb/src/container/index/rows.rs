@@ -5,13 +5,16 @@
 //!
 //! Measured on git/git (419,403 objects): 30.2 MB of entries before, 18.5 MB
 //! of oids and rows now; a lookup still touches the oid array during the
-//! search and one row after it.
+//! search and one row after it. A large index in a server's cache is then
+//! written to a file and mapped ([`Rows::map`], [`crate::mapped`]): resident
+//! memory holds the pages lookups touch.
 
 use std::collections::HashMap;
 
 use gix_hash::ObjectId;
 
 use super::IndexEntry;
+use crate::mapped::{Held, MapDir, MIN_MAPPED_BYTES};
 
 /// A row's `base` when the record is whole.
 const NO_BASE: u32 = u32::MAX;
@@ -35,20 +38,126 @@ pub(super) struct Row {
 
 /// The entries of one container: oids sorted, rows in the same order, and the
 /// entries that do not fit a row by row number.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(super) struct Rows {
-    pub(super) oids: Vec<ObjectId>,
-    rows: Vec<Row>,
+    columns: Columns,
     wide: Vec<(u32, IndexEntry)>,
 }
 
+/// The oids and rows: two vectors, or one mapped file of the `n` oids'
+/// bytes followed by the `n` rows in [`ROW_BYTES`] each ([`Rows::map`]).
+enum Columns {
+    Heap { oids: Vec<ObjectId>, rows: Vec<Row> },
+    Mapped { bytes: Held, n: usize },
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns::Heap {
+            oids: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Columns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Columns::Heap { oids, .. } => write!(f, "Heap({} rows)", oids.len()),
+            Columns::Mapped { n, .. } => write!(f, "Mapped({n} rows)"),
+        }
+    }
+}
+
+/// Bytes of a mapped row: offset u64 | length u32 | size u32 | base u32 |
+/// depth u16 | types u8 | 0, little-endian.
+const ROW_BYTES: usize = 24;
+
+impl Row {
+    fn to_bytes(self) -> [u8; ROW_BYTES] {
+        let mut b = [0u8; ROW_BYTES];
+        b[..8].copy_from_slice(&self.offset.to_le_bytes());
+        b[8..12].copy_from_slice(&self.length.to_le_bytes());
+        b[12..16].copy_from_slice(&self.size.to_le_bytes());
+        b[16..20].copy_from_slice(&self.base.to_le_bytes());
+        b[20..22].copy_from_slice(&self.depth.to_le_bytes());
+        b[22] = self.types;
+        b
+    }
+
+    fn from_bytes(b: &[u8]) -> Row {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        Row {
+            offset: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+            length: u32_at(8),
+            size: u32_at(12),
+            base: u32_at(16),
+            depth: u16::from_le_bytes([b[20], b[21]]),
+            types: b[22],
+        }
+    }
+}
+
+impl Clone for Rows {
+    /// A copy on the heap (a mapped index is read back into vectors).
+    fn clone(&self) -> Self {
+        let n = self.len();
+        Rows {
+            columns: Columns::Heap {
+                oids: (0..n).map(|i| self.oid(i)).collect(),
+                rows: (0..n).map(|i| self.row(i)).collect(),
+            },
+            wide: self.wide.clone(),
+        }
+    }
+}
+
 impl Rows {
+    /// Number of rows.
+    pub(super) fn len(&self) -> usize {
+        match &self.columns {
+            Columns::Heap { oids, .. } => oids.len(),
+            Columns::Mapped { n, .. } => *n,
+        }
+    }
+
+    /// The bytes of row `i`'s oid.
+    ///
+    /// # Panics
+    /// When `i` is not below [`Rows::len`].
+    #[inline]
+    pub(super) fn oid_bytes(&self, i: usize) -> &[u8] {
+        match &self.columns {
+            Columns::Heap { oids, .. } => oids[i].as_slice(),
+            Columns::Mapped { bytes, n } => {
+                assert!(i < *n, "row {i} of {n}");
+                &bytes[i * 20..i * 20 + 20]
+            }
+        }
+    }
+
+    /// Row `i`'s oid.
+    pub(super) fn oid(&self, i: usize) -> ObjectId {
+        ObjectId::from_bytes_or_panic(self.oid_bytes(i))
+    }
+
+    fn row(&self, i: usize) -> Row {
+        match &self.columns {
+            Columns::Heap { rows, .. } => rows[i],
+            Columns::Mapped { bytes, n } => {
+                assert!(i < *n, "row {i} of {n}");
+                let at = n * 20 + i * ROW_BYTES;
+                Row::from_bytes(&bytes[at..at + ROW_BYTES])
+            }
+        }
+    }
+
     /// The entry of row `i`.
     ///
     /// # Panics
-    /// When `i` is not below the number of oids.
+    /// When `i` is not below [`Rows::len`].
     pub(super) fn entry(&self, i: usize) -> IndexEntry {
-        let r = self.rows[i];
+        let r = self.row(i);
         if r.base == WIDE {
             let at = self
                 .wide
@@ -56,7 +165,55 @@ impl Rows {
                 .expect("a wide row is in the side list");
             return self.wide[at].1;
         }
-        narrow_entry(&self.oids, &r, i)
+        narrow_entry(|j| self.oid(j), &r, i)
+    }
+
+    /// These rows mapped from a file in `dir` when they are large enough
+    /// ([`crate::mapped`]); on the heap as they are otherwise, or when the
+    /// file cannot be written (logged).
+    pub(super) fn map(self, dir: &MapDir) -> Rows {
+        let Columns::Heap { oids, rows } = &self.columns else {
+            return self;
+        };
+        let n = oids.len();
+        let len = n * (20 + ROW_BYTES);
+        if len < MIN_MAPPED_BYTES {
+            return self;
+        }
+        let written = dir.map(len, |w| {
+            for o in oids {
+                w.write_all(o.as_slice())?;
+            }
+            for r in rows {
+                w.write_all(&r.to_bytes())?;
+            }
+            Ok(())
+        });
+        match written {
+            Ok(map) => Rows {
+                columns: Columns::Mapped {
+                    bytes: Held::Mapped(map),
+                    n,
+                },
+                wide: self.wide,
+            },
+            Err(e) => {
+                tracing::warn!(dir = %dir.path().display(), error = %e, "index kept on the heap: cannot map");
+                self
+            }
+        }
+    }
+
+    /// [`crate::mapped::Held::release_pages`] of mapped oids and rows.
+    pub(super) fn release_pages(&self) {
+        if let Columns::Mapped { bytes, .. } = &self.columns {
+            bytes.release_pages();
+        }
+    }
+
+    /// Whether the oids and rows are mapped.
+    pub(super) fn is_mapped(&self) -> bool {
+        matches!(self.columns, Columns::Mapped { .. })
     }
 
     /// The rows kept whole in the side list.
@@ -65,26 +222,31 @@ impl Rows {
         self.wide.iter().map(|w| w.0).collect()
     }
 
-    /// Bytes held, for tests and the figures above.
+    /// Bytes held on the heap, for tests and the figures above.
     #[cfg(test)]
     pub(super) fn heap_bytes(&self) -> usize {
-        self.oids.capacity() * std::mem::size_of::<ObjectId>()
-            + self.rows.capacity() * std::mem::size_of::<Row>()
-            + self.wide.capacity() * std::mem::size_of::<(u32, IndexEntry)>()
+        let columns = match &self.columns {
+            Columns::Heap { oids, rows } => {
+                oids.capacity() * std::mem::size_of::<ObjectId>()
+                    + rows.capacity() * std::mem::size_of::<Row>()
+            }
+            Columns::Mapped { .. } => 0,
+        };
+        columns + self.wide.capacity() * std::mem::size_of::<(u32, IndexEntry)>()
     }
 }
 
-/// The entry of narrow row `r` (row number `i`) among `oids`.
-fn narrow_entry(oids: &[ObjectId], r: &Row, i: usize) -> IndexEntry {
+/// The entry of narrow row `r` (row number `i`), `oid(j)` giving row `j`'s oid.
+fn narrow_entry(oid: impl Fn(usize) -> ObjectId, r: &Row, i: usize) -> IndexEntry {
     IndexEntry {
-        oid: oids[i],
+        oid: oid(i),
         offset: r.offset,
         length: u64::from(r.length),
         record_type: r.types >> 4,
         kind: r.types & 0xf,
         size: u64::from(r.size),
         depth: u32::from(r.depth),
-        base: (r.base != NO_BASE).then(|| oids[r.base as usize]),
+        base: (r.base != NO_BASE).then(|| oid(r.base as usize)),
     }
 }
 
@@ -126,7 +288,8 @@ impl RowsBuilder {
 
     /// Row `row`'s entry in the side list, moved there on first use.
     fn widen(&mut self, row: usize) -> &mut IndexEntry {
-        let entry = narrow_entry(&self.oids, &self.rows[row], row);
+        let oids = &self.oids;
+        let entry = narrow_entry(|j| oids[j], &self.rows[row], row);
         self.wide.entry(row as u32).or_insert(entry)
     }
 
@@ -193,8 +356,10 @@ impl RowsBuilder {
             self.rows[*row as usize].base = WIDE;
         }
         Rows {
-            oids: self.oids,
-            rows: self.rows,
+            columns: Columns::Heap {
+                oids: self.oids,
+                rows: self.rows,
+            },
             wide,
         }
     }

@@ -170,7 +170,7 @@ fn position_agrees_with_a_binary_search() {
     for make in [&hashed as &dyn Fn(u64) -> ObjectId, &crowded] {
         let present: Vec<ObjectId> = (0..20_000).step_by(2).map(make).collect();
         let idx = ContainerIndex::from_entries(present.iter().copied().map(entry).collect());
-        let sorted: Vec<ObjectId> = idx.oids().to_vec();
+        let sorted: Vec<ObjectId> = (0..idx.len()).map(|i| idx.oid(i)).collect();
         for i in 0..20_000u64 {
             let oid = make(i);
             let expected = sorted.binary_search(&oid).ok();
@@ -264,4 +264,50 @@ fn a_decoded_index_holds_44_bytes_an_object() {
     let idx = ContainerIndex::decode(&ContainerIndex::from_entries(entries).encode()).unwrap();
     assert_eq!(std::mem::size_of::<IndexEntry>(), 72);
     assert_eq!(idx.rows.heap_bytes(), 44 * n as usize);
+}
+
+#[test]
+fn a_mapped_index_reads_as_the_heap_one() {
+    // 20,000 records (880 kB of oids and rows: above the mapping threshold),
+    // oids from a hash so the fanout and the interpolation search are
+    // exercised; every third a delta on the record before, one entry wide.
+    let oid = |i: u64| {
+        let h = sha2::Sha256::digest(i.to_be_bytes());
+        ObjectId::from_bytes_or_panic(&h[..20])
+    };
+    let mut entries: Vec<IndexEntry> = (0..20_000u64)
+        .map(|i| IndexEntry {
+            oid: oid(i),
+            offset: i * 100,
+            length: 100,
+            record_type: if i % 3 == 1 { OFS_DELTA } else { 2 },
+            kind: 2,
+            size: 1000 + i,
+            depth: u32::from(i % 3 == 1),
+            base: (i % 3 == 1).then(|| oid(i - 1)),
+        })
+        .collect();
+    entries[7].size = 5 << 30;
+    let heap = ContainerIndex::from_entries(entries.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mapped = heap.clone().mapped(&crate::mapped::MapDir::new(dir.path()));
+    assert!(mapped.is_mapped() && !heap.is_mapped());
+    assert_eq!(mapped.len(), heap.len());
+    assert!(mapped.iter().eq(heap.iter()));
+    for e in &entries {
+        let at = mapped.position(&e.oid).expect("found");
+        assert_eq!(mapped.oid(at), e.oid);
+        assert_eq!(mapped.lookup(&e.oid), Some(*e));
+    }
+    assert_eq!(mapped.lookup(&oid(20_001)), None);
+    // Released pages read back the same; a clone is a heap copy.
+    mapped.release_pages();
+    assert!(mapped.iter().eq(heap.iter()));
+    let copy = mapped.clone();
+    assert!(!copy.is_mapped() && copy.iter().eq(heap.iter()));
+    assert_eq!(mapped.encode(), heap.encode());
+    // A small index stays on the heap.
+    let small =
+        ContainerIndex::from_entries(container()).mapped(&crate::mapped::MapDir::new(dir.path()));
+    assert!(!small.is_mapped());
 }
