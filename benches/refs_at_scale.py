@@ -144,6 +144,17 @@ TOMBSTONES = 90_000
 RECREATE_CAP = 600
 
 
+def stop_receive_packs(repo):
+    """Ends git's receive-packs still running past a phase's cap, and the
+    locks they leave in `repo`."""
+    subprocess.run(["pkill", "-f", "receive-pack --stateless-rpc"])
+    time.sleep(1)
+    for d, _, fs in os.walk(repo):
+        for f in fs:
+            if f.endswith(".lock"):
+                os.unlink(os.path.join(d, f))
+
+
 def delete_recreate(src, url, timeout=3600):
     """Deletes the first 90,000 changes in one atomic push, then creates them
     again in another (the tombstone case); returns the wall time of both.
@@ -219,12 +230,7 @@ def pushers(url, oids, repo=None):
         th.join()
     wall = time.monotonic() - t0
     if wall >= PUSHERS_CAP and repo:  # cut: git's receive-packs are still at it
-        subprocess.run(["pkill", "-f", "receive-pack --stateless-rpc"])
-        time.sleep(1)
-        for d, _, fs in os.walk(repo):
-            for f in fs:
-                if f.endswith(".lock"):
-                    os.unlink(os.path.join(d, f))
+        stop_receive_packs(repo)
     if repo:
         lines = [l.replace(" ", "\t", 1) for l in sbs.git(
             "-C", repo, "for-each-ref", "--format=%(objectname) %(refname)", "refs/pushers/").stdout.splitlines()]
@@ -296,18 +302,26 @@ def gitstow_side(a, src, n, hidden, workdir):
     sbs.git("-C", work, "fetch", "-q", "origin", "main")
     sbs.git("-C", work, "reset", "-q", "--hard", "FETCH_HEAD")
     sbs.git("-C", work, "ls-remote", url)
-    out = {}
+    out, peaks = {}, []
     with open("/proc/%d/clear_refs" % p.pid, "w") as f:
         f.write("5")
     err = workdir + "/client.err"
-    out["fetch"] = sbs.gitstow_phase(p.pid, ["-C", work, "fetch", "-q", "origin", "main"], err)["cpu"]
-    out["ls_remote"] = sbs.gitstow_phase(p.pid, ["-C", work, "ls-remote", url], err)["cpu"]
+
+    def phase(args):
+        """A measured command (gitstow_phase resets VmHWM first: the peak
+        of what ran since the previous phase is taken before it)."""
+        peaks.append(sbs.proc_status(p.pid)["VmHWM"])
+        r = sbs.gitstow_phase(p.pid, args, err)
+        peaks.append(r["peak"])
+        return r["cpu"]
+    out["fetch"] = phase(["-C", work, "fetch", "-q", "origin", "main"])
+    out["ls_remote"] = phase(["-C", work, "ls-remote", url])
     c0 = sbs.proc_cpu(p.pid)[0]
     adv_fetch(url)
     out["advertisement"] = sbs.proc_cpu(p.pid)[0] - c0
     sbs.git("-C", work, "commit", "-q", "--allow-empty", "-m", "one more")
     before = dir_files(store)
-    out["push"] = sbs.gitstow_phase(p.pid, ["-C", work, "push", "-q", "--force", "origin", "HEAD:main"], err)["cpu"]
+    out["push"] = phase(["-C", work, "push", "-q", "--force", "origin", "HEAD:main"])
     out["push_bytes"] = written(before, dir_files(store))
     oids = sbs.git("-C", src, "rev-list", "--max-count=%d" % (PUSHERS * PUSHES_EACH), "main").stdout.split()
     c0 = sbs.proc_cpu(p.pid)[0]
@@ -317,9 +331,9 @@ def gitstow_side(a, src, n, hidden, workdir):
     if not hidden:
         out["recreate"] = delete_recreate(src, url)
         settle(p.pid)
-        out["ls_after"] = sbs.gitstow_phase(p.pid, ["-C", work, "ls-remote", url], err)["cpu"]
-        out["fetch_after"] = sbs.gitstow_phase(p.pid, ["-C", work, "fetch", "-q", "origin", "main"], err)["cpu"]
-    out["rss"] = sbs.proc_status(p.pid)["VmHWM"]
+        out["ls_after"] = phase(["-C", work, "ls-remote", url])
+        out["fetch_after"] = phase(["-C", work, "fetch", "-q", "origin", "main"])
+    out["rss"] = max(peaks + [sbs.proc_status(p.pid)["VmHWM"]])
     p.kill()
     p.wait()
     return out
@@ -388,12 +402,7 @@ def git_side(a, src, root, repo, hidden, workdir):
             try:
                 return delete_recreate(src, u + "/r.git", RECREATE_CAP)
             except OSError:  # the cap: git's receive-pack is still at it
-                subprocess.run(["pkill", "-f", "receive-pack --stateless-rpc"])
-                time.sleep(1)
-                for d, _, fs in os.walk(repo):
-                    for f in fs:
-                        if f.endswith(".lock"):
-                            os.unlink(os.path.join(d, f))
+                stop_receive_packs(repo)
                 return None
         r = phase("recreate", None, recreate)
         out["recreate"], rss = r["wall"], max(rss, r["peak"])

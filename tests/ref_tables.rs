@@ -524,3 +524,183 @@ fn two_instances_pushing_distinct_refs_lose_nothing() {
     }
     mirror_sound(&b.url("two"), tmp.path(), a.store());
 }
+
+/// Every ref of `state` as `oid\tname` lines, read through the tables it
+/// names by a reader of its own (a new cache: the tables come from the store).
+fn refs_of_state(
+    store: &TestStore,
+    repo: &str,
+    state: &gitstow_odb::RepoState,
+) -> BTreeSet<String> {
+    let reader = gitstow_odb::Repository::new(store.open(), repo, gitstow_odb::IndexCache::new());
+    let refs = reader.refs(state).expect("the state's tables open");
+    let mut out = BTreeSet::new();
+    refs.for_each("", |name, value| {
+        if let Some(oid) = value.oid() {
+            out.insert(format!("{oid}\t{name}"));
+        }
+        Ok(())
+    })
+    .expect("the state's refs read");
+    out
+}
+
+/// A reader that loaded an older state (a fetch under way when the stack
+/// was merged and the refs moved on) still reads every ref of that state
+/// through the grace period: the merge retires the tables it replaced
+/// without deleting them, and a later state does not change what the old
+/// one names.
+#[test]
+fn a_reader_of_an_older_state_reads_its_refs_after_a_merge() {
+    if Server::is_canonical() {
+        return;
+    }
+    let server = Server::start_with(&["--no-maintenance"]);
+    let url = server.url("older");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
+    set_changes(&work, 1..=1000, Some(&c1));
+    push_all(&work, &url);
+    set_changes(&work, 1001..=2000, Some(&c2));
+    push_all(&work, &url);
+    set_changes(&work, 1..=500, None);
+    push_all(&work, &url);
+    let old = server.store().repo_state("older").unwrap();
+    assert!(old.refs.tables.len() >= 2, "{:?}", old.refs.tables);
+    let expected = local_refs(&work);
+    assert_eq!(refs_of_state(server.store(), "older", &old), expected);
+
+    // The stack is merged (the old tables retired, kept for the grace
+    // period), then the refs move on.
+    let said = assert_maintained(
+        &server
+            .store()
+            .maintain(&["--repo", "older", "--grace", "600"], &[]),
+    );
+    set_changes(&work, 2001..=2100, Some(&c1));
+    set_changes(&work, 501..=600, None);
+    push_all(&work, &url);
+    let new = server.store().repo_state("older").unwrap();
+    assert!(
+        new.refs.tables.iter().all(|t| !old.refs.tables.contains(t)),
+        "the merge replaced every table of the older state: {said}"
+    );
+    assert_same_refs(&work, &url, "moved on");
+    assert_eq!(
+        refs_of_state(server.store(), "older", &old),
+        expected,
+        "the older state reads whole after the merge"
+    );
+    // Its objects too: a clone of the refs it names.
+    let db = gitstow_odb::Repository::new(
+        server.store().open(),
+        "older",
+        gitstow_odb::IndexCache::new(),
+    )
+    .objects(&old)
+    .expect("the older state's containers load");
+    let mut cache = gitstow_odb::ObjectCache::new(1 << 20);
+    for oid in [&c1, &c2] {
+        let oid = gix_hash::ObjectId::from_hex(oid.as_bytes()).unwrap();
+        assert!(db.read(&oid, &mut cache).unwrap().is_some());
+    }
+}
+
+/// 100,000 refs deleted in atomic pushes and then created again: the
+/// deletions sit in one table above the refs they hide and the creations in
+/// the next (a lookup reads one block path per table, however many
+/// deletion records there are), every listing is exact throughout, and a
+/// merge down to the bottom leaves no deletion record. The cost beside git
+/// is in `docs/benchmarks/refs-at-scale.md` (the tombstone row).
+#[test]
+fn deleting_and_recreating_100k_refs_keeps_the_stack_short() {
+    if Server::is_canonical() {
+        return;
+    }
+    const N: u32 = 100_000;
+    let server = Server::start_with(&["--no-maintenance"]);
+    let url = server.url("tomb");
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let zero = "0".repeat(40);
+    let head = b"PACK\0\0\0\x02\0\0\0\0".to_vec();
+    let mut empty_pack = head.clone();
+    empty_pack.extend_from_slice(&sha1(&head));
+    let names: Vec<String> = (1..=N).map(change).collect();
+    // Two atomic pushes of 50,000 commands each (the limit is 100,000).
+    let push = |old: &str, new: &str| {
+        for half in names.chunks(50_000) {
+            let commands: Vec<(&str, &str, &str)> =
+                half.iter().map(|n| (old, new, n.as_str())).collect();
+            let caps = if new == zero {
+                "report-status delete-refs atomic"
+            } else {
+                "report-status atomic"
+            };
+            let pack = (new != zero).then_some(empty_pack.as_slice());
+            let body = receive_pack_request(&commands, caps, pack);
+            let r = post_receive_pack(&server, "tomb", &body);
+            assert!(
+                r.text().contains("unpack ok")
+                    && !r.text().contains("\nng ")
+                    && !r.text().contains("0000ng"),
+                "{}",
+                &r.text()[..r.text().len().min(300)]
+            );
+        }
+    };
+    let listed = || remote_refs(&work, &url, "2");
+    let all: BTreeSet<String> = names
+        .iter()
+        .map(|n| format!("{c1}\t{n}"))
+        .chain([format!("{c1}\trefs/heads/main")])
+        .collect();
+    push(&zero, &c1);
+    assert_eq!(listed(), all);
+    push(&c1, &zero);
+    assert_eq!(listed(), BTreeSet::from([format!("{c1}\trefs/heads/main")]));
+    push(&zero, &c1);
+    assert_eq!(listed(), all);
+    let state = server.store().repo_state("tomb").unwrap();
+    assert_eq!(state.refs.count, u64::from(N) + 1);
+    // Each push spilled its commands as one table: the 100,000 deletions
+    // are records of tables, not a scan through a list.
+    assert!(state.refs.tables.len() <= 6, "{:?}", state.refs.tables);
+    let records: u64 = state.refs.tables.iter().map(|t| t.records).sum();
+    assert!(records >= 3 * u64::from(N), "{:?}", state.refs.tables);
+    // A fetch of one branch still answers (it seeks past the deletions).
+    let one = tmp.path().join("one");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--single-branch",
+            "--branch",
+            "main",
+            &url,
+            one.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(git_out(&one, &["rev-parse", "HEAD"]).trim(), c1);
+
+    let said = assert_maintained(
+        &server
+            .store()
+            .maintain(&["--repo", "tomb", "--grace", "0"], &[]),
+    );
+    let state = server.store().repo_state("tomb").unwrap();
+    assert_eq!(state.refs.tables.len(), 1, "{said}");
+    assert_eq!(
+        state.refs.tables[0].records + state.refs.recent.len() as u64,
+        u64::from(N) + 1,
+        "no deletion record left at the bottom: {said}"
+    );
+    assert_eq!(listed(), all);
+}
