@@ -339,3 +339,108 @@ fn a_tiny_index_cache_still_serves() {
     fsck(&dst);
     assert_eq!(refs_and_objects(&dst), refs_and_objects(&src));
 }
+
+/// A repository imported by one push holds exactly what its refs reach, so
+/// that push records its container as the closure: the first clone sends
+/// every object without a walk (the repository is closed), and a clone
+/// after later pushes walks only what they brought (`via="closure"`)
+/// rather than the whole history, long before any GC. A clone of one
+/// branch does not reach every tip and walks. Every clone is whole.
+#[test]
+fn an_imported_repository_clones_over_its_closure_from_the_first_push() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, url) = mirrored(&server, tmp.path(), "imported", 21, 300);
+    let state = server.store().repo_state("imported").unwrap();
+    let closure = state
+        .closure
+        .clone()
+        .expect("the import recorded a closure");
+    assert!(!closure.bitmaps);
+    assert_eq!(
+        closure.containers,
+        state
+            .containers
+            .iter()
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>()
+    );
+    let via = |logs: &str| {
+        let line = last_pack_line(logs);
+        line.split("via=\"")
+            .nth(1)
+            .unwrap_or("")
+            .split('"')
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let all_objects = |dir: &Path| {
+        git_out(dir, &["rev-list", "--objects", "--all"])
+            .lines()
+            .count()
+    };
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--mirror", &url, "first.git"],
+    );
+    assert_eq!(via(&server.logs()), "closed");
+    assert_eq!(
+        all_objects(&tmp.path().join("first.git")),
+        all_objects(&src)
+    );
+
+    // Three pushes on main: the repository is no longer closed.
+    let work = tmp.path().join("work");
+    git(
+        tmp.path(),
+        &["clone", "--quiet", src.to_str().unwrap(), "work"],
+    );
+    for i in 0..3 {
+        commit_files(
+            &work,
+            &[(&format!("new-{i}.txt"), "new\n")],
+            "after the import",
+        );
+        git(&work, &["push", "--quiet", &url, "HEAD:main"]);
+    }
+    let head = git_out(&work, &["rev-parse", "HEAD"]);
+    git(
+        &src,
+        &["fetch", "--quiet", work.to_str().unwrap(), "HEAD:main"],
+    );
+    assert!(!server.store().repo_state("imported").unwrap().closed);
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--mirror", &url, "later.git"],
+    );
+    let logs = server.logs();
+    assert_eq!(via(&logs), "closure", "{}", last_pack_line(&logs));
+    // What it walked: the three new commits and the tips it peeled, not the
+    // history (300 commits and their merges).
+    assert!(log_field(&last_pack_line(&logs), "commits_read") < 150);
+    let later = tmp.path().join("later.git");
+    fsck(&later);
+    assert_eq!(git_out(&later, &["rev-parse", "main"]), head);
+    assert_eq!(all_objects(&later), all_objects(&src));
+    assert_eq!(
+        git_out(&later, &["for-each-ref"]),
+        git_out(&src, &["for-each-ref"])
+    );
+
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            "--single-branch",
+            "--branch",
+            "main",
+            &url,
+            "one.git",
+        ],
+    );
+    assert_eq!(via(&server.logs()), "walk");
+    fsck(&tmp.path().join("one.git"));
+}

@@ -303,6 +303,7 @@ pub fn commit(
             .map(|tips| Closure {
                 tips,
                 containers: collected.live.iter().map(|c| c.id.clone()).collect(),
+                bitmaps: true,
             });
         Step::Write(next, true)
     })?

@@ -169,22 +169,40 @@ impl GarbageContainer {
 /// every one of them stays live, a clone whose wants reach every tip walks
 /// only the history outside (from its wants down to the tips, as an
 /// incremental fetch would) and is sent these containers whole: the role of
-/// git's reachability bitmaps, for one set of commits. Pushes keep it; a
-/// merge or a GC that replaces one of the containers drops or renews it.
+/// git's reachability bitmaps, for one set of commits. A push into an empty
+/// repository that leaves it closed records one too (its containers and
+/// the refs it created). Pushes keep it; a merge or a GC that replaces one
+/// of the containers drops or renews it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Closure {
     /// The objects the refs named when the GC ran that no other of them
     /// reaches (a commit that is no other tip's ancestor, a tag no other tag
-    /// names), distinct.
+    /// names), distinct; for a push's closure, every object its refs named
+    /// (some may reach others: a clone then uses the closure only when its
+    /// wants reach each of them, which is always safe).
     pub tips: Vec<ObjectId>,
     /// Ids of the containers, in the state's order.
     pub containers: Vec<String>,
+    /// Whether reachability bitmaps were written for it (a GC's closure);
+    /// the closure a push into an empty repository records has none.
+    pub bitmaps: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Serialize, Deserialize)]
 struct ClosureFile {
     tips: Vec<String>,
     containers: Vec<String>,
+    /// Absent (true) in states written before push-made closures.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    bitmaps: bool,
 }
 
 /// What a repository is, as of one version of its state object.
@@ -328,6 +346,7 @@ impl RepoState {
             closure: self.closure.as_ref().map(|c| ClosureFile {
                 tips: c.tips.iter().map(ObjectId::to_string).collect(),
                 containers: c.containers.clone(),
+                bitmaps: c.bitmaps,
             }),
             deleted: self.deleted,
             deleting: self.deleting.clone(),
@@ -412,6 +431,7 @@ impl RepoState {
                             .map(|t| parse_oid(t))
                             .collect::<Result<_, _>>()?,
                         containers: c.containers,
+                        bitmaps: c.bitmaps,
                     })
                 })
                 .transpose()?,
@@ -467,7 +487,10 @@ mod tests {
         s.closure = Some(Closure {
             tips: vec![oid],
             containers: vec!["ab".into()],
+            bitmaps: false,
         });
+        assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
+        s.closure.as_mut().unwrap().bitmaps = true;
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         assert_eq!(s.live_closure().unwrap().1, vec![0]);
         s.deleting.push("cd".into());

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use gitstow_odb::reftable::RefValue;
-use gitstow_odb::state::ContainerRef;
+use gitstow_odb::state::{Closure, ContainerRef};
 use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, Refs, RepoState, Repository};
 
 use crate::conflict::{ConflictCheck, Overlay};
@@ -388,7 +388,8 @@ impl Transaction<'_> {
         // it was (or was empty) and every command created its ref: an update
         // or a deletion may leave objects unreachable, and a rejected
         // command leaves its objects in the pushed containers without a ref.
-        let was_closed = state.closed || (refs.is_empty() && state.containers.is_empty());
+        let was_empty = refs.is_empty() && state.containers.is_empty();
+        let was_closed = state.closed || was_empty;
         next.closed = was_closed
             && self
                 .commands
@@ -462,6 +463,20 @@ impl Transaction<'_> {
             next.garbage
                 .retain(|g| !brought_back.iter().any(|b| b.id == g.id));
             next.containers.extend(brought_back);
+        }
+        // A push into an empty repository that leaves it closed stored
+        // exactly what its refs reach: that is a closure from the first
+        // minute, so a clone after later pushes walks only what they brought
+        // instead of the whole history until a GC (plan 0013). No bitmaps.
+        if was_empty && next.closed && !next.containers.is_empty() {
+            let mut tips: Vec<ObjectId> = self.commands.iter().map(|c| c.new).collect();
+            tips.sort_unstable();
+            tips.dedup();
+            next.closure = Some(Closure {
+                tips,
+                containers: next.containers.iter().map(|c| c.id.clone()).collect(),
+                bitmaps: false,
+            });
         }
         Ok((statuses, Some(next), messages))
     }

@@ -278,6 +278,7 @@ impl Fetch {
                     wants = o.wants,
                     haves = o.haves,
                     commits_read = o.commits_read,
+                    via = o.via.map(|v| v.as_str()),
                     graph_commits = o.graph_commits,
                     graph_misses = o.graph_misses,
                     have_bitmap_objects = o.have_bitmap.map(|h| h.objects),

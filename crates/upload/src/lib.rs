@@ -74,6 +74,8 @@ pub struct Outcome {
     pub graph_misses: u64,
     /// The have-side bitmap, when the fetch used one.
     pub have_bitmap: Option<HaveFigures>,
+    /// How the objects to send were found (`None`: no pack was sent).
+    pub via: Option<walk::Via>,
 }
 
 /// What a fetch's have-side bitmap ([`bitmaps::HaveBitmap`]) held and did.
@@ -300,6 +302,7 @@ fn send_fetch(
         walk::include_tags(db, &mut walk, &peeled_tags(refs)?)?;
     }
     outcome.commits_read = walk.commits_read;
+    outcome.via = Some(walk.via);
     let popts = pack::PackOptions {
         ofs_delta: ask.ofs_delta,
         cache_bytes: opts.cache_bytes,
@@ -327,6 +330,8 @@ fn send_fetch(
 struct Shortcuts {
     closed_tips: Option<Vec<gix_hash::ObjectId>>,
     closure: Option<(Vec<gix_hash::ObjectId>, Vec<usize>)>,
+    /// The closure has reachability bitmaps (a GC's; a push's has none).
+    closure_bitmaps: bool,
 }
 
 impl Shortcuts {
@@ -355,11 +360,12 @@ impl Shortcuts {
         Ok(Shortcuts {
             closed_tips,
             closure,
+            closure_bitmaps: state.closure.as_ref().is_some_and(|c| c.bitmaps),
         })
     }
 
     /// The have-side bitmap of a fetch that can use one: it has haves, no
-    /// shallow boundary and no filter, and the state has a closure.
+    /// shallow boundary and no filter, and the state has a closure with bitmaps.
     fn have_side(
         &self,
         db: &gitstow_odb::ObjectDb,
@@ -369,7 +375,8 @@ impl Shortcuts {
         cache_bytes: usize,
     ) -> Option<bitmaps::HaveBitmap> {
         let (_, containers) = self.closure.as_ref()?;
-        if haves.is_empty()
+        if !self.closure_bitmaps
+            || haves.is_empty()
             || filter.is_some()
             || !shallow.client_shallows.is_empty()
             || shallow.deepens()
@@ -417,7 +424,10 @@ fn objects_to_send(
     };
     let mut dropped = 0;
     let walk = match bitmaps::fetch_over(db, wants, opts, have)? {
-        Some(walk) => walk,
+        Some(walk) => walk::Walk {
+            via: walk::Via::Bitmaps,
+            ..walk
+        },
         None => {
             let mut walk = walk::objects_to_send(db, wants, opts)?;
             let before = walk.objects.len();

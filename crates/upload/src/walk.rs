@@ -60,6 +60,38 @@ pub struct Walk {
     /// another commit it has: parents of commits sent, and wanted commits
     /// it has (the boundary of the commit walk).
     pub edges: Vec<ObjectId>,
+    /// How the objects were found.
+    pub via: Via,
+}
+
+/// How [`objects_to_send`] found a fetch's objects (the upload-pack log
+/// line's `via`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Via {
+    /// A walk of the history from the wants.
+    #[default]
+    Walk,
+    /// Every stored object: the repository is closed and every tip is
+    /// wanted ([`WalkOptions::closed_tips`]).
+    Closed,
+    /// The closure's containers whole, and a walk of what lies outside
+    /// ([`WalkOptions::closure`]).
+    Closure,
+    /// The closure's reachability bitmaps, for what the client has and
+    /// what the wants reach (`bitmaps::fetch_over`).
+    Bitmaps,
+}
+
+impl Via {
+    /// The word the log line uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Walk => "walk",
+            Via::Closed => "closed",
+            Via::Closure => "closure",
+            Via::Bitmaps => "bitmaps",
+        }
+    }
 }
 
 /// Commit `oid`'s row ([`gitstow_odb::ObjectDb::commit_row`]: from its
@@ -372,7 +404,10 @@ pub fn objects_to_send(
     }
     if let Some(closure) = opts.closure.filter(|_| opts.is_plain_clone()) {
         if let Some(walk) = crate::closure::clone_over(db, wants, opts, closure)? {
-            return Ok(walk);
+            return Ok(Walk {
+                via: Via::Closure,
+                ..walk
+            });
         }
     }
     let mut w = Walker::new(db, cache_bytes);
@@ -528,7 +563,10 @@ fn every_object(db: &ObjectDb, wants: &[ObjectId], opts: &WalkOptions<'_>) -> Op
         return None;
     }
     let mut seen: HashSet = HashSet::default();
-    let mut out = Walk::default();
+    let mut out = Walk {
+        via: Via::Closed,
+        ..Walk::default()
+    };
     for entry in db.entries() {
         if seen.insert(entry.oid) {
             out.objects.push(entry.oid);
