@@ -16,7 +16,9 @@ What one run does:
    sum(--incremental) commits before its tip as refs/heads/main (plus, with
    --refs N, N lightweight tags under refs/tags/bench/ on the pushed
    commits, in a second repository). gitstow then runs `gitstow maintain
-   --gc` (its GC), git `repack -adb` and `commit-graph write --reachable`.
+   --gc` (its GC; not with --defaults, where it has only its automatic
+   maintenance, as a user's server would), git `repack -adb` and
+   `commit-graph write --reachable`.
 2. Incremental fetches: for each K of --incremental, the next K first-parent
    commits are pushed to both (not measured; git repacks again, gitstow's
    automatic maintenance runs and settles), then a client at the previous
@@ -103,6 +105,8 @@ def main():
     ap.add_argument("--gitstow", default="target/release/gitstow")
     ap.add_argument("--http-backend-server",
                     default=os.path.join(HERE, "..", "..", "shared", "tools", "git-http-backend-server.py"))
+    ap.add_argument("--defaults", action="store_true",
+                    help="no `gitstow maintain --gc` after the initial push: automatic maintenance only")
     ap.add_argument("--skip", default="", help="phases not measured: incremental,behind,clone,refs")
     ap.add_argument("--out")
     ap.add_argument("--workdir")
@@ -195,10 +199,11 @@ def main():
 
         log("initial push of %s (%d first-parent commits)" % (firsts[start][:12], start + 1))
         push(firsts[start])
-        gc = subprocess.run([a.gitstow, "maintain", "--store", "file://" + store, "--repo", "bench", "--gc"],
-                            capture_output=True, text=True)
-        if gc.returncode:
-            sys.exit("gitstow maintain --gc failed:\n" + gc.stderr)
+        if not a.defaults:
+            gc = subprocess.run([a.gitstow, "maintain", "--store", "file://" + store, "--repo", "bench", "--gc"],
+                                capture_output=True, text=True)
+            if gc.returncode:
+                sys.exit("gitstow maintain --gc failed:\n" + gc.stderr)
 
         def client(name, sha, seed=None):
             """A bare client whose main is `sha`, made by fetching from SRC
