@@ -142,6 +142,10 @@ fn worker(
             metrics::gauge!(m::MAINTENANCE_RETIRED_HELD).set(retired as f64);
             metrics::gauge!(m::MAINTENANCE_GARBAGE_HELD).set(garbage as f64);
         }
+        // A pass reads indexes and graphs as a request does (a GC all of
+        // them): their pages leave the resident set once it ends, as after a
+        // request (a request running meanwhile faults back what it reads).
+        indexes.release_pages();
     }
 }
 
