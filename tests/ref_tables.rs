@@ -268,6 +268,26 @@ fn refs_move_to_tables_and_read_back_through_them() {
     assert_eq!(git_out(&one, &["rev-parse", "HEAD"]).trim(), c3);
 }
 
+/// Repository `name` of `server` with two ref tables: changes 1–1,000 at a
+/// first commit, then 1,001–2,000 at a second, each an atomic push of a
+/// work repository in `parent`; returns (work, url, first, second).
+fn two_tables(
+    server: &Server,
+    parent: &Path,
+    name: &str,
+) -> (std::path::PathBuf, String, String, String) {
+    let url = server.url(name);
+    let work = parent.join("work");
+    init_repo(&work);
+    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
+    let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
+    set_changes(&work, 1..=1000, Some(&c1));
+    push_all(&work, &url);
+    set_changes(&work, 1001..=2000, Some(&c2));
+    push_all(&work, &url);
+    (work, url, c1, c2)
+}
+
 /// The stack grows a table a spill; maintenance merges it geometrically.
 /// A merge down to the bottom drops deletion records; the replaced tables
 /// are deleted once their grace period is over; refs read the same before
@@ -278,16 +298,8 @@ fn maintenance_merges_the_stack_and_drops_deletions_at_the_bottom() {
         return;
     }
     let server = Server::start_with(&["--no-maintenance"]);
-    let url = server.url("stack");
     let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    init_repo(&work);
-    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
-    let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
-    set_changes(&work, 1..=1000, Some(&c1));
-    push_all(&work, &url);
-    set_changes(&work, 1001..=2000, Some(&c2));
-    push_all(&work, &url);
+    let (work, url, c1, _) = two_tables(&server, tmp.path(), "stack");
     // 1,000 deletions of the bottom table's refs and 1,000 creations: a
     // table with deletion records on top.
     set_changes(&work, 1..=1000, None);
@@ -556,16 +568,8 @@ fn a_reader_of_an_older_state_reads_its_refs_after_a_merge() {
         return;
     }
     let server = Server::start_with(&["--no-maintenance"]);
-    let url = server.url("older");
     let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    init_repo(&work);
-    let c1 = commit_files(&work, &[("a.txt", "one\n")], "one");
-    let c2 = commit_files(&work, &[("a.txt", "two\n")], "two");
-    set_changes(&work, 1..=1000, Some(&c1));
-    push_all(&work, &url);
-    set_changes(&work, 1001..=2000, Some(&c2));
-    push_all(&work, &url);
+    let (work, url, c1, c2) = two_tables(&server, tmp.path(), "older");
     set_changes(&work, 1..=500, None);
     push_all(&work, &url);
     let old = server.store().repo_state("older").unwrap();
