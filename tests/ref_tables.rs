@@ -252,20 +252,27 @@ fn refs_move_to_tables_and_read_back_through_them() {
     let mirror = mirror_sound(&url, tmp.path(), server.store());
     assert_eq!(local_refs(&mirror), local_refs(&work));
     // A clone of one branch asks for its ref by prefix.
-    let one = tmp.path().join("one");
+    assert_eq!(main_by_one_branch_clone(tmp.path(), &other_url), c3);
+}
+
+/// `main` of `url` as a clone of that one branch (into `parent/one`) sees it:
+/// the client asks for its ref by prefix.
+fn main_by_one_branch_clone(parent: &Path, url: &str) -> String {
+    let one = parent.join("one");
+    let dir = one.to_str().unwrap();
     git(
-        tmp.path(),
+        parent,
         &[
             "clone",
             "--quiet",
             "--single-branch",
             "--branch",
             "main",
-            &other_url,
-            one.to_str().unwrap(),
+            url,
+            dir,
         ],
     );
-    assert_eq!(git_out(&one, &["rev-parse", "HEAD"]).trim(), c3);
+    git_out(&one, &["rev-parse", "HEAD"]).trim().to_owned()
 }
 
 /// Repository `name` of `server` with two ref tables: changes 1–1,000 at a
@@ -679,20 +686,7 @@ fn deleting_and_recreating_100k_refs_keeps_the_stack_short() {
     let records: u64 = state.refs.tables.iter().map(|t| t.records).sum();
     assert!(records >= 3 * u64::from(N), "{:?}", state.refs.tables);
     // A fetch of one branch still answers (it seeks past the deletions).
-    let one = tmp.path().join("one");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--single-branch",
-            "--branch",
-            "main",
-            &url,
-            one.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(git_out(&one, &["rev-parse", "HEAD"]).trim(), c1);
+    assert_eq!(main_by_one_branch_clone(tmp.path(), &url), c1);
 
     let said = assert_maintained(
         &server
