@@ -365,29 +365,15 @@ fn an_imported_repository_clones_over_its_closure_from_the_first_push() {
             .map(|c| c.id.clone())
             .collect::<Vec<_>>()
     );
-    let via = |logs: &str| {
-        let line = last_pack_line(logs);
-        line.split("via=\"")
-            .nth(1)
-            .unwrap_or("")
-            .split('"')
-            .next()
-            .unwrap_or("")
-            .to_owned()
-    };
-    let all_objects = |dir: &Path| {
-        git_out(dir, &["rev-list", "--objects", "--all"])
-            .lines()
-            .count()
-    };
+    let via = |logs: &str| log_text(&last_pack_line(logs), "via");
     git(
         tmp.path(),
         &["clone", "--quiet", "--mirror", &url, "first.git"],
     );
     assert_eq!(via(&server.logs()), "closed");
     assert_eq!(
-        all_objects(&tmp.path().join("first.git")),
-        all_objects(&src)
+        refs_and_objects(&tmp.path().join("first.git")),
+        refs_and_objects(&src)
     );
 
     // Three pushes on main: the repository is no longer closed.
@@ -422,11 +408,7 @@ fn an_imported_repository_clones_over_its_closure_from_the_first_push() {
     let later = tmp.path().join("later.git");
     fsck(&later);
     assert_eq!(git_out(&later, &["rev-parse", "main"]), head);
-    assert_eq!(all_objects(&later), all_objects(&src));
-    assert_eq!(
-        git_out(&later, &["for-each-ref"]),
-        git_out(&src, &["for-each-ref"])
-    );
+    assert_eq!(refs_and_objects(&later), refs_and_objects(&src));
 
     git(
         tmp.path(),

@@ -510,6 +510,15 @@ pub fn log_field(line: &str, name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("{name} in {line}"))
 }
 
+/// The text `name="…"` gives in a server log line (`""` when absent).
+pub fn log_text(line: &str, name: &str) -> String {
+    line.split(&format!(" {name}=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or("")
+        .to_owned()
+}
+
 /// The last `upload-pack` log line that sent a pack.
 pub fn last_pack_line(logs: &str) -> String {
     logs.lines()

@@ -234,16 +234,11 @@ impl CommitGraph {
     /// ([`crate::mapped`]): what a server's cache holds. A failure to write
     /// the file is logged and the graph kept as it is.
     pub fn mapped(self, dir: &MapDir) -> CommitGraph {
-        match self.bytes {
-            Held::Heap(bytes) => CommitGraph {
-                bytes: Held::spill(bytes, Some(dir)),
-                commits: self.commits,
-            },
-            mapped => CommitGraph {
-                bytes: mapped,
-                commits: self.commits,
-            },
-        }
+        let bytes = match self.bytes {
+            Held::Heap(bytes) => Held::spill(bytes, dir),
+            mapped => mapped,
+        };
+        CommitGraph { bytes, ..self }
     }
 
     /// Drops the pages of a mapped graph from the resident set (see
@@ -257,33 +252,19 @@ impl CommitGraph {
         self.bytes.is_mapped()
     }
 
-    /// Row `i`'s bytes.
-    fn row(&self, i: usize) -> &[u8] {
-        &self.bytes[HEADER + i * ROW..HEADER + (i + 1) * ROW]
-    }
-
     /// Commit `oid`, if this graph has it.
     pub fn find(&self, oid: &gix_hash::oid) -> Option<GraphCommit<'_>> {
-        let want = oid.as_bytes();
-        let (mut lo, mut hi) = (0, self.commits);
-        let row = loop {
-            if lo >= hi {
-                return None;
-            }
-            let mid = lo + (hi - lo) / 2;
-            let row = self.row(mid);
-            match row[..20].cmp(want) {
-                std::cmp::Ordering::Equal => break row,
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-            }
-        };
+        let (rows, _) = self.bytes[HEADER..HEADER + self.commits * ROW].as_chunks::<ROW>();
+        let at = rows
+            .binary_search_by(|r| r[..20].cmp(oid.as_bytes()))
+            .ok()?;
+        let row = &rows[at];
         let first = be32(&row[52..]) as usize;
         let count = be32(&row[56..]) as usize;
-        let at = HEADER + self.commits * ROW + first * 20;
+        let parents_at = HEADER + self.commits * ROW + first * 20;
         Some(GraphCommit {
             tree: ObjectId::from_bytes_or_panic(&row[20..40]),
-            parents: Parents(&self.bytes[at..at + count * 20]),
+            parents: Parents(&self.bytes[parents_at..parents_at + count * 20]),
             time: i64::from_be_bytes(row[40..48].try_into().expect("8 bytes")),
             generation: be32(&row[48..]),
         })

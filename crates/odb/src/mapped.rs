@@ -43,12 +43,25 @@ impl MapDir {
     }
 
     /// A read-only mapping of the `len` bytes `write` writes to a new
-    /// unlinked file here.
-    ///
-    /// # Errors
-    /// The file cannot be made, written or mapped, or `write` wrote another
-    /// length than `len`.
+    /// unlinked file here; `None` when `len` is under [`MIN_MAPPED_BYTES`]
+    /// (nothing is written) or the file cannot be made, written to `len`
+    /// bytes or mapped (logged: the caller keeps its value on the heap).
     pub(crate) fn map(
+        &self,
+        len: usize,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Option<memmap2::Mmap> {
+        if len < MIN_MAPPED_BYTES {
+            return None;
+        }
+        self.try_map(len, write)
+            .map_err(|e| {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "kept on the heap: cannot map");
+            })
+            .ok()
+    }
+
+    fn try_map(
         &self,
         len: usize,
         write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
@@ -93,20 +106,14 @@ pub(crate) enum Held {
 
 impl Held {
     /// `bytes` mapped from a file in `dir` when they are large enough and
-    /// the mapping succeeds (a failure is logged; the bytes stay on the heap).
-    pub(crate) fn spill(bytes: Vec<u8>, dir: Option<&MapDir>) -> Held {
-        let Some(dir) = dir.filter(|_| bytes.len() >= MIN_MAPPED_BYTES) else {
-            return Held::Heap(bytes);
-        };
+    /// the mapping succeeds (see [`MapDir::map`]), else kept on the heap.
+    pub(crate) fn spill(bytes: Vec<u8>, dir: &MapDir) -> Held {
         let written = dir.map(bytes.len(), |w| {
             bytes.chunks(WRITE_BYTES).try_for_each(|c| w.write_all(c))
         });
         match written {
-            Ok(map) => Held::Mapped(map),
-            Err(e) => {
-                tracing::warn!(dir = %dir.path().display(), error = %e, "kept on the heap: cannot map");
-                Held::Heap(bytes)
-            }
+            Some(map) => Held::Mapped(map),
+            None => Held::Heap(bytes),
         }
     }
 
@@ -152,7 +159,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let md = MapDir::new(dir.path());
         let big: Vec<u8> = (0..MIN_MAPPED_BYTES + 7).map(|i| i as u8).collect();
-        let held = Held::spill(big.clone(), Some(&md));
+        let held = Held::spill(big.clone(), &md);
         assert!(held.is_mapped());
         assert_eq!(&*held, &big[..]);
         // The file is unlinked at once: nothing is left in the directory.
@@ -179,17 +186,16 @@ mod tests {
                 .sum::<u64>(),
             sum
         );
-        let small = Held::spill(vec![1, 2, 3], Some(&md));
+        let small = Held::spill(vec![1, 2, 3], &md);
         assert!(!small.is_mapped());
         assert_eq!(&*small, &[1, 2, 3]);
-        assert!(!Held::spill(big, None).is_mapped());
     }
 
     #[test]
     fn an_unusable_directory_keeps_the_bytes_on_the_heap() {
         let md = MapDir::new("/nonexistent/gitstow-map-dir");
         let big = vec![7u8; MIN_MAPPED_BYTES];
-        let held = Held::spill(big.clone(), Some(&md));
+        let held = Held::spill(big.clone(), &md);
         assert!(!held.is_mapped());
         assert_eq!(&*held, &big[..]);
     }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use gix_hash::ObjectId;
 
 use super::IndexEntry;
-use crate::mapped::{Held, MapDir, MIN_MAPPED_BYTES};
+use crate::mapped::MapDir;
 
 /// A row's `base` when the record is whole.
 const NO_BASE: u32 = u32::MAX;
@@ -48,7 +48,7 @@ pub(super) struct Rows {
 /// bytes followed by the `n` rows in [`ROW_BYTES`] each ([`Rows::map`]).
 enum Columns {
     Heap { oids: Vec<ObjectId>, rows: Vec<Row> },
-    Mapped { bytes: Held, n: usize },
+    Mapped { map: memmap2::Mmap, n: usize },
 }
 
 impl Default for Columns {
@@ -129,9 +129,9 @@ impl Rows {
     pub(super) fn oid_bytes(&self, i: usize) -> &[u8] {
         match &self.columns {
             Columns::Heap { oids, .. } => oids[i].as_slice(),
-            Columns::Mapped { bytes, n } => {
+            Columns::Mapped { map, n } => {
                 assert!(i < *n, "row {i} of {n}");
-                &bytes[i * 20..i * 20 + 20]
+                &map[i * 20..i * 20 + 20]
             }
         }
     }
@@ -144,10 +144,10 @@ impl Rows {
     fn row(&self, i: usize) -> Row {
         match &self.columns {
             Columns::Heap { rows, .. } => rows[i],
-            Columns::Mapped { bytes, n } => {
+            Columns::Mapped { map, n } => {
                 assert!(i < *n, "row {i} of {n}");
                 let at = n * 20 + i * ROW_BYTES;
-                Row::from_bytes(&bytes[at..at + ROW_BYTES])
+                Row::from_bytes(&map[at..at + ROW_BYTES])
             }
         }
     }
@@ -168,19 +168,14 @@ impl Rows {
         narrow_entry(|j| self.oid(j), &r, i)
     }
 
-    /// These rows mapped from a file in `dir` when they are large enough
-    /// ([`crate::mapped`]); on the heap as they are otherwise, or when the
-    /// file cannot be written (logged).
+    /// These rows mapped from a file in `dir` ([`MapDir::map`]); on the
+    /// heap as they are when they are small or the file cannot be written.
     pub(super) fn map(self, dir: &MapDir) -> Rows {
         let Columns::Heap { oids, rows } = &self.columns else {
             return self;
         };
         let n = oids.len();
-        let len = n * (20 + ROW_BYTES);
-        if len < MIN_MAPPED_BYTES {
-            return self;
-        }
-        let written = dir.map(len, |w| {
+        let written = dir.map(n * (20 + ROW_BYTES), |w| {
             for o in oids {
                 w.write_all(o.as_slice())?;
             }
@@ -190,24 +185,18 @@ impl Rows {
             Ok(())
         });
         match written {
-            Ok(map) => Rows {
-                columns: Columns::Mapped {
-                    bytes: Held::Mapped(map),
-                    n,
-                },
+            Some(map) => Rows {
+                columns: Columns::Mapped { map, n },
                 wide: self.wide,
             },
-            Err(e) => {
-                tracing::warn!(dir = %dir.path().display(), error = %e, "index kept on the heap: cannot map");
-                self
-            }
+            None => self,
         }
     }
 
-    /// [`crate::mapped::Held::release_pages`] of mapped oids and rows.
+    /// [`crate::mapped::release`] of mapped oids and rows.
     pub(super) fn release_pages(&self) {
-        if let Columns::Mapped { bytes, .. } = &self.columns {
-            bytes.release_pages();
+        if let Columns::Mapped { map, .. } = &self.columns {
+            crate::mapped::release(map);
         }
     }
 
