@@ -503,3 +503,139 @@ fn a_clone_running_during_a_gc_finishes() {
     assert!(!live_now.is_empty());
     assert_eq!(mirror_checked(&url, tmp.path(), "after.git"), expected);
 }
+
+/// The work rule of automatic GC, with low thresholds: an imported
+/// repository's pushes are compacted among themselves while its closure
+/// stays (a mirror clone still skips the walk); once the objects pushed
+/// outside the closure pass the floor and the share, the next pass is a
+/// GC (logged with `gc_reason="work"`, counted in `/metrics`) that renews
+/// the closure with bitmaps, and clones stay identical to the source.
+#[test]
+fn automatic_gc_runs_when_pushes_leave_enough_outside_the_closure() {
+    let server = Server::start_with(&[
+        "--gc-outside-objects",
+        "150",
+        "--gc-outside-percent",
+        "10",
+        "--gc-min-interval",
+        "0",
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            seed: 25,
+            commits: 120,
+            ..Default::default()
+        },
+    );
+    let url = server.url("worked");
+    git(&src, &["push", "--quiet", "--mirror", &url]);
+    let import = server.store().repo_state("worked").unwrap();
+    let closure_objects: u64 = import.containers.iter().map(|c| c.objects).sum();
+    assert!(import.closure.is_some());
+    // The push below (203 objects) must pass 10 % of the closure.
+    assert!(closure_objects < 2000, "{closure_objects} objects");
+
+    // Small pushes: a few objects each, well under the floor.
+    let work = tmp.path().join("work");
+    git(
+        tmp.path(),
+        &["clone", "--quiet", src.to_str().unwrap(), "work"],
+    );
+    let gc_lines = |logs: &str| {
+        logs.lines()
+            .filter(|l| l.contains(" maintenance ") || l.ends_with(" maintenance"))
+            .filter(|l| l.contains(" gc=true"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    for i in 0..6 {
+        commit_files(&work, &[(&format!("small-{i}.txt"), "small\n")], "small");
+        git(&work, &["push", "--quiet", &url, "HEAD:main"]);
+    }
+    let settled = |pushes: usize| {
+        // Every push's pass has run once the runs counted reach the pushes
+        // (or stay put for 3 s: a push queued while its repository was
+        // still queued is run once).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut last = (0.0, Instant::now());
+        loop {
+            let m = http(server.port(), "GET", "/metrics", &[], b"").text();
+            let runs: f64 = m
+                .lines()
+                .filter(|l| l.starts_with("gitstow_maintenance_runs_total{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            if runs != last.0 {
+                last = (runs, Instant::now());
+            }
+            if runs >= pushes as f64 || (runs > 0.0 && last.1.elapsed() > Duration::from_secs(3)) {
+                return m;
+            }
+            assert!(Instant::now() < deadline, "maintenance did not run:\n{m}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    settled(7);
+    let state = server.store().repo_state("worked").unwrap();
+    assert!(gc_lines(&server.logs()).is_empty(), "{}", server.logs());
+    assert!(
+        state.live_closure().is_some(),
+        "compaction dropped the import's closure: {state:?}"
+    );
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--mirror", &url, "before.git"],
+    );
+    assert_eq!(log_text(&last_pack_line(&server.logs()), "via"), "closure");
+
+    // One push of many new files: past the floor and the share.
+    let files: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("many/{i}.txt"), format!("file {i}\n")))
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    commit_files(&work, &files, "many files");
+    git(&work, &["push", "--quiet", &url, "HEAD:main"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let line = loop {
+        if let Some(line) = gc_lines(&server.logs()).pop() {
+            break line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no GC by work:\n{}",
+            server.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(log_text(&line, "gc_reason"), "work", "{line}");
+    let outside = log_field(&line, "outside_objects");
+    assert!(outside >= 200 && outside * 10 >= closure_objects, "{line}");
+    let metrics = settled(8);
+    assert!(
+        metrics.contains("gitstow_maintenance_gc_total{reason=\"work\"} 1"),
+        "{metrics}"
+    );
+    let state = server.store().repo_state("worked").unwrap();
+    let closure = state.closure.clone().expect("the GC left a closure");
+    assert!(closure.bitmaps, "{closure:?}");
+    assert!(state.live_closure().is_some());
+
+    git(
+        &src,
+        &["fetch", "--quiet", work.to_str().unwrap(), "HEAD:main"],
+    );
+    git(
+        tmp.path(),
+        &["clone", "--quiet", "--mirror", &url, "after.git"],
+    );
+    let after = tmp.path().join("after.git");
+    fsck(&after);
+    assert_eq!(refs_and_objects(&after), refs_and_objects(&src));
+    fsck(&tmp.path().join("before.git"));
+}

@@ -218,8 +218,10 @@ fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
     let tmp = tempfile::tempdir().unwrap();
     let url = server.url("race1");
     let work = tmp.path().join("work");
-    // Two pushes of alike size: the geometric rule merges them.
-    push_commits(&work, &url, 2, "r");
+    // The first push (its container is the closure, which compaction
+    // leaves alone), then two pushes of alike size: the geometric rule
+    // merges those two.
+    push_commits(&work, &url, 3, "r");
     std::thread::sleep(Duration::from_millis(800));
     let tip = push_commits(&work, &url, 1, "during");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -74,6 +74,9 @@ pub struct Options {
     /// A GC runs when the last one is older than this (`None`: only when
     /// asked for with `gc`). The first run on a repository starts the clock.
     pub gc_interval: Option<Duration>,
+    /// A GC also runs when the work pushes left is due by this rule
+    /// ([`policy::gc_due_by_work`]; `None`: only by the clock or when asked).
+    pub gc_work: Option<policy::GcWork>,
     /// Plan and report only: take no lease, write and delete nothing.
     pub dry_run: bool,
     /// Compare-and-swap attempts of one commit before giving up.
@@ -96,6 +99,7 @@ impl Default for Options {
             scan_now: false,
             gc: false,
             gc_interval: None,
+            gc_work: None,
             dry_run: false,
             max_state_attempts: 50,
             test_commit_delay: None,
@@ -272,6 +276,28 @@ pub enum Skipped {
     Superseded,
 }
 
+/// Why a run was a GC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcReason {
+    /// Asked for ([`Options::gc`], `gitstow maintain --gc`).
+    Asked,
+    /// The last GC is older than [`Options::gc_interval`].
+    Interval,
+    /// What lies outside the closure passed [`Options::gc_work`]'s thresholds.
+    Work,
+}
+
+impl GcReason {
+    /// The reason as the log and the metrics name it: `asked`, `interval`, `work`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GcReason::Asked => "asked",
+            GcReason::Interval => "interval",
+            GcReason::Work => "work",
+        }
+    }
+}
+
 /// What one maintenance run did (or, with `dry_run`, would do).
 #[derive(Debug, Default, Clone)]
 pub struct Report {
@@ -309,6 +335,10 @@ pub struct Report {
     pub retired_held: usize,
     /// The run was a GC.
     pub gc: bool,
+    /// Why the run was a GC.
+    pub gc_reason: Option<GcReason>,
+    /// Objects outside the closure (and in it) as the run found them.
+    pub outside: policy::Outside,
     /// GC: distinct objects the refs reach.
     pub reachable: u64,
     /// GC: distinct objects moved into garbage containers.
@@ -361,11 +391,20 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
             || (last_scan != 0
                 && last_scan.saturating_add(opts.scan_interval.as_secs()) <= now_secs())
     };
+    report.outside = policy::outside_closure(&state);
     let gc_is_due = |last_gc: u64| {
-        opts.gc
-            || opts
-                .gc_interval
-                .is_some_and(|i| last_gc != 0 && last_gc.saturating_add(i.as_secs()) <= now_secs())
+        if opts.gc {
+            return Some(GcReason::Asked);
+        }
+        let by_clock = opts
+            .gc_interval
+            .is_some_and(|i| last_gc != 0 && last_gc.saturating_add(i.as_secs()) <= now_secs());
+        if by_clock {
+            return Some(GcReason::Interval);
+        }
+        opts.gc_work
+            .and_then(|w| policy::gc_due_by_work(&state, &w, last_gc, now_secs()))
+            .map(|_| GcReason::Work)
     };
     // Ids left in `deleting` by a run that stopped midway are finished too.
     let unfinished = !state.deleting.is_empty();
@@ -378,7 +417,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
         && !refs_due
     {
         let (last_scan, last_gc) = lease::last_runs(repo)?;
-        if !scan_is_due(last_scan) && !gc_is_due(last_gc) {
+        if !scan_is_due(last_scan) && gc_is_due(last_gc).is_none() {
             // Nothing to do: decided without writing anything.
             return Ok(finish(report, Some(Skipped::NothingToDo)));
         }
@@ -387,9 +426,11 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
         return Ok(finish(report, Some(Skipped::LeaseHeld)));
     };
     let scan_due = scan_is_due(lease.last_scan());
-    let gc = gc_is_due(lease.last_gc());
+    let gc_reason = gc_is_due(lease.last_gc());
+    let gc = gc_reason.is_some();
     let plan = if gc { Vec::new() } else { plan };
     report.gc = gc;
+    report.gc_reason = gc_reason;
     let result = work(
         repo,
         opts,
@@ -434,7 +475,7 @@ pub fn plan(state: &gitstow_odb::RepoState, opts: &Options) -> Vec<usize> {
             Vec::new()
         };
     }
-    policy::geometric(&state.containers, opts.factor, opts.max_container_bytes)
+    policy::compaction(state, opts.factor, opts.max_container_bytes)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -11,9 +11,18 @@
 //!
 //! Containers that are already *full* (at least half the configured maximum
 //! container size) stay out of the progression: merging them would only
-//! produce full containers again.
+//! produce full containers again, and so do the containers of the state's
+//! closure: merging one would drop the closure that lets a clone skip the
+//! walk of the history (the next GC rewrites them).
+//!
+//! When a GC is due by the work pushes left ([`gc_due_by_work`]): when the
+//! objects outside the closure (what a clone must walk) pass both a floor
+//! and a share of the closure's objects, at most once per interval.
+
+use std::time::Duration;
 
 use gitstow_odb::state::ContainerRef;
+use gitstow_odb::RepoState;
 
 /// True when `c` holds at least half of `max_container_bytes`: merging it
 /// would only write a full container again.
@@ -59,6 +68,92 @@ pub fn geometric(containers: &[ContainerRef], factor: u64, max_container_bytes: 
     let mut chosen: Vec<usize> = candidates[..split].iter().map(|(_, i)| *i).collect();
     chosen.sort_unstable();
     chosen
+}
+
+/// The positions in `state.containers` a compaction may merge: those of
+/// [`geometric`], leaving the live closure's containers alone.
+pub fn compaction(state: &RepoState, factor: u64, max_container_bytes: u64) -> Vec<usize> {
+    let in_closure = state.live_closure().map(|(_, p)| p).unwrap_or_default();
+    let (positions, candidates): (Vec<usize>, Vec<ContainerRef>) = state
+        .containers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !in_closure.contains(i))
+        .map(|(i, c)| (i, c.clone()))
+        .unzip();
+    geometric(&candidates, factor, max_container_bytes)
+        .into_iter()
+        .map(|i| positions[i])
+        .collect()
+}
+
+/// The work rule of automatic GC: a GC is due when the objects outside the
+/// closure reach both `min_objects` and `percent` % of the closure's
+/// objects, and the last GC is at least `min_interval` old. A clone walks
+/// what lies outside the closure (about 2 µs an object on git/git) while a
+/// GC rewrites everything (about 40 µs an object): the share bounds what a
+/// clone pays beyond git's bitmaps, the floor keeps small repositories from
+/// collecting after every few pushes, the interval bounds a burst of large
+/// pushes to one GC. Figures: `docs/plans/0013-clones-at-every-moment.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcWork {
+    /// Objects outside the closure below which a GC is never due by work.
+    pub min_objects: u64,
+    /// Objects outside the closure, in percent of the closure's objects,
+    /// below which a GC is never due by work.
+    pub percent: u64,
+    /// The shortest time from one GC to the next one due by work.
+    pub min_interval: Duration,
+}
+
+impl Default for GcWork {
+    fn default() -> Self {
+        GcWork {
+            min_objects: 10_000,
+            percent: 10,
+            min_interval: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Objects in and outside the state's live closure (stored records, as the
+/// containers count them; duplicates across containers count twice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// Objects of live containers that are not the closure's.
+    pub objects: u64,
+    /// Objects of the closure's containers (0 without a live closure).
+    pub closure_objects: u64,
+}
+
+/// Counts [`Outside`] on `state`; without a live closure, every object is outside.
+pub fn outside_closure(state: &RepoState) -> Outside {
+    let in_closure = state.live_closure().map(|(_, p)| p).unwrap_or_default();
+    let mut out = Outside::default();
+    for (i, c) in state.containers.iter().enumerate() {
+        if in_closure.contains(&i) {
+            out.closure_objects += c.objects;
+        } else {
+            out.objects += c.objects;
+        }
+    }
+    out
+}
+
+/// What lies outside the closure when a GC is due by `work` on `state`
+/// whose last GC ran at `last_gc` (seconds since the epoch, 0: never),
+/// `now` being the time; `None` when it is not. A closed repository (every
+/// object reachable, a clone sends them all without a walk) is never due.
+pub fn gc_due_by_work(state: &RepoState, work: &GcWork, last_gc: u64, now: u64) -> Option<Outside> {
+    if state.closed || state.containers.is_empty() {
+        return None;
+    }
+    if last_gc != 0 && last_gc.saturating_add(work.min_interval.as_secs()) > now {
+        return None;
+    }
+    let outside = outside_closure(state);
+    let share = outside.closure_objects.saturating_mul(work.percent) / 100;
+    (outside.objects >= work.min_objects && outside.objects >= share).then_some(outside)
 }
 
 #[cfg(test)]
@@ -113,6 +208,67 @@ mod tests {
             geometric(&[full.clone(), full, c(5), c(5)], 2, MAX),
             vec![2, 3]
         );
+    }
+
+    fn state(objects: &[u64], closure: usize) -> RepoState {
+        let containers: Vec<ContainerRef> = objects.iter().map(|&n| c(n)).collect();
+        let closure = (closure > 0).then(|| gitstow_odb::state::Closure {
+            tips: vec![gix_hash::ObjectId::null(gix_hash::Kind::Sha1)],
+            containers: containers[..closure].iter().map(|c| c.id.clone()).collect(),
+            bitmaps: true,
+        });
+        RepoState {
+            containers,
+            closure,
+            ..RepoState::default()
+        }
+    }
+
+    #[test]
+    fn compaction_leaves_the_closure_alone() {
+        // The closure's 100 would join 60 + 50 (110 >= 100 / 2); kept out, only the pushes merge.
+        let s = state(&[100, 60, 50], 1);
+        assert_eq!(compaction(&s, 2, MAX), vec![1, 2]);
+        // Without a closure the three merge.
+        let s = state(&[100, 60, 50], 0);
+        assert_eq!(compaction(&s, 2, MAX), vec![0, 1, 2]);
+        // A closure of two: positions map back past it.
+        let s = state(&[1000, 3, 10, 11], 2);
+        assert_eq!(compaction(&s, 2, MAX), vec![2, 3]);
+    }
+
+    #[test]
+    fn gc_is_due_when_the_outside_passes_floor_and_share() {
+        let work = GcWork {
+            min_objects: 100,
+            percent: 10,
+            min_interval: Duration::from_secs(3600),
+        };
+        let now = 1_000_000;
+        // 150 outside a closure of 1000: 15% and above the floor.
+        let s = state(&[1000, 100, 50], 1);
+        assert_eq!(
+            gc_due_by_work(&s, &work, 0, now),
+            Some(Outside {
+                objects: 150,
+                closure_objects: 1000
+            })
+        );
+        // Under the share (150 < 10% of 2000) or the floor: not due.
+        assert_eq!(
+            gc_due_by_work(&state(&[2000, 100, 50], 1), &work, 0, now),
+            None
+        );
+        assert_eq!(gc_due_by_work(&state(&[500, 90], 1), &work, 0, now), None);
+        // A GC less than the interval ago: not due; just at it: due.
+        assert_eq!(gc_due_by_work(&s, &work, now - 3599, now), None);
+        assert!(gc_due_by_work(&s, &work, now - 3600, now).is_some());
+        // Without a closure every object is outside.
+        assert!(gc_due_by_work(&state(&[1000], 0), &work, 0, now).is_some());
+        // A closed repository needs no GC to clone without a walk.
+        let mut closed = s.clone();
+        closed.closed = true;
+        assert_eq!(gc_due_by_work(&closed, &work, 0, now), None);
     }
 
     #[test]

@@ -246,6 +246,20 @@ pub struct ServeArgs {
     /// maintenance (0: never; run `gitstow maintain --gc` instead).
     #[arg(long, default_value_t = 7 * 86_400)]
     pub gc_interval: u64,
+    /// A GC also runs when this many objects lie outside the repository's
+    /// closure (pushed since its last GC or import: what a clone walks),
+    /// and they are at least `--gc-outside-percent` of the closure's (0:
+    /// the clock only).
+    #[arg(long, default_value_t = 10_000)]
+    pub gc_outside_objects: u64,
+    /// The share of the closure's objects (in percent) the objects outside
+    /// it must reach for a GC by work.
+    #[arg(long, default_value_t = 10)]
+    pub gc_outside_percent: u64,
+    /// Seconds from one GC of a repository to the next one due by work
+    /// (the clock starts at the repository's first maintenance pass).
+    #[arg(long, default_value_t = 3600)]
+    pub gc_min_interval: u64,
     /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
     /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
@@ -302,6 +316,11 @@ fn maintenance_config(
         scan_interval: std::time::Duration::from_secs(args.maintenance_scan_interval),
         gc_interval: (args.gc_interval > 0)
             .then(|| std::time::Duration::from_secs(args.gc_interval)),
+        gc_work: (args.gc_outside_objects > 0).then(|| gitstow_maintain::policy::GcWork {
+            min_objects: args.gc_outside_objects,
+            percent: args.gc_outside_percent,
+            min_interval: std::time::Duration::from_secs(args.gc_min_interval),
+        }),
         staging_dir: Some(staging_dir.to_owned()),
         // Tests only: widen the window between a merge's read of the state and its commit.
         test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")

@@ -10,7 +10,10 @@
 //! whatever pushes committed. Repositories left with retired or garbage
 //! containers are visited again every `revisit` interval until their grace
 //! periods end and they are deleted. A pass is a GC instead of a compaction
-//! when the repository's last GC is older than the GC interval. Several instances on one bucket share the work through
+//! when the repository's last GC is older than the GC interval, or when
+//! the objects pushed outside its closure passed the work rule's
+//! thresholds (`gitstow_maintain::policy::gc_due_by_work`; counted in
+//! `gitstow_maintenance_gc_total{reason}`). Several instances on one bucket share the work through
 //! the per-repository lease.
 
 use std::collections::{HashMap, HashSet};
@@ -163,11 +166,15 @@ fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(us
                 Some(Skipped::NothingToDo) | Some(Skipped::NoRepository) => "nothing",
                 Some(Skipped::LeaseHeld) => "lease_held",
                 Some(Skipped::Superseded) => "superseded",
+                None if r.gc => "collected",
                 None if r.merged > 0 => "compacted",
                 None => "deleted",
             };
             metrics::counter!(m::MAINTENANCE_RUNS, "result" => label).increment(1);
             metrics::counter!(m::MAINTENANCE_BYTES_REWRITTEN).increment(r.bytes_rewritten);
+            if let (Some(reason), None) = (r.gc_reason, r.skipped) {
+                metrics::counter!(m::MAINTENANCE_GC, "reason" => reason.as_str()).increment(1);
+            }
             metrics::counter!(m::MAINTENANCE_CONTAINERS_MERGED).increment(r.merged as u64);
             metrics::counter!(m::MAINTENANCE_CONTAINERS_DELETED).increment(r.deleted as u64);
             if r.skipped.is_none() {
@@ -184,6 +191,9 @@ fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(us
                     orphans = r.orphans,
                     retired_held = r.retired_held,
                     gc = r.gc,
+                    gc_reason = r.gc_reason.map_or("", |g| g.as_str()),
+                    outside_objects = r.outside.objects,
+                    closure_objects = r.outside.closure_objects,
                     unreachable = r.unreachable,
                     garbage_held = r.garbage_held,
                     ms = r.duration.as_millis() as u64,

@@ -42,9 +42,13 @@ pub const CONTAINER_BYTES_UPLOADED: &str = "gitstow_container_bytes_uploaded_tot
 pub const OBJECTS_SENT: &str = "gitstow_objects_sent_total";
 /// Counter: state compare-and-swap retries (another writer won the race).
 pub const STATE_CAS_RETRIES: &str = "gitstow_state_cas_retries_total";
-/// Counter: maintenance runs, label `result` (`compacted`, `deleted`,
+/// Counter: maintenance runs, label `result` (`collected`: a GC, `compacted`, `deleted`,
 /// `nothing`, `lease_held`, `superseded`, `error`).
 pub const MAINTENANCE_RUNS: &str = "gitstow_maintenance_runs_total";
+/// Counter: GCs automatic maintenance ran, label `reason` (`interval`: the
+/// last was older than `--gc-interval`; `work`: the objects outside the
+/// closure passed `--gc-outside-objects` and `--gc-outside-percent`).
+pub const MAINTENANCE_GC: &str = "gitstow_maintenance_gc_total";
 /// Histogram: seconds a maintenance run took.
 pub const MAINTENANCE_DURATION: &str = "gitstow_maintenance_duration_seconds";
 /// Counter: bytes of containers written by compaction.
