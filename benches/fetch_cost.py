@@ -9,7 +9,7 @@ usage: python3 benches/fetch_cost.py --repo SRC [--branch master]
            [--incremental 1,5,20] [--repeat 5] [--behind 1000] [--clones 3]
            [--refs 100000] [--gitstow target/release/gitstow]
            [--http-backend-server ../shared/tools/git-http-backend-server.py]
-           [--out FILE.md] [--workdir DIR] [--keep]
+           [--defaults] [--tags] [--skip PHASES] [--out FILE.md] [--workdir DIR] [--keep]
 
 What one run does:
 1. Both servers get BRANCH's first-parent commit that lies
@@ -28,7 +28,10 @@ What one run does:
 3. From far behind: a client whose main is --behind first-parent commits
    before the final tip fetches (--repeat times, reset in between).
 4. `git clone --mirror` (--clones times): the refs moved since gitstow's
-   GC, so no full-clone shortcut of an unchanged repository applies.
+   GC, so no full-clone shortcut of an unchanged repository applies; then
+   a `--single-branch --no-tags` clone of main and a `--filter=blob:none`
+   clone (wants that do not reach every ref, with --tags), with the bytes
+   of the pack each brought.
 5. `git ls-remote` of the repository with --refs refs (--repeat times).
 
 Figures (benches/README.md has more): server CPU of one client command.
@@ -107,6 +110,8 @@ def main():
                     default=os.path.join(HERE, "..", "..", "shared", "tools", "git-http-backend-server.py"))
     ap.add_argument("--defaults", action="store_true",
                     help="no `gitstow maintain --gc` after the initial push: automatic maintenance only")
+    ap.add_argument("--tags", action="store_true",
+                    help="the import also pushes every tag reachable from its commit (refs a single-branch clone does not want)")
     ap.add_argument("--skip", default="", help="phases not measured: incremental,behind,clone,refs")
     ap.add_argument("--out")
     ap.add_argument("--workdir")
@@ -198,6 +203,12 @@ def main():
             replay.settle(gs.pid, replay.own_cpu)
 
         log("initial push of %s (%d first-parent commits)" % (firsts[start][:12], start + 1))
+        if a.tags:
+            tags = git("-C", a.repo, "tag", "--merged", firsts[start]).stdout.split()
+            log("with %d tags" % len(tags))
+            for side in ("gs", "hb"):
+                git("-C", a.repo, "push", "--quiet", urls[side], "%s:refs/heads/main" % firsts[start],
+                    *["refs/tags/%s:refs/tags/%s" % (t, t) for t in tags])
         push(firsts[start])
         if not a.defaults:
             gc = subprocess.run([a.gitstow, "maintain", "--store", "file://" + store, "--repo", "bench", "--gc"],
@@ -281,6 +292,16 @@ def main():
             for side in ("gs", "hb"):
                 if replay.git("-C", os.path.join(base, "clone-" + side), "rev-parse", "main").stdout.strip() != tip:
                     sys.exit("the %s clone is not at %s" % (side, tip))
+            # Clones that do not want every ref: one branch, and a partial clone.
+            for name, extra in (("clone --single-branch --no-tags of main", ["--single-branch", "--no-tags"]),
+                                ("clone --filter=blob:none", ["--filter=blob:none"])):
+                def some(side, url, extra=extra):
+                    return ["clone", "--quiet", "--bare", *extra, url + "bench.git", os.path.join(base, "clone-" + side)]
+                measure(name, some, rm_clone, times=a.clones,
+                        bytes_of=lambda side: replay.newest_pack_bytes(os.path.join(base, "clone-" + side)))
+                for side in ("gs", "hb"):
+                    if replay.git("-C", os.path.join(base, "clone-" + side), "rev-parse", "main").stdout.strip() != tip:
+                        sys.exit("the %s clone is not at %s" % (side, tip))
 
         # 5. The advertisement of many refs.
         if a.refs and "refs" not in skip:

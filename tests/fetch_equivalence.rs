@@ -58,7 +58,23 @@ impl Twin {
     /// renames, binaries) on both sides; gitstow's GC runs with `main` 10
     /// first-parent commits back, which are pushed after it.
     fn new(name: &str) -> Twin {
-        let server = Server::start_with(&["--no-maintenance"]);
+        Twin::start(name, true)
+    }
+
+    /// As [`Twin::new`] on a server with its automatic maintenance and no
+    /// GC: the push of `main` 10 first-parent commits back is the import
+    /// (its closure gets bitmaps from the first maintenance pass, awaited
+    /// here), the 10 commits are pushed after it.
+    fn imported(name: &str) -> Twin {
+        Twin::start(name, false)
+    }
+
+    fn start(name: &str, gc: bool) -> Twin {
+        let server = if gc {
+            Server::start_with(&["--no-maintenance"])
+        } else {
+            Server::start_with(&[])
+        };
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src.git");
         histgen(
@@ -97,15 +113,38 @@ impl Twin {
             &["update-ref", "refs/heads/main", &twin.rev("main~10")],
         );
         twin.publish();
-        assert_maintained(
-            &twin
+        if gc {
+            assert_maintained(
+                &twin
+                    .server
+                    .store()
+                    .maintain(&["--repo", name, "--gc", "--grace", "0"], &[]),
+            );
+        } else {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !twin
                 .server
                 .store()
-                .maintain(&["--repo", name, "--gc", "--grace", "0"], &[]),
-        );
+                .repo_state(name)
+                .and_then(|s| s.closure)
+                .is_some_and(|c| c.bitmaps)
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no bitmaps over the import's closure:\n{}",
+                    twin.server.logs()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
         git(&twin.src, &["update-ref", "refs/heads/main", &tip]);
         twin.publish();
         twin
+    }
+
+    /// How gitstow found the objects of its last fetch (`via` of its log line).
+    fn via(&self) -> String {
+        log_text(&last_pack_line(&self.server.logs()), "via")
     }
 
     fn rev(&self, rev: &str) -> String {
@@ -400,4 +439,66 @@ fn shallow_filtered_and_mirror_clones_bring_what_git_brings() {
         &["+refs/heads/*:refs/heads/*"],
     );
     assert!(!got.is_empty(), "deepening fetched nothing");
+}
+
+/// A repository that never had a GC, as one imported by a push and pushed
+/// to since (automatic maintenance only): single-branch clones read the
+/// bitmaps the first maintenance pass wrote over the import's closure, and
+/// so does a mirror clone, a fetch from behind reads the
+/// have side from the bitmaps, filtered clones walk; every one brings what
+/// canonical git brings. The same single-branch clones after a GC.
+#[test]
+fn clones_between_gcs_bring_what_git_brings() {
+    let twin = Twin::imported("imported");
+    let other = git_out(
+        &twin.src,
+        &["for-each-ref", "--format=%(refname:short)", "refs/heads/"],
+    )
+    .lines()
+    .find(|b| *b != "main")
+    .expect("a second branch")
+    .to_owned();
+    let all = twin.clone_same("mirror", &["--mirror"]);
+    // The import's closure names every ref it created, some of them behind
+    // tags on later commits: the clone's walk meets those first and cannot
+    // tell the closure is reached whole, so the bitmaps answer it.
+    assert_eq!(twin.via(), "bitmaps");
+    assert_eq!(all, objects(&twin.src));
+    for (label, branch) in [("single-main", "main"), ("single-other", other.as_str())] {
+        let got = twin.clone_same(
+            label,
+            &["--bare", "--single-branch", "--no-tags", "--branch", branch],
+        );
+        assert_eq!(twin.via(), "bitmaps", "{label}");
+        assert!(!got.is_empty() && got.len() < all.len(), "{label}");
+    }
+    twin.clone_same(
+        "single-tags",
+        &["--bare", "--single-branch", "--branch", "main"],
+    );
+    assert_eq!(twin.via(), "bitmaps");
+    for (label, args) in [
+        ("blob-none", vec!["--bare", "--filter=blob:none"]),
+        (
+            "blob-none-single",
+            vec!["--bare", "--filter=blob:none", "--single-branch"],
+        ),
+    ] {
+        let got = twin.clone_same(label, &args);
+        assert!(!got.is_empty() && got.len() < all.len(), "{label}");
+    }
+    let clients = twin.clients("behind", &[("refs/heads/main", "main~15")]);
+    twin.fetch_same(
+        &clients,
+        &["fetch", "--quiet"],
+        &["+refs/heads/*:refs/heads/*"],
+    );
+    assert_eq!(twin.via(), "bitmaps");
+
+    let gcd = Twin::new("collected");
+    gcd.clone_same(
+        "gc-single",
+        &["--bare", "--single-branch", "--branch", "main"],
+    );
+    assert_eq!(gcd.via(), "bitmaps");
 }

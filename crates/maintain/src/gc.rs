@@ -29,7 +29,7 @@
 
 use gitstow_odb::record::{BLOB, COMMIT, TAG, TREE};
 use gitstow_odb::state::{Closure, ContainerRef, GarbageContainer};
-use gitstow_odb::{bitmap, ObjectCache, ObjectDb, RepoState, Repository};
+use gitstow_odb::{ObjectCache, ObjectDb, RepoState, Repository};
 use gix_hash::ObjectId;
 use gix_hashtable::HashSet;
 
@@ -175,7 +175,7 @@ pub fn collect(
     }
     let (garbage, _) = garbage.finish()?;
     let bitmaps = if missing == 0 && !live.is_empty() {
-        write_bitmaps(repo, &live, &tips, opts)?
+        crate::bitmaps::write(repo, &live, &tips, opts)?
     } else {
         0
     };
@@ -189,56 +189,6 @@ pub fn collect(
         duplicates_dropped: src.objects_in - src.distinct(),
         closure_tips: (missing == 0).then_some(tips),
     })
-}
-
-/// Builds the reachability bitmaps of the closure `live` (what `tips`
-/// reach) and uploads them next to its first container; returns how many.
-/// A failure to build is logged and leaves the closure without bitmaps
-/// (fetches then walk); a failure to upload is an error like any other.
-fn write_bitmaps(
-    repo: &Repository,
-    live: &[ContainerRef],
-    tips: &[ObjectId],
-    opts: &Options,
-) -> Result<usize> {
-    let started = std::time::Instant::now();
-    let db = repo.live_objects(&RepoState {
-        containers: live.to_vec(),
-        ..RepoState::default()
-    })?;
-    let positions: Vec<usize> = (0..live.len()).collect();
-    let indexes: Vec<&gitstow_odb::container::ContainerIndex> =
-        positions.iter().map(|&p| db.container(p)).collect();
-    let order = bitmap::BitOrder::new(&indexes);
-    let closure = bitmap::Closure {
-        db: &db,
-        containers: &positions,
-        order: &order,
-    };
-    let ids: Vec<String> = live.iter().map(|c| c.id.clone()).collect();
-    let file = match bitmap::build(closure, &ids, tips, 64 << 20) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!(repo = repo.name(), error = %e, "reachability bitmaps not built");
-            return Ok(0);
-        }
-    };
-    let bytes = file.encode();
-    if !opts.dry_run {
-        repo.store().put(
-            &repo.bitmap_key(&live[0].id),
-            &bytes,
-            gitstow_store::PutCondition::None,
-        )?;
-    }
-    tracing::info!(
-        repo = repo.name(),
-        bitmaps = file.bitmaps.len(),
-        bytes = bytes.len(),
-        ms = started.elapsed().as_millis() as u64,
-        "reachability bitmaps written"
-    );
-    Ok(file.bitmaps.len())
 }
 
 /// Publishes a GC made from `walked` (the state whose refs and live

@@ -8,6 +8,8 @@
 //!   outgrown inline part of the refs.
 //! - [`gc`]: rewriting what the refs reach, unreachable objects into garbage
 //!   containers held for the grace period.
+//! - [`bitmaps`]: reachability bitmaps over the closure, for a GC's and
+//!   for the one an import's push recorded.
 //! - [`graph`]: the commit graphs of the containers maintenance writes.
 //! - [`sweep`]: deleting retired containers after the grace period, and the
 //!   orphan scan that finds containers no state names.
@@ -25,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod admin;
+pub mod bitmaps;
 pub mod compact;
 pub mod fsck;
 pub mod gc;
@@ -339,6 +342,8 @@ pub struct Report {
     pub gc_reason: Option<GcReason>,
     /// Objects outside the closure (and in it) as the run found them.
     pub outside: policy::Outside,
+    /// Reachability bitmaps written over a push's closure (not a GC's).
+    pub closure_bitmaps: usize,
     /// GC: distinct objects the refs reach.
     pub reachable: u64,
     /// GC: distinct objects moved into garbage containers.
@@ -415,6 +420,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
         && expired.is_empty()
         && !unfinished
         && !refs_due
+        && !bitmaps::due(&state)
     {
         let (last_scan, last_gc) = lease::last_runs(repo)?;
         if !scan_is_due(last_scan) && gc_is_due(last_gc).is_none() {
@@ -566,6 +572,18 @@ fn work(
             progress(&format!(
                 "{}: another run merged these containers first",
                 repo.name()
+            ));
+        }
+    }
+    if !gc && bitmaps::due(state) {
+        lease.renew()?;
+        report.closure_bitmaps = bitmaps::for_pushed_closure(repo, state, opts)?;
+        lease.renew()?;
+        if report.closure_bitmaps > 0 {
+            progress(&format!(
+                "{}: {} reachability bitmaps written over the closure a push recorded",
+                repo.name(),
+                report.closure_bitmaps
             ));
         }
     }

@@ -191,6 +191,7 @@ fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(us
                     orphans = r.orphans,
                     retired_held = r.retired_held,
                     gc = r.gc,
+                    closure_bitmaps = r.closure_bitmaps,
                     gc_reason = r.gc_reason.map_or("", |g| g.as_str()),
                     outside_objects = r.outside.objects,
                     closure_objects = r.outside.closure_objects,

@@ -364,8 +364,10 @@ impl Shortcuts {
         })
     }
 
-    /// The have-side bitmap of a fetch that can use one: it has haves, no
-    /// shallow boundary and no filter, and the state has a closure with bitmaps.
+    /// The have-side bitmap of a fetch that can use one: no shallow boundary
+    /// and no filter, and the state has a closure with bitmaps. Without
+    /// haves (a clone) it is empty: the bitmaps then give what the wants
+    /// reach (a single-branch clone reads them instead of walking).
     fn have_side(
         &self,
         db: &gitstow_odb::ObjectDb,
@@ -376,7 +378,6 @@ impl Shortcuts {
     ) -> Option<bitmaps::HaveBitmap> {
         let (_, containers) = self.closure.as_ref()?;
         if !self.closure_bitmaps
-            || haves.is_empty()
             || filter.is_some()
             || !shallow.client_shallows.is_empty()
             || shallow.deepens()
@@ -408,8 +409,9 @@ impl Shortcuts {
     }
 }
 
-/// The objects to send: from the reachability bitmaps when the fetch has a
-/// have side ([`bitmaps::fetch_over`], exact), else by the walk, minus what
+/// The objects to send: for a clone of every tip, the closed or closure
+/// shortcut ([`walk::shortcut`]); else from the reachability bitmaps when
+/// the fetch has a have side ([`bitmaps::fetch_over`], exact), else by the walk, minus what
 /// the have side says the client has (the sparse tree walk compares paths,
 /// not reachability). Records the have side's figures in `outcome`.
 fn objects_to_send(
@@ -422,6 +424,10 @@ fn objects_to_send(
     let Some(have) = have else {
         return Ok(walk::objects_to_send(db, wants, opts)?);
     };
+    // A clone of every tip is cheaper without the bitmaps.
+    if let Some(walk) = walk::shortcut(db, wants, opts)? {
+        return Ok(walk);
+    }
     let mut dropped = 0;
     let walk = match bitmaps::fetch_over(db, wants, opts, have)? {
         Some(walk) => walk::Walk {

@@ -387,6 +387,30 @@ impl WalkOptions<'_> {
     }
 }
 
+/// The objects of a clone of every tip without a walk: every object of a
+/// closed repository ([`Via::Closed`]), or the closure's containers and
+/// what lies outside them ([`Via::Closure`]); `None` when neither applies
+/// (a fetch with haves, a filter or a shallow boundary, wants that do not
+/// reach every tip).
+pub(crate) fn shortcut(
+    db: &ObjectDb,
+    wants: &[ObjectId],
+    opts: &WalkOptions<'_>,
+) -> Result<Option<Walk>, WalkError> {
+    if let Some(walk) = every_object(db, wants, opts) {
+        return Ok(Some(walk));
+    }
+    if let Some(closure) = opts.closure.filter(|_| opts.is_plain_clone()) {
+        if let Some(walk) = crate::closure::clone_over(db, wants, opts, closure)? {
+            return Ok(Some(Walk {
+                via: Via::Closure,
+                ..walk
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// Computes the objects to send for `wants` given the client's haves (haves
 /// the repository lacks are ignored), its shallow state and filter: commits in
 /// `shallow.boundary` are sent without their parents, the client's shallow
@@ -399,16 +423,8 @@ pub fn objects_to_send(
     opts: &WalkOptions<'_>,
 ) -> Result<Walk, WalkError> {
     let (haves, shallow, cache_bytes) = (opts.haves, opts.shallow, opts.cache_bytes);
-    if let Some(walk) = every_object(db, wants, opts) {
+    if let Some(walk) = shortcut(db, wants, opts)? {
         return Ok(walk);
-    }
-    if let Some(closure) = opts.closure.filter(|_| opts.is_plain_clone()) {
-        if let Some(walk) = crate::closure::clone_over(db, wants, opts, closure)? {
-            return Ok(Walk {
-                via: Via::Closure,
-                ..walk
-            });
-        }
     }
     let mut w = Walker::new(db, cache_bytes);
     for want in wants {
