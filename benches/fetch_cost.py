@@ -191,7 +191,8 @@ def main():
         # 1. The repositories, each at its best.
         hb_repo = os.path.join(hb_root, "bench.git")
         git("init", "--quiet", "--bare", "-b", "main", hb_repo)
-        for k, v in (("http.receivepack", "true"), ("gc.auto", "0"), ("receive.unpackLimit", "1")):
+        for k, v in (("http.receivepack", "true"), ("gc.auto", "0"), ("receive.unpackLimit", "1"),
+                     ("uploadpack.allowFilter", "true")):
             git("-C", hb_repo, "config", k, v)
         urls = {"gs": gs_root + "/bench.git", "hb": "file://" + hb_repo}
 

@@ -121,21 +121,7 @@ impl Twin {
                     .maintain(&["--repo", name, "--gc", "--grace", "0"], &[]),
             );
         } else {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !twin
-                .server
-                .store()
-                .repo_state(name)
-                .and_then(|s| s.closure)
-                .is_some_and(|c| c.bitmaps)
-            {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no bitmaps over the import's closure:\n{}",
-                    twin.server.logs()
-                );
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
+            await_closure_bitmaps(&twin.server, name);
         }
         git(&twin.src, &["update-ref", "refs/heads/main", &tip]);
         twin.publish();

@@ -222,16 +222,7 @@ fn a_push_during_a_merge_lands_and_the_merge_is_reapplied() {
     // leaves alone (the first pass writes its bitmaps: awaited). Then two
     // pushes of alike size: the geometric rule merges those two.
     push_commits(&work, &url, 1, "i");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !server
-        .store()
-        .repo_state("race1")
-        .and_then(|s| s.closure)
-        .is_some_and(|c| c.bitmaps)
-    {
-        assert!(Instant::now() < deadline, "{}", server.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    await_closure_bitmaps(&server, "race1");
     push_commits(&work, &url, 2, "r");
     std::thread::sleep(Duration::from_millis(800));
     let tip = push_commits(&work, &url, 1, "during");

@@ -59,3 +59,23 @@ pub fn inline_ref(state: &gitstow_odb::RepoState, name: &str) -> String {
         .unwrap_or_else(|| panic!("no ref {name} inline in the state"))
         .to_string()
 }
+
+/// Waits (at most 60 s) until automatic maintenance has written the
+/// reachability bitmaps of repository `name`'s closure (the first pass
+/// after an import does); panics with the server's log otherwise.
+pub fn await_closure_bitmaps(server: &Server, name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !server
+        .store()
+        .repo_state(name)
+        .and_then(|s| s.closure)
+        .is_some_and(|c| c.bitmaps)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no bitmaps over {name}'s closure:\n{}",
+            server.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

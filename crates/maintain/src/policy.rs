@@ -143,9 +143,13 @@ pub fn outside_closure(state: &RepoState) -> Outside {
 /// What lies outside the closure when a GC is due by `work` on `state`
 /// whose last GC ran at `last_gc` (seconds since the epoch, 0: never),
 /// `now` being the time; `None` when it is not. A closed repository (every
-/// object reachable, a clone sends them all without a walk) is never due.
+/// object reachable, a clone sends them all without a walk) is never due,
+/// nor one without a live closure: its first GC comes by the clock
+/// (`Options::gc_interval`), since a GC that finds objects missing (a
+/// shallow push's parents) records no closure, and the rule would then
+/// rewrite the repository every interval.
 pub fn gc_due_by_work(state: &RepoState, work: &GcWork, last_gc: u64, now: u64) -> Option<Outside> {
-    if state.closed || state.containers.is_empty() {
+    if state.closed || state.live_closure().is_none() {
         return None;
     }
     if last_gc != 0 && last_gc.saturating_add(work.min_interval.as_secs()) > now {
@@ -263,8 +267,8 @@ mod tests {
         // A GC less than the interval ago: not due; just at it: due.
         assert_eq!(gc_due_by_work(&s, &work, now - 3599, now), None);
         assert!(gc_due_by_work(&s, &work, now - 3600, now).is_some());
-        // Without a closure every object is outside.
-        assert!(gc_due_by_work(&state(&[1000], 0), &work, 0, now).is_some());
+        // Without a closure: the clock's business.
+        assert_eq!(gc_due_by_work(&state(&[1000, 500], 0), &work, 0, now), None);
         // A closed repository needs no GC to clone without a walk.
         let mut closed = s.clone();
         closed.closed = true;

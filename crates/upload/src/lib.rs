@@ -284,20 +284,24 @@ fn send_fetch(
     outcome: &mut Outcome,
 ) -> Result<(), Error> {
     let shortcuts = Shortcuts::of(state, refs, ask.wants, db)?;
-    let have = shortcuts.have_side(
-        db,
-        ask.common,
-        ask.shallow_req,
-        ask.filter,
-        opts.cache_bytes,
-    );
-    let mut walk = objects_to_send(
-        db,
-        ask.wants,
-        &shortcuts.walk_options(ask.common, ask.shallow_plan, ask.filter, opts.cache_bytes),
-        have.as_ref(),
-        outcome,
-    )?;
+    let walk_opts =
+        shortcuts.walk_options(ask.common, ask.shallow_plan, ask.filter, opts.cache_bytes);
+    // A clone of every tip: the closed or closure shortcut, no bitmaps read.
+    let shortcut = walk::shortcut(db, ask.wants, &walk_opts)?;
+    let have = match shortcut {
+        Some(_) => None,
+        None => shortcuts.have_side(
+            db,
+            ask.common,
+            ask.shallow_req,
+            ask.filter,
+            opts.cache_bytes,
+        ),
+    };
+    let mut walk = match shortcut {
+        Some(walk) => walk,
+        None => objects_to_send(db, ask.wants, &walk_opts, have.as_ref(), outcome)?,
+    };
     if ask.include_tag {
         walk::include_tags(db, &mut walk, &peeled_tags(refs)?)?;
     }
@@ -409,9 +413,9 @@ impl Shortcuts {
     }
 }
 
-/// The objects to send: for a clone of every tip, the closed or closure
-/// shortcut ([`walk::shortcut`]); else from the reachability bitmaps when
-/// the fetch has a have side ([`bitmaps::fetch_over`], exact), else by the walk, minus what
+/// The objects to send when no clone shortcut applies ([`walk::shortcut`]):
+/// from the reachability bitmaps when the fetch has a have side
+/// ([`bitmaps::fetch_over`], exact), else by the walk, minus what
 /// the have side says the client has (the sparse tree walk compares paths,
 /// not reachability). Records the have side's figures in `outcome`.
 fn objects_to_send(
@@ -422,12 +426,8 @@ fn objects_to_send(
     outcome: &mut Outcome,
 ) -> Result<walk::Walk, Error> {
     let Some(have) = have else {
-        return Ok(walk::objects_to_send(db, wants, opts)?);
+        return Ok(walk::walk_objects(db, wants, opts)?);
     };
-    // A clone of every tip is cheaper without the bitmaps.
-    if let Some(walk) = walk::shortcut(db, wants, opts)? {
-        return Ok(walk);
-    }
     let mut dropped = 0;
     let walk = match bitmaps::fetch_over(db, wants, opts, have)? {
         Some(walk) => walk::Walk {
@@ -435,7 +435,7 @@ fn objects_to_send(
             ..walk
         },
         None => {
-            let mut walk = walk::objects_to_send(db, wants, opts)?;
+            let mut walk = walk::walk_objects(db, wants, opts)?;
             let before = walk.objects.len();
             walk.objects.retain(|o| !have.contains(db, o));
             dropped = before - walk.objects.len();

@@ -422,10 +422,19 @@ pub fn objects_to_send(
     wants: &[ObjectId],
     opts: &WalkOptions<'_>,
 ) -> Result<Walk, WalkError> {
-    let (haves, shallow, cache_bytes) = (opts.haves, opts.shallow, opts.cache_bytes);
-    if let Some(walk) = shortcut(db, wants, opts)? {
-        return Ok(walk);
+    match shortcut(db, wants, opts)? {
+        Some(walk) => Ok(walk),
+        None => walk_objects(db, wants, opts),
     }
+}
+
+/// [`objects_to_send`] without the clone shortcuts: the walk itself.
+pub(crate) fn walk_objects(
+    db: &ObjectDb,
+    wants: &[ObjectId],
+    opts: &WalkOptions<'_>,
+) -> Result<Walk, WalkError> {
+    let (haves, shallow, cache_bytes) = (opts.haves, opts.shallow, opts.cache_bytes);
     let mut w = Walker::new(db, cache_bytes);
     for want in wants {
         if !db.contains(want) {
