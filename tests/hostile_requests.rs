@@ -212,6 +212,9 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
             "1",
             "--fetch-queue-timeout",
             "1",
+            // The first container read must be the held clone's (the first
+            // maintenance pass after an import reads them for its bitmaps).
+            "--no-maintenance",
         ],
         &[("GITSTOW_FAULTS", "get_range:.bin:delay=3000:1")],
     );
