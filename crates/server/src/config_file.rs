@@ -170,7 +170,7 @@ mod tests {
             a.extend_from_slice(extra);
             let cli = crate::cli::Cli::try_parse_from(expand(args(&a)).unwrap()).unwrap();
             match cli.command {
-                crate::cli::Command::Serve(s) => s.no_maintenance,
+                crate::cli::Command::Serve(s) => s.maintenance.no_maintenance,
                 _ => unreachable!(),
             }
         };

@@ -49,6 +49,7 @@ pub mod repo_name;
 pub mod request_log;
 pub mod response;
 pub mod serve_cmd;
+pub mod serve_maintenance;
 pub mod ssh_access;
 pub mod tls;
 pub mod token_cmd;

@@ -228,38 +228,9 @@ pub struct ServeArgs {
     /// header is not accepted.
     #[arg(long, value_name = "CIDR", value_parser = parse_net, requires = "ssh_listen")]
     pub ssh_proxy_protocol_from: Vec<ipnet::IpNet>,
-    /// Turn automatic maintenance off (by default each push that commits queues
-    /// its repository for geometric compaction and the deletion of containers
-    /// past their grace period).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub no_maintenance: bool,
-    /// Seconds a container stays in the store after no state names it any
-    /// more (a fetch on an older state reads it that long; a push has that
-    /// long from its first upload to its commit).
-    #[arg(long, default_value_t = 86_400)]
-    pub maintenance_grace: u64,
-    /// Seconds between scans of a repository's containers for orphans (left
-    /// by failed or killed pushes); a scan lists the repository's containers.
-    #[arg(long, default_value_t = 86_400)]
-    pub maintenance_scan_interval: u64,
-    /// Seconds between garbage collections of a repository by automatic
-    /// maintenance (0: never; run `gitstow maintain --gc` instead).
-    #[arg(long, default_value_t = 7 * 86_400)]
-    pub gc_interval: u64,
-    /// A GC also runs when this many objects lie outside the repository's
-    /// closure (pushed since its last GC or import: what a clone walks),
-    /// and they are at least `--gc-outside-percent` of the closure's (0:
-    /// the clock only).
-    #[arg(long, default_value_t = 10_000)]
-    pub gc_outside_objects: u64,
-    /// The share of the closure's objects (in percent) the objects outside
-    /// it must reach for a GC by work.
-    #[arg(long, default_value_t = 10)]
-    pub gc_outside_percent: u64,
-    /// Seconds from one GC of a repository to the next one due by work
-    /// (the clock starts at the repository's first maintenance pass).
-    #[arg(long, default_value_t = 3600)]
-    pub gc_min_interval: u64,
+    /// Automatic maintenance: on or off, grace period, scans, GC rules.
+    #[command(flatten)]
+    pub maintenance: crate::serve_maintenance::MaintenanceArgs,
     /// Turn jemalloc's heap profiler on (sampling every 512 KiB allocated on
     /// average) and serve GET /debug/pprof/heap; also GITSTOW_HEAP_PROFILING=1.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
@@ -306,38 +277,6 @@ pub(crate) fn with_container_cache(
     ))
 }
 
-fn maintenance_config(
-    args: &ServeArgs,
-    staging_dir: &std::path::Path,
-) -> crate::maintenance::MaintenanceConfig {
-    let grace = std::time::Duration::from_secs(args.maintenance_grace);
-    let options = gitstow_maintain::Options {
-        grace,
-        scan_interval: std::time::Duration::from_secs(args.maintenance_scan_interval),
-        gc_interval: (args.gc_interval > 0)
-            .then(|| std::time::Duration::from_secs(args.gc_interval)),
-        gc_work: (args.gc_outside_objects > 0).then(|| gitstow_maintain::policy::GcWork {
-            min_objects: args.gc_outside_objects,
-            percent: args.gc_outside_percent,
-            min_interval: std::time::Duration::from_secs(args.gc_min_interval),
-        }),
-        staging_dir: Some(staging_dir.to_owned()),
-        // Tests only: widen the window between a merge's read of the state and its commit.
-        test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(std::time::Duration::from_millis),
-        ..Default::default()
-    };
-    crate::maintenance::MaintenanceConfig {
-        options,
-        revisit: (grace / 2).clamp(
-            std::time::Duration::from_secs(1),
-            std::time::Duration::from_secs(3600),
-        ),
-    }
-}
-
 /// Runs `gitstow serve`; returns the exit code (0 after a shutdown, 1 when
 /// the address or runtime cannot be had, 2 on a bad setting).
 pub fn main(args: ServeArgs) -> i32 {
@@ -364,7 +303,8 @@ pub fn main(args: ServeArgs) -> i32 {
         eprintln!("gitstow: --max-connections, --max-connections-per-address and --header-timeout must be at least 1");
         return 2;
     }
-    if let Err(why) = crate::maintenance::check_grace("--maintenance-grace", args.maintenance_grace)
+    if let Err(why) =
+        crate::maintenance::check_grace("--maintenance-grace", args.maintenance.maintenance_grace)
     {
         eprintln!("gitstow: {why}");
         return 2;
@@ -492,7 +432,8 @@ pub fn main(args: ServeArgs) -> i32 {
             max_concurrent_fetches,
             fetch_queue_timeout: std::time::Duration::from_secs(args.fetch_queue_timeout),
             auto_create: !args.no_auto_create,
-            maintenance: (!args.no_maintenance).then(|| maintenance_config(&args, scratch.path())),
+            maintenance: (!args.maintenance.no_maintenance)
+                .then(|| args.maintenance.config(scratch.path())),
             receive,
             upload: gitstow_upload::Options {
                 hidden,
