@@ -6,7 +6,7 @@
 //! haves and clones of some of the refs (a single branch) read bitmaps
 //! instead of walking the history from the repository's first minutes.
 
-use gitstow_odb::state::ContainerRef;
+use gitstow_odb::state::{Closure, ContainerRef};
 use gitstow_odb::{bitmap, RepoState, Repository};
 use gix_hash::ObjectId;
 
@@ -21,9 +21,14 @@ pub const MAX_PUSHED_TIPS: usize = 10_000;
 /// True when `state`'s closure holds, has no bitmaps yet (a push's) and at
 /// most [`MAX_PUSHED_TIPS`] tips.
 pub fn due(state: &RepoState) -> bool {
+    pending(state).is_some()
+}
+
+/// The closure of [`due`] and the positions of its containers.
+fn pending(state: &RepoState) -> Option<(&Closure, Vec<usize>)> {
     state
         .live_closure()
-        .is_some_and(|(c, _)| !c.bitmaps && c.tips.len() <= MAX_PUSHED_TIPS)
+        .filter(|(c, _)| !c.bitmaps && c.tips.len() <= MAX_PUSHED_TIPS)
 }
 
 /// Writes the bitmaps of `state`'s closure when it has none ([`due`]) and
@@ -32,10 +37,7 @@ pub fn due(state: &RepoState) -> bool {
 /// meanwhile; the file, named after the closure's first container, is
 /// deleted with that container).
 pub fn for_pushed_closure(repo: &Repository, state: &RepoState, opts: &Options) -> Result<usize> {
-    if !due(state) {
-        return Ok(0);
-    }
-    let Some((closure, positions)) = state.live_closure() else {
+    let Some((closure, positions)) = pending(state) else {
         return Ok(0);
     };
     let live: Vec<ContainerRef> = positions

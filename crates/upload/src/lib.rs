@@ -287,20 +287,19 @@ fn send_fetch(
     let walk_opts =
         shortcuts.walk_options(ask.common, ask.shallow_plan, ask.filter, opts.cache_bytes);
     // A clone of every tip: the closed or closure shortcut, no bitmaps read.
-    let shortcut = walk::shortcut(db, ask.wants, &walk_opts)?;
-    let have = match shortcut {
-        Some(_) => None,
-        None => shortcuts.have_side(
-            db,
-            ask.common,
-            ask.shallow_req,
-            ask.filter,
-            opts.cache_bytes,
-        ),
-    };
-    let mut walk = match shortcut {
-        Some(walk) => walk,
-        None => objects_to_send(db, ask.wants, &walk_opts, have.as_ref(), outcome)?,
+    let (mut walk, have) = match walk::shortcut(db, ask.wants, &walk_opts)? {
+        Some(walk) => (walk, None),
+        None => {
+            let have = shortcuts.have_side(
+                db,
+                ask.common,
+                ask.shallow_req,
+                ask.filter,
+                opts.cache_bytes,
+            );
+            let walk = objects_to_send(db, ask.wants, &walk_opts, have.as_ref(), outcome)?;
+            (walk, have)
+        }
     };
     if ask.include_tag {
         walk::include_tags(db, &mut walk, &peeled_tags(refs)?)?;
