@@ -175,6 +175,56 @@ impl Twin {
         })
     }
 
+    /// Two bare partial clones (`--filter=<filter>`, gitstow's and
+    /// canonical's) holding `main` at `rev` and what their filter let
+    /// through, their `origin` (the promisor remote) the side they stand
+    /// for: [`Twin::fetch_origin_same`] fetches with the clone's filter.
+    fn partial_clients(&self, label: &str, rev: &str, filter: &str) -> [PathBuf; 2] {
+        let [behind, _] = self.clients(&format!("{label}-src"), &[("refs/heads/main", rev)]);
+        let behind = format!("file://{}", behind.display());
+        let urls = [self.url.clone(), self.canon_url()];
+        ["gitstow", "canonical"]
+            .iter()
+            .zip(urls)
+            .map(|(side, url)| {
+                let dir = self.tmp.path().join(format!("{label}-{side}.git"));
+                git(
+                    self.tmp.path(),
+                    &[
+                        "-c",
+                        "uploadpack.allowFilter=true",
+                        "clone",
+                        "--quiet",
+                        "--bare",
+                        &format!("--filter={filter}"),
+                        &behind,
+                        dir.to_str().unwrap(),
+                    ],
+                );
+                git(&dir, &["remote", "set-url", "origin", &url]);
+                dir
+            })
+            .collect::<Vec<_>>()
+            .try_into()
+            .unwrap()
+    }
+
+    /// `git fetch --quiet origin` in each client (the side it stands for):
+    /// both received the same objects; returns them.
+    fn fetch_origin_same(&self, clients: &[PathBuf; 2]) -> BTreeSet<String> {
+        let got = clients.clone().map(|client| {
+            let before = objects(&client);
+            git(&client, &["fetch", "--quiet", "origin"]);
+            fsck(&client);
+            objects(&client)
+                .difference(&before)
+                .cloned()
+                .collect::<BTreeSet<_>>()
+        });
+        assert_same("fetch from origin", &got[0], &got[1]);
+        got[0].clone()
+    }
+
     /// Runs `git <args> <url> <rest>` in each client, against gitstow and
     /// against canonical git, and asserts both received the same objects;
     /// returns them.
@@ -430,9 +480,11 @@ fn shallow_filtered_and_mirror_clones_bring_what_git_brings() {
 /// A repository that never had a GC, as one imported by a push and pushed
 /// to since (automatic maintenance only): single-branch clones read the
 /// bitmaps the first maintenance pass wrote over the import's closure, and
-/// so does a mirror clone, a fetch from behind reads the
-/// have side from the bitmaps, filtered clones walk; every one brings what
-/// canonical git brings. The same single-branch clones after a GC.
+/// so does a mirror clone, a fetch from behind reads the have side from the
+/// bitmaps, clones and a partial clone's fetch under filters decided by
+/// kind and size read the bitmaps too (a `tree:<depth>` filter walks);
+/// every one brings what canonical git brings. The same single-branch
+/// clones after a GC.
 #[test]
 fn clones_between_gcs_bring_what_git_brings() {
     let twin = Twin::imported("imported");
@@ -463,16 +515,47 @@ fn clones_between_gcs_bring_what_git_brings() {
         &["--bare", "--single-branch", "--branch", "main"],
     );
     assert_eq!(twin.via(), "bitmaps");
-    for (label, args) in [
-        ("blob-none", vec!["--bare", "--filter=blob:none"]),
+    // Filters decided by kind and size apply to the bitmaps' answer; a
+    // `tree:<depth>` above 0 needs the paths of the walk.
+    for (label, args, via) in [
+        ("blob-none", vec!["--bare", "--filter=blob:none"], "bitmaps"),
         (
             "blob-none-single",
             vec!["--bare", "--filter=blob:none", "--single-branch"],
+            "bitmaps",
+        ),
+        ("tree-0", vec!["--bare", "--filter=tree:0"], "bitmaps"),
+        (
+            "blob-limit",
+            vec!["--bare", "--filter=blob:limit=2k"],
+            "bitmaps",
+        ),
+        (
+            "type-commit",
+            vec!["--bare", "--filter=object:type=commit"],
+            "bitmaps",
+        ),
+        (
+            "type-blob",
+            vec!["--bare", "--filter=object:type=blob", "--single-branch"],
+            "bitmaps",
+        ),
+        (
+            "combine-depth",
+            vec!["--bare", "--filter=combine:blob:none+tree:2"],
+            "walk",
         ),
     ] {
         let got = twin.clone_same(label, &args);
+        assert_eq!(twin.via(), via, "{label}");
         assert!(!got.is_empty() && got.len() < all.len(), "{label}");
     }
+    // A partial clone from behind fetches with its filter and its haves:
+    // the have side from the bitmaps, the filter on what is sent.
+    let partial = twin.partial_clients("partial-behind", "main~15", "blob:none");
+    let got = twin.fetch_origin_same(&partial);
+    assert_eq!(twin.via(), "bitmaps");
+    assert!(!got.is_empty(), "the partial clone fetched nothing");
     let clients = twin.clients("behind", &[("refs/heads/main", "main~15")]);
     twin.fetch_same(
         &clients,

@@ -133,10 +133,22 @@ impl Closure<'_> {
 
     /// The object of bit `pos`.
     pub fn oid(&self, pos: u32) -> ObjectId {
+        let (c, entry) = self.locate(pos);
+        self.db.container(c).oid(entry)
+    }
+
+    /// The index entry (oid, kind, inflated size…) of bit `pos`.
+    pub fn entry(&self, pos: u32) -> crate::container::IndexEntry {
+        let (c, entry) = self.locate(pos);
+        self.db.container(c).entry(entry)
+    }
+
+    /// The container position in `db` and index row of bit `pos`.
+    fn locate(&self, pos: u32) -> (usize, usize) {
         let k = self.order.parts.partition_point(|p| p.base <= pos) - 1;
         let part = &self.order.parts[k];
         let entry = part.order[(pos - part.base) as usize] as usize;
-        self.db.container(self.containers[k]).oid(entry)
+        (self.containers[k], entry)
     }
 }
 

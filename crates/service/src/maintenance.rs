@@ -156,9 +156,12 @@ fn worker(
 fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(usize, usize)> {
     use gitstow_maintain::Skipped;
     let started = Instant::now();
+    // The pass runs on this thread alone: its CPU is this thread's.
+    let cpu_started = m::thread_cpu();
     let result = gitstow_maintain::run(repo, options, &mut |line| {
         tracing::debug!(repo = repo.name(), "{line}");
     });
+    let cpu = m::thread_cpu().saturating_sub(cpu_started);
     metrics::histogram!(m::MAINTENANCE_DURATION).record(started.elapsed().as_secs_f64());
     match result {
         Ok(r) => {
@@ -186,6 +189,7 @@ fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(us
                     bytes_after = r.bytes_after,
                     merged = r.merged,
                     written = r.written,
+                    bytes_rewritten = r.bytes_rewritten,
                     objects_dropped = r.objects_dropped,
                     deleted = r.deleted,
                     orphans = r.orphans,
@@ -198,6 +202,7 @@ fn run_one(repo: &Repository, options: &gitstow_maintain::Options) -> Option<(us
                     unreachable = r.unreachable,
                     garbage_held = r.garbage_held,
                     ms = r.duration.as_millis() as u64,
+                    cpu_ms = cpu.as_millis() as u64,
                     "maintenance"
                 );
             }

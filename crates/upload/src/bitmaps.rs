@@ -111,14 +111,21 @@ impl HaveBitmap {
 /// The objects of a fetch of `wants` by a client whose closure side is
 /// `have`: `wants --not haves` walked outside the closure only (its commits
 /// end the walk as had), and within it what the wants and the walk's edges
-/// reach, by bitmaps, minus what the client has. `Ok(None)` when a want
-/// is neither a commit nor a tag of one (the plain walk answers then).
+/// reach, by bitmaps, minus what the client has. A filter
+/// ([`crate::filter::Filter::path_free`] only) drops what it omits by each object's kind
+/// and size from its index entry, as git's `filter_bitmap` does with its
+/// type bitmaps; the commits the wants name are sent whatever it says.
+/// `Ok(None)` when a want is neither a commit nor a tag of one, or the
+/// filter needs paths (the plain walk answers then).
 pub fn fetch_over(
     db: &ObjectDb,
     wants: &[ObjectId],
     opts: &WalkOptions<'_>,
     have: &HaveBitmap,
 ) -> Result<Option<Walk>, WalkError> {
+    if opts.filter.is_some_and(|f| !f.path_free()) {
+        return Ok(None);
+    }
     let closure = have.closure(db);
     let mut w = Walker::new(db, 1 << 20);
     let mut peeled = Vec::with_capacity(wants.len());
@@ -144,6 +151,7 @@ pub fn fetch_over(
     // lie outside).
     let mut roots: Vec<ObjectId> = Vec::new();
     let mut want_tags = Vec::new();
+    let roots_named: Vec<ObjectId> = peeled.iter().map(|(_, target)| *target).collect();
     for (tags, target) in peeled {
         want_tags.extend(tags);
         if closure.position(&target).is_some() {
@@ -175,10 +183,25 @@ pub fn fetch_over(
         ..Walk::default()
     };
     let mut seen: HashSet = HashSet::default();
-    for pos in send.iter() {
-        let oid = closure.oid(pos);
-        if seen.insert(oid) {
-            out.objects.push(oid);
+    match opts.filter {
+        None => {
+            for pos in send.iter() {
+                let oid = closure.oid(pos);
+                if seen.insert(oid) {
+                    out.objects.push(oid);
+                }
+            }
+        }
+        Some(filter) => {
+            let named: HashSet = roots_named.into_iter().collect();
+            for pos in send.iter() {
+                let e = closure.entry(pos);
+                let keep = stored_kind(e.kind).is_some_and(|k| filter.keeps_reached(k, e.size))
+                    || named.contains(&e.oid);
+                if keep && seen.insert(e.oid) {
+                    out.objects.push(e.oid);
+                }
+            }
         }
     }
     for oid in outside.objects.into_iter().chain(want_tags) {
@@ -189,4 +212,15 @@ pub fn fetch_over(
         }
     }
     Ok(Some(out))
+}
+
+/// The kind of an index entry's pack type id (1-4), `None` for another.
+fn stored_kind(kind: u8) -> Option<Kind> {
+    match kind {
+        gitstow_odb::record::COMMIT => Some(Kind::Commit),
+        gitstow_odb::record::TREE => Some(Kind::Tree),
+        gitstow_odb::record::BLOB => Some(Kind::Blob),
+        gitstow_odb::record::TAG => Some(Kind::Tag),
+        _ => None,
+    }
 }

@@ -105,6 +105,32 @@ impl Filter {
         })
     }
 
+    /// Whether the filter decides an object by its kind and size alone, so
+    /// that it applies to a set of reachable objects without the paths a
+    /// walk meets them at (git's `can_filter_bitmap`): `blob:none`,
+    /// `blob:limit`, `tree:0`, `object:type` and combinations of them.
+    /// `tree:<depth>` with a depth above 0 needs the walk.
+    pub fn path_free(&self) -> bool {
+        self.parts
+            .iter()
+            .all(|p| !matches!(p, Part::TreeDepth(d) if *d > 0))
+    }
+
+    /// Whether an object of `kind` and `size` bytes reached from the wants
+    /// (not named by one) is sent, for a [`Filter::path_free`] filter (git's
+    /// `filter_bitmap`: a tree at any depth is treated as the root's).
+    pub fn keeps_reached(&self, kind: Kind, size: u64) -> bool {
+        match kind {
+            Kind::Commit => self.keeps_commit(),
+            Kind::Tree => self.keeps_tree(0),
+            Kind::Blob => self.keeps_blob(size, 1),
+            Kind::Tag => self.parts.iter().all(|p| match *p {
+                Part::ObjectType(k) => k == Kind::Tag,
+                _ => true,
+            }),
+        }
+    }
+
     /// Whether the walk needs blob sizes (a `blob:limit` part).
     pub fn needs_sizes(&self) -> bool {
         self.parts.iter().any(|p| matches!(p, Part::BlobLimit(_)))
@@ -280,5 +306,20 @@ mod tests {
         assert!(!f("object:type=commit").enters_tree(0));
         let c = f("combine:blob:none+tree:2");
         assert!(c.keeps_tree(1) && !c.keeps_blob(1, 1) && c.keeps_commit());
+        assert!(f("blob:none").path_free() && f("tree:0").path_free());
+        assert!(f("combine:blob:limit=1k+object:type=blob").path_free());
+        assert!(!f("tree:1").path_free() && !c.path_free());
+        let reached = |s: &str, k, n| f(s).keeps_reached(k, n);
+        assert!(!reached("blob:none", Kind::Blob, 0) && reached("blob:none", Kind::Tree, 9));
+        assert!(
+            reached("blob:limit=10", Kind::Blob, 9) && !reached("blob:limit=10", Kind::Blob, 10)
+        );
+        assert!(!reached("tree:0", Kind::Tree, 1) && !reached("tree:0", Kind::Blob, 1));
+        assert!(reached("tree:0", Kind::Commit, 1));
+        assert!(
+            !reached("object:type=tree", Kind::Commit, 1)
+                && reached("object:type=tree", Kind::Tree, 1)
+        );
+        assert!(!reached("object:type=commit", Kind::Tag, 1));
     }
 }

@@ -367,8 +367,9 @@ impl Shortcuts {
         })
     }
 
-    /// The have-side bitmap of a fetch that can use one: no shallow boundary
-    /// and no filter, and the state has a closure with bitmaps. Without
+    /// The have-side bitmap of a fetch that can use one: no shallow boundary,
+    /// no filter that needs paths ([`filter::Filter::path_free`]), and the
+    /// state has a closure with bitmaps. Without
     /// haves (a clone) it is empty: the bitmaps then give what the wants
     /// reach (a single-branch clone reads them instead of walking).
     fn have_side(
@@ -381,7 +382,7 @@ impl Shortcuts {
     ) -> Option<bitmaps::HaveBitmap> {
         let (_, containers) = self.closure.as_ref()?;
         if !self.closure_bitmaps
-            || filter.is_some()
+            || filter.is_some_and(|f| !f.path_free())
             || !shallow.client_shallows.is_empty()
             || shallow.deepens()
         {
