@@ -341,6 +341,21 @@ struct Unpacked {
     sealed: Vec<gitstow_odb::container::SealedContainer>,
 }
 
+/// Where the oids starting with each two bytes begin in `oids` (sorted),
+/// and where the last end: a 2-byte fan-out, as a pack index has a 1-byte
+/// one, so that a lookup searches a few entries instead of all of them.
+fn fanout(oids: &[(gix_hash::ObjectId, gix_object::Kind)]) -> Vec<u32> {
+    let mut starts = vec![0u32; (1 << 16) + 1];
+    for (oid, _) in oids {
+        let k = usize::from(u16::from_be_bytes([oid.as_bytes()[0], oid.as_bytes()[1]]));
+        starts[k + 1] += 1;
+    }
+    for k in 0..1 << 16 {
+        starts[k + 1] += starts[k];
+    }
+    starts
+}
+
 fn unpack(
     request: &File,
     pack_start: u64,
@@ -419,10 +434,16 @@ fn unpack(
     // Each thread's set of named objects is checked on its own and dropped
     // (merging them would hold a second copy of the largest one).
     let mut missing_references = 0;
+    let fanout = fanout(&oids);
+    let pushed = |r: &gix_hash::ObjectId| {
+        let k = usize::from(u16::from_be_bytes([r.as_bytes()[0], r.as_bytes()[1]]));
+        let range = fanout[k] as usize..fanout[k + 1] as usize;
+        oids[range].binary_search_by_key(r, |e| e.0).is_ok()
+    };
     for references in resolved.references {
         missing_references += references
             .iter()
-            .filter(|r| oids.binary_search_by_key(*r, |e| e.0).is_err() && !db.contains(r))
+            .filter(|r| !pushed(r) && !db.contains(r))
             .count();
     }
     Ok(Unpacked {
