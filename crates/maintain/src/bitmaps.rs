@@ -94,27 +94,36 @@ pub(crate) fn write(
         order: &order,
     };
     let ids: Vec<String> = live.iter().map(|c| c.id.clone()).collect();
-    let file = match bitmap::build(closure, &ids, tips, 64 << 20) {
+    let file = match bitmap::build(closure, &ids, tips, 16 << 20) {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(repo = repo.name(), error = %e, "reachability bitmaps not built");
             return Ok(0);
         }
     };
-    let bytes = file.encode();
+    // Encoded into a scratch file and streamed to the store: the file is
+    // about as large as the bitmaps in memory, and is never held twice.
+    let scratch = match &opts.staging_dir {
+        Some(dir) => tempfile::NamedTempFile::new_in(dir),
+        None => tempfile::NamedTempFile::new(),
+    }?;
+    let mut out = std::io::BufWriter::with_capacity(256 * 1024, scratch.as_file());
+    let bytes = file
+        .encode_to(&mut out)
+        .and_then(|n| std::io::Write::flush(&mut out).map(|()| n))?;
+    drop(out);
+    let bitmaps = file.bitmaps.len();
+    drop(file);
     if !opts.dry_run {
-        repo.store().put(
-            &repo.bitmap_key(&live[0].id),
-            &bytes,
-            gitstow_store::PutCondition::None,
-        )?;
+        repo.store()
+            .put_file(&repo.bitmap_key(&live[0].id), scratch.path())?;
     }
     tracing::info!(
         repo = repo.name(),
-        bitmaps = file.bitmaps.len(),
-        bytes = bytes.len(),
+        bitmaps,
+        bytes,
         ms = started.elapsed().as_millis() as u64,
         "reachability bitmaps written"
     );
-    Ok(file.bitmaps.len())
+    Ok(bitmaps)
 }

@@ -165,26 +165,42 @@ impl BitmapFile {
     /// Encodes the file.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_be_bytes());
-        out.extend_from_slice(&(self.containers.len() as u32).to_be_bytes());
-        out.extend_from_slice(&(self.bitmaps.len() as u32).to_be_bytes());
+        self.encode_to(&mut out).expect("writing to a Vec");
+        out
+    }
+
+    /// Encodes the file into `out` as it goes (a large file is never held
+    /// whole); returns its length in bytes.
+    ///
+    /// # Errors
+    /// Writing to `out` failed.
+    pub fn encode_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<u64> {
+        use std::io::Write;
+        let mut out = CrcWriter {
+            out,
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        };
+        out.write_all(MAGIC)?;
+        out.write_all(&VERSION.to_be_bytes())?;
+        out.write_all(&(self.containers.len() as u32).to_be_bytes())?;
+        out.write_all(&(self.bitmaps.len() as u32).to_be_bytes())?;
         for (id, objects) in &self.containers {
-            out.push(id.len() as u8);
-            out.extend_from_slice(id.as_bytes());
-            out.extend_from_slice(&objects.to_be_bytes());
+            out.write_all(&[id.len() as u8])?;
+            out.write_all(id.as_bytes())?;
+            out.write_all(&objects.to_be_bytes())?;
         }
         let mut commits: Vec<&ObjectId> = self.bitmaps.keys().collect();
         commits.sort();
         for c in commits {
             let b = &self.bitmaps[c];
-            out.extend_from_slice(c.as_bytes());
-            out.extend_from_slice(&(b.serialized_size() as u32).to_be_bytes());
-            b.serialize_into(&mut out).expect("writing to a Vec");
+            out.write_all(c.as_bytes())?;
+            out.write_all(&(b.serialized_size() as u32).to_be_bytes())?;
+            b.serialize_into(&mut out)?;
         }
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_be_bytes());
-        out
+        let crc = out.crc.clone().finalize();
+        out.out.write_all(&crc.to_be_bytes())?;
+        Ok(out.len + 4)
     }
 
     /// Decodes what [`BitmapFile::encode`] wrote.
@@ -235,6 +251,26 @@ impl BitmapFile {
             return Err(bad("trailing bytes"));
         }
         Ok(file)
+    }
+}
+
+/// A writer that sums what passes through it with CRC-32 and counts it.
+struct CrcWriter<'a> {
+    out: &'a mut dyn std::io::Write,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl std::io::Write for CrcWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -482,4 +518,31 @@ pub fn build(
         file.bitmaps.insert(c, bits);
     }
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_decodes_to_what_was_encoded_and_a_flipped_bit_is_refused() {
+        let mut file = BitmapFile {
+            containers: vec![("c1".into(), 10), ("c2".into(), 300_000)],
+            bitmaps: HashMap::default(),
+        };
+        for (seed, bits) in [(1u8, 0..5u32), (2, 100..250_000)] {
+            file.bitmaps
+                .insert(ObjectId::from_bytes_or_panic(&[seed; 20]), bits.collect());
+        }
+        let mut streamed = Vec::new();
+        let len = file.encode_to(&mut streamed).unwrap();
+        assert_eq!(len, streamed.len() as u64);
+        assert_eq!(streamed, file.encode());
+        let back = BitmapFile::decode(&streamed).unwrap();
+        assert_eq!(back.containers, file.containers);
+        assert_eq!(back.bitmaps, file.bitmaps);
+        let mid = streamed.len() / 2;
+        streamed[mid] ^= 1;
+        assert!(BitmapFile::decode(&streamed).is_err());
+    }
 }
