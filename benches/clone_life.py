@@ -43,6 +43,7 @@ from fetch_cost import CpuSampler  # noqa: E402
 from gc_work import state  # noqa: E402
 
 log, git = replay.log, replay.git
+log_lines, field = sbs.log_lines, sbs.log_field
 CLONES = (
     ("clone --mirror", ["--mirror"]),
     ("clone --single-branch --no-tags", ["--bare", "--single-branch", "--no-tags"]),
@@ -53,19 +54,6 @@ CLONES = (
 def children_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def log_lines(path, start, word):
-    """The gitstow log lines after byte `start` whose message is `word`."""
-    with open(path, "rb") as f:
-        f.seek(start)
-        text = f.read().decode("utf-8", "replace")
-    return [ln for ln in text.splitlines() if re.search(r"\s%s\s" % re.escape(word), ln)]
-
-
-def field(line, name):
-    m = re.search(r"\b%s=(\"[^\"]*\"|\S+)" % name, line)
-    return m.group(1).strip('"') if m else None
 
 
 def pack_files(repo):

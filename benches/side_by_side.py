@@ -212,13 +212,25 @@ def check_clones(gs_clone, hb_clone, fsck):
     return {"refs": refs, "objects": objs, "fsck": ok}
 
 
+def log_lines(path, start, word):
+    """The lines of gitstow's log after byte `start` whose message is `word`
+    (`maintenance`, `upload-pack`, ...)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    return [ln for ln in text.splitlines() if re.search(r"\s%s\s" % re.escape(word), ln)]
+
+
+def log_field(line, name):
+    """The value of field `name` in a gitstow log line (quotes removed), or None."""
+    m = re.search(r"\b%s=(\"[^\"]*\"|\S+)" % name, line)
+    return m.group(1).strip('"') if m else None
+
+
 def maintenance_cpu(server_log, start):
     """CPU seconds of the maintenance passes gitstow logged after byte
     `start` of its log (the `cpu_ms` of each `maintenance` line)."""
-    with open(server_log, "rb") as f:
-        f.seek(start)
-        text = f.read().decode("utf-8", "replace")
-    return sum(int(m) for m in re.findall(r"\smaintenance\s.*?\bcpu_ms=(\d+)", text)) / 1000
+    return sum(int(log_field(ln, "cpu_ms") or 0) for ln in log_lines(server_log, start, "maintenance")) / 1000
 
 
 def one_run(a, i, base):

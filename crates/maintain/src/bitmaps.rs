@@ -103,10 +103,8 @@ pub(crate) fn write(
     };
     // Encoded into a scratch file and streamed to the store: the file is
     // about as large as the bitmaps in memory, and is never held twice.
-    let scratch = match &opts.staging_dir {
-        Some(dir) => tempfile::NamedTempFile::new_in(dir),
-        None => tempfile::NamedTempFile::new(),
-    }?;
+    let staging = crate::compact::staging_dir(opts)?;
+    let scratch = tempfile::NamedTempFile::new_in(staging.path())?;
     let mut out = std::io::BufWriter::with_capacity(256 * 1024, scratch.as_file());
     let bytes = file
         .encode_to(&mut out)

@@ -198,9 +198,9 @@ impl BitmapFile {
             out.write_all(&(b.serialized_size() as u32).to_be_bytes())?;
             b.serialize_into(&mut out)?;
         }
-        let crc = out.crc.clone().finalize();
-        out.out.write_all(&crc.to_be_bytes())?;
-        Ok(out.len + 4)
+        let CrcWriter { out, crc, len } = out;
+        out.write_all(&crc.finalize().to_be_bytes())?;
+        Ok(len + 4)
     }
 
     /// Decodes what [`BitmapFile::encode`] wrote.

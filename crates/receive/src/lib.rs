@@ -347,13 +347,17 @@ struct Unpacked {
 fn fanout(oids: &[(gix_hash::ObjectId, gix_object::Kind)]) -> Vec<u32> {
     let mut starts = vec![0u32; (1 << 16) + 1];
     for (oid, _) in oids {
-        let k = usize::from(u16::from_be_bytes([oid.as_bytes()[0], oid.as_bytes()[1]]));
-        starts[k + 1] += 1;
+        starts[fanout_slot(oid) + 1] += 1;
     }
     for k in 0..1 << 16 {
         starts[k + 1] += starts[k];
     }
     starts
+}
+
+/// The [`fanout`] slot of `oid`: its first two bytes.
+fn fanout_slot(oid: &gix_hash::oid) -> usize {
+    usize::from(u16::from_be_bytes([oid.as_bytes()[0], oid.as_bytes()[1]]))
 }
 
 fn unpack(
@@ -436,7 +440,7 @@ fn unpack(
     let mut missing_references = 0;
     let fanout = fanout(&oids);
     let pushed = |r: &gix_hash::ObjectId| {
-        let k = usize::from(u16::from_be_bytes([r.as_bytes()[0], r.as_bytes()[1]]));
+        let k = fanout_slot(r);
         let range = fanout[k] as usize..fanout[k + 1] as usize;
         oids[range].binary_search_by_key(r, |e| e.0).is_ok()
     };

@@ -151,7 +151,11 @@ pub fn fetch_over(
     // lie outside).
     let mut roots: Vec<ObjectId> = Vec::new();
     let mut want_tags = Vec::new();
-    let roots_named: Vec<ObjectId> = peeled.iter().map(|(_, target)| *target).collect();
+    // The commits the wants name: sent whatever the filter says.
+    let named: HashSet = match opts.filter {
+        Some(_) => peeled.iter().map(|(_, target)| *target).collect(),
+        None => HashSet::default(),
+    };
     for (tags, target) in peeled {
         want_tags.extend(tags);
         if closure.position(&target).is_some() {
@@ -183,25 +187,21 @@ pub fn fetch_over(
         ..Walk::default()
     };
     let mut seen: HashSet = HashSet::default();
-    match opts.filter {
-        None => {
-            for pos in send.iter() {
-                let oid = closure.oid(pos);
-                if seen.insert(oid) {
-                    out.objects.push(oid);
-                }
-            }
-        }
-        Some(filter) => {
-            let named: HashSet = roots_named.into_iter().collect();
-            for pos in send.iter() {
+    for pos in send.iter() {
+        let oid = match opts.filter {
+            None => closure.oid(pos),
+            Some(filter) => {
                 let e = closure.entry(pos);
-                let keep = stored_kind(e.kind).is_some_and(|k| filter.keeps_reached(k, e.size))
-                    || named.contains(&e.oid);
-                if keep && seen.insert(e.oid) {
-                    out.objects.push(e.oid);
+                let kind = gitstow_odb::record::kind_from_type_id(e.kind);
+                if !kind.is_some_and(|k| filter.keeps_reached(k, e.size)) && !named.contains(&e.oid)
+                {
+                    continue;
                 }
+                e.oid
             }
+        };
+        if seen.insert(oid) {
+            out.objects.push(oid);
         }
     }
     for oid in outside.objects.into_iter().chain(want_tags) {
@@ -212,15 +212,4 @@ pub fn fetch_over(
         }
     }
     Ok(Some(out))
-}
-
-/// The kind of an index entry's pack type id (1-4), `None` for another.
-fn stored_kind(kind: u8) -> Option<Kind> {
-    match kind {
-        gitstow_odb::record::COMMIT => Some(Kind::Commit),
-        gitstow_odb::record::TREE => Some(Kind::Tree),
-        gitstow_odb::record::BLOB => Some(Kind::Blob),
-        gitstow_odb::record::TAG => Some(Kind::Tag),
-        _ => None,
-    }
 }
