@@ -109,14 +109,14 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
     reader.seek(SeekFrom::Start(pack_start))?;
     let mut input = Input {
         reader: BufReader::with_capacity(128 * 1024, reader),
-        hasher: gix_hash::hasher(gix_hash::Kind::Sha1),
+        hasher: TrailerHasher::default(),
         pos: 0,
         // entries never reach into the 20-byte trailer
         end: pack_bytes.saturating_sub(20),
     };
     let mut header = [0u8; 12];
     input.reader.read_exact(&mut header)?;
-    input.hasher.update(&header);
+    sha1::Digest::update(&mut input.hasher, header);
     input.pos = 12;
     if &header[..4] != b"PACK" {
         return Err(invalid("protocol error (pack signature mismatch detected)"));
@@ -233,10 +233,7 @@ pub fn scan(file: &File, pack_start: u64, limits: ScanLimits) -> Result<ScannedP
         });
     }
     // the trailer: the SHA-1 of everything before it
-    let digest = input
-        .hasher
-        .try_finalize()
-        .map_err(|e| invalid(e.to_string()))?;
+    let digest = sha1::Digest::finalize(input.hasher);
     let mut trailer = [0u8; 20];
     use std::os::unix::fs::FileExt;
     if input.pos + 20 > pack_bytes {
@@ -258,10 +255,18 @@ enum InflateFailure {
     Bad(String),
 }
 
+/// What the pack's trailer is checked with: plain SHA-1 (SHA-NI where the
+/// CPU has it), not the collision-detecting one object ids need (sha1dc,
+/// about twice the cost over 300 MB of pack). The trailer only guards
+/// against corruption in transit: whoever sends the pack chooses its bytes
+/// and can write any trailer, so a collision gains nothing. git ≥ 2.48
+/// checks it the same way (`unsafe_hash_algo` in index-pack).
+type TrailerHasher = sha1::Sha1;
+
 /// The pack bytes after the header, hashed as they are consumed, never past `end`.
 struct Input {
     reader: BufReader<File>,
-    hasher: gix_hash::Hasher,
+    hasher: TrailerHasher,
     /// Offset in the pack of the next byte.
     pos: u64,
     /// Offset in the pack where entries must stop (the trailer).
@@ -284,7 +289,7 @@ impl Input {
             .reader
             .fill_buf()
             .expect("consuming bytes fill_buf returned before");
-        self.hasher.update(&buf[..n]);
+        sha1::Digest::update(&mut self.hasher, &buf[..n]);
         self.reader.consume(n);
         self.pos += n as u64;
     }

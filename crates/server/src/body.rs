@@ -200,21 +200,66 @@ pub(crate) async fn copy_body<W: Write>(
         exceeded: false,
     };
     let mut stream = body.into_data_stream();
+    let mut batch = Batch::default();
     if gzip {
         let mut dec = flate2::write::GzDecoder::new(bounded);
         while let Some(chunk) = paced.next_chunk(&mut stream).await? {
-            tokio::task::block_in_place(|| dec.write_all(&chunk))
+            batch
+                .add(chunk, &mut dec)
                 .map_err(|e| map_write_error(e, limit, true))?;
         }
+        batch
+            .write(&mut dec)
+            .map_err(|e| map_write_error(e, limit, true))?;
         let bounded = dec.finish().map_err(|e| map_write_error(e, limit, true))?;
         Ok((bounded.inner, bounded.exceeded))
     } else {
         let mut bounded = bounded;
         while let Some(chunk) = paced.next_chunk(&mut stream).await? {
-            tokio::task::block_in_place(|| bounded.write_all(&chunk))
+            batch
+                .add(chunk, &mut bounded)
                 .map_err(|e| map_write_error(e, limit, false))?;
         }
+        batch
+            .write(&mut bounded)
+            .map_err(|e| map_write_error(e, limit, false))?;
         Ok((bounded.inner, bounded.exceeded))
+    }
+}
+
+/// Body chunks held until they add up to [`Batch::BYTES`], then written
+/// in one `block_in_place`: a push's body comes in chunks of some KiB, and
+/// handing the runtime's worker to another thread for each of them cost
+/// more than writing them.
+#[derive(Default)]
+struct Batch {
+    chunks: Vec<bytes::Bytes>,
+    bytes: usize,
+}
+
+impl Batch {
+    const BYTES: usize = 256 * 1024;
+
+    /// Holds `chunk`; writes what is held to `sink` once it is enough.
+    fn add<W: Write>(&mut self, chunk: bytes::Bytes, sink: &mut W) -> std::io::Result<()> {
+        self.bytes += chunk.len();
+        self.chunks.push(chunk);
+        if self.bytes >= Self::BYTES {
+            self.write(sink)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is held to `sink` (blocking, off the runtime's worker).
+    fn write<W: Write>(&mut self, sink: &mut W) -> std::io::Result<()> {
+        if self.chunks.is_empty() {
+            return Ok(());
+        }
+        let written =
+            tokio::task::block_in_place(|| self.chunks.iter().try_for_each(|c| sink.write_all(c)));
+        self.chunks.clear();
+        self.bytes = 0;
+        written
     }
 }
 

@@ -42,7 +42,6 @@ enum ZlibSource<'a> {
 /// A container being written: one hashed staging file plus the entries seen so far.
 pub struct ContainerWriter {
     file: BufWriter<tempfile::NamedTempFile>,
-    hasher: Sha256,
     len: u64,
     rows: BufWriter<tempfile::NamedTempFile>,
     count: usize,
@@ -54,7 +53,9 @@ pub struct ContainerWriter {
 /// A finished container: its id, the `.bin` as a local temp file, and its
 /// encoded index.
 pub struct SealedContainer {
-    /// Hex SHA-256 of the `.bin`.
+    /// Hex SHA-256 of a writer-unique token ([`crate::unique_token`]) and
+    /// the encoded index (every record's oid, kind, offset and length):
+    /// unique to this writer, and never the hash of 300 MB of records.
     pub id: ContainerId,
     /// The `.bin` on local disk (deleted when dropped).
     pub bin: tempfile::TempPath,
@@ -84,11 +85,8 @@ impl std::fmt::Debug for SealedContainer {
 impl ContainerWriter {
     /// Starts a container whose staging file lives in `dir`.
     pub fn new(dir: &Path) -> io::Result<Self> {
-        let mut hasher = Sha256::new();
-        hasher.update(crate::unique_token());
         Ok(ContainerWriter {
             file: BufWriter::with_capacity(256 * 1024, tempfile::NamedTempFile::new_in(dir)?),
-            hasher,
             len: 0,
             rows: BufWriter::with_capacity(64 * 1024, tempfile::NamedTempFile::new_in(dir)?),
             count: 0,
@@ -121,11 +119,9 @@ impl ContainerWriter {
             return Ok(());
         }
         self.file.write_all(&self.header)?;
-        self.hasher.update(&self.header);
         let zlib_len = match zlib {
             ZlibSource::Bytes(zlib) => {
                 self.file.write_all(zlib)?;
-                self.hasher.update(zlib);
                 zlib.len() as u64
             }
             ZlibSource::File { file, offset, len } => {
@@ -144,7 +140,6 @@ impl ContainerWriter {
                     if let Err(e) = self.file.write_all(&buf[..n]) {
                         break Err(e);
                     }
-                    self.hasher.update(&buf[..n]);
                     done += n as u64;
                 };
                 self.copy_buf = buf;
@@ -315,10 +310,14 @@ impl ContainerWriter {
         }
         drop(reader);
         drop(rows);
+        let index = encoder.finish(self.len).map_err(invalid)?;
+        let mut id = Sha256::new();
+        id.update(crate::unique_token());
+        id.update(&index);
         Ok(SealedContainer {
-            id: hex::encode(self.hasher.finalize()),
+            id: hex::encode(id.finalize()),
             bin: file.into_temp_path(),
-            index: encoder.finish(self.len).map_err(invalid)?,
+            index,
             objects: self.count,
             bytes: self.len,
             commits,

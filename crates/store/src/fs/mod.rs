@@ -342,6 +342,35 @@ impl FsStore {
         Ok((tmp, etag_of(hasher.finalize())))
     }
 
+    /// Hard-links the regular file `path` into the scratch directory, makes
+    /// its bytes durable and hashes them; `None` when it is not a regular
+    /// file or cannot be linked there (another filesystem, say): the caller
+    /// copies it instead.
+    fn stage_link(&self, key: &str, path: &Path) -> Result<Option<(NamedTempFile, ETag)>> {
+        if !fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
+            return Ok(None);
+        }
+        let linked = tempfile::Builder::new()
+            .prefix("put-")
+            .make_in(self.scratch.path(), |name| {
+                fs::hard_link(path, name)?;
+                File::open(name)
+            });
+        let linked = match linked {
+            Ok(linked) => linked,
+            Err(e) => {
+                tracing::debug!(key, error = %e, "cannot link the file into the store; copying it");
+                return Ok(None);
+            }
+        };
+        linked
+            .as_file()
+            .sync_data()
+            .map_err(|e| Error::io(key, e))?;
+        let (etag, _) = hash_reader(linked.as_file()).map_err(|e| Error::io(key, e))?;
+        Ok(Some((linked, etag)))
+    }
+
     /// Under the key's lock: check `condition`, then install `tmp` as the
     /// object at `key`.
     fn commit(
@@ -415,11 +444,19 @@ impl ObjectStore for FsStore {
         self.commit(key, tmp, etag, condition)
     }
 
+    /// A regular file on the store's filesystem is hard-linked, not
+    /// copied (a push's containers are not written twice): the file must
+    /// not change after the call, which deleting or replacing it does not.
     fn put_file(&self, key: &str, path: &Path) -> Result<ETag> {
         validate_key(key)?;
         self.forget_open(key);
-        let src = File::open(path).map_err(|e| Error::io(key, e))?;
-        let (tmp, etag) = self.stage_reader(key, src)?;
+        let (tmp, etag) = match self.stage_link(key, path)? {
+            Some(staged) => staged,
+            None => {
+                let src = File::open(path).map_err(|e| Error::io(key, e))?;
+                self.stage_reader(key, src)?
+            }
+        };
         self.commit(key, tmp, etag, PutCondition::None)
     }
 

@@ -145,6 +145,45 @@ fn put_file_streams_a_local_file() {
 }
 
 #[test]
+fn put_file_links_a_regular_file_and_copies_what_a_symlink_names() {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, store) = store();
+    let src = dir.path().join("sealed.bin");
+    let data: Vec<u8> = (0..70_000u32).map(|i| (i % 241) as u8).collect();
+    fs::write(&src, &data).unwrap();
+    let etag = store.put_file("repo/containers/b.bin", &src).unwrap();
+    assert_eq!(etag.0, sha256_hex(&data));
+    // Linked, not copied: one inode, two names, until the source goes.
+    let stored = store.root().join("repo/containers/b.bin");
+    assert_eq!(
+        fs::metadata(&stored).unwrap().ino(),
+        fs::metadata(&src).unwrap().ino()
+    );
+    fs::remove_file(&src).unwrap();
+    assert_eq!(fs::metadata(&stored).unwrap().nlink(), 1);
+    assert_eq!(
+        store.get("repo/containers/b.bin").unwrap(),
+        Some((data.clone(), etag))
+    );
+    // Nothing is left in the scratch directory.
+    assert_eq!(fs::read_dir(store.scratch.path()).unwrap().count(), 0);
+
+    // A symbolic link is never put into the store: what it names is copied.
+    let target = dir.path().join("target.bin");
+    fs::write(&target, &data).unwrap();
+    let link = dir.path().join("link.bin");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    store.put_file("repo/containers/c.bin", &link).unwrap();
+    let stored = store.root().join("repo/containers/c.bin");
+    assert!(fs::symlink_metadata(&stored).unwrap().file_type().is_file());
+    assert_ne!(
+        fs::metadata(&stored).unwrap().ino(),
+        fs::metadata(&target).unwrap().ino()
+    );
+    assert_eq!(store.get("repo/containers/c.bin").unwrap().unwrap().0, data);
+}
+
+#[test]
 fn get_range_bounds() {
     let (_dir, store) = store();
     store.put("obj", b"0123456789", PutCondition::None).unwrap();
