@@ -308,5 +308,21 @@ mod tests {
             let full = gix_validate::path::component(name.as_bytes().into(), None, opts).is_ok();
             proptest::prop_assert_eq!(check_name(name.as_bytes()).is_ok(), full, "{:?}", name);
         }
+
+        /// `tree_order` is git's `base_name_compare`: the names compared
+        /// bytewise with a tree's followed by `/` (for names without `/`,
+        /// the only ones a tree may hold).
+        #[test]
+        fn tree_order_is_git_base_name_compare(
+            a in proptest::collection::vec(proptest::sample::select(b"ab.-0\xff".to_vec()), 0..5),
+            b in proptest::collection::vec(proptest::sample::select(b"ab.-0\xff".to_vec()), 0..5),
+            a_tree: bool,
+            b_tree: bool,
+        ) {
+            let key = |n: &[u8], tree: bool| [n, if tree { b"/" } else { b"" }].concat();
+            let (order, same) = tree_order(&a, a_tree, &b, b_tree);
+            proptest::prop_assert_eq!(order, key(&a, a_tree).cmp(&key(&b, b_tree)));
+            proptest::prop_assert_eq!(same, a == b);
+        }
     }
 }
