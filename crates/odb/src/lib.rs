@@ -41,6 +41,22 @@ pub use repository::{CommitOutcome, IndexCache, Repository, SharedState, Version
 pub use state::{RefSet, RepoState};
 pub use state_cache::StateCache;
 
+/// Makes room for `len` bytes in the cleared, usually recycled, buffer
+/// `out`: rounded up to a power of two up to 1 MiB, so that a buffer reused
+/// for objects of many sizes grows in a few steps rather than at every new
+/// largest object (each step is a new allocation), and exactly beyond 1 MiB,
+/// so that a large object never gets twice the memory it needs.
+pub(crate) fn reserve_rounded(out: &mut Vec<u8>, len: usize) {
+    if out.capacity() < len {
+        let want = if len <= 1 << 20 {
+            len.next_power_of_two()
+        } else {
+            len
+        };
+        out.reserve_exact(want - out.len());
+    }
+}
+
 /// 32 bytes that no other call, in this process or another, returns: the
 /// SHA-256 of the process id, the clock, a counter and per-process random
 /// state. Salts container ids (so no two writers share one) and names
@@ -65,3 +81,21 @@ pub fn unique_token() -> [u8; 32] {
 
 /// The object hash this build serves (`object-format=sha1`).
 pub const OBJECT_HASH: gix_hash::Kind = gix_hash::Kind::Sha1;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_recycled_buffer_grows_in_powers_of_two_then_exactly() {
+        let mut buf = Vec::new();
+        super::reserve_rounded(&mut buf, 1000);
+        assert_eq!(buf.capacity(), 1024);
+        // Enough room already: nothing is allocated.
+        super::reserve_rounded(&mut buf, 1024);
+        assert_eq!(buf.capacity(), 1024);
+        super::reserve_rounded(&mut buf, 1025);
+        assert_eq!(buf.capacity(), 2048);
+        let big = (1 << 20) + 3;
+        super::reserve_rounded(&mut buf, big);
+        assert_eq!(buf.capacity(), big);
+    }
+}

@@ -227,38 +227,39 @@ pub(crate) async fn copy_body<W: Write>(
     }
 }
 
-/// Body chunks held until they add up to [`Batch::BYTES`], then written
+/// Body bytes gathered until they add up to [`Batch::BYTES`], then written
 /// in one `block_in_place`: a push's body comes in chunks of some KiB, and
 /// handing the runtime's worker to another thread for each of them cost
-/// more than writing them.
+/// more than writing them. The bytes are copied out of each chunk at once,
+/// so that hyper reuses its read buffer instead of allocating a new one
+/// while chunks of it are held.
 #[derive(Default)]
 struct Batch {
-    chunks: Vec<bytes::Bytes>,
-    bytes: usize,
+    bytes: Vec<u8>,
 }
 
 impl Batch {
     const BYTES: usize = 256 * 1024;
 
-    /// Holds `chunk`; writes what is held to `sink` once it is enough.
+    /// Gathers `chunk`; writes what is gathered to `sink` once it is enough.
     fn add<W: Write>(&mut self, chunk: bytes::Bytes, sink: &mut W) -> std::io::Result<()> {
-        self.bytes += chunk.len();
-        self.chunks.push(chunk);
-        if self.bytes >= Self::BYTES {
+        if self.bytes.capacity() == 0 {
+            self.bytes.reserve_exact(Self::BYTES);
+        }
+        self.bytes.extend_from_slice(&chunk);
+        if self.bytes.len() >= Self::BYTES {
             self.write(sink)?;
         }
         Ok(())
     }
 
-    /// Writes what is held to `sink` (blocking, off the runtime's worker).
+    /// Writes what is gathered to `sink` (blocking, off the runtime's worker).
     fn write<W: Write>(&mut self, sink: &mut W) -> std::io::Result<()> {
-        if self.chunks.is_empty() {
+        if self.bytes.is_empty() {
             return Ok(());
         }
-        let written =
-            tokio::task::block_in_place(|| self.chunks.iter().try_for_each(|c| sink.write_all(c)));
-        self.chunks.clear();
-        self.bytes = 0;
+        let written = tokio::task::block_in_place(|| sink.write_all(&self.bytes));
+        self.bytes.clear();
         written
     }
 }
