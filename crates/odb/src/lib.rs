@@ -41,12 +41,15 @@ pub use repository::{CommitOutcome, IndexCache, Repository, SharedState, Version
 pub use state::{RefSet, RepoState};
 pub use state_cache::StateCache;
 
-/// Makes room for `len` bytes in the cleared, usually recycled, buffer
-/// `out`: rounded up to a power of two up to 1 MiB, so that a buffer reused
-/// for objects of many sizes grows in a few steps rather than at every new
+/// Makes room for `len` bytes in the recycled buffer `out` (capacity at
+/// least `len`), before [`zlib::inflate_exact`] or [`delta::apply`] fill
+/// it: rounded up to a power of two up to 1 MiB, so that a buffer reused for
+/// objects of many sizes grows in a few steps rather than at every new
 /// largest object (each step is a new allocation), and exactly beyond 1 MiB,
-/// so that a large object never gets twice the memory it needs.
-pub(crate) fn reserve_rounded(out: &mut Vec<u8>, len: usize) {
+/// so that a large object never gets twice the memory it needs. Not for a
+/// buffer that is kept (a cached object): its spare capacity would be
+/// memory no budget counts.
+pub fn reserve_rounded(out: &mut Vec<u8>, len: usize) {
     if out.capacity() < len {
         let want = if len <= 1 << 20 {
             len.next_power_of_two()

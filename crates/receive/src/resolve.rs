@@ -348,6 +348,8 @@ impl Shared<'_> {
         }
         self.read_compressed(w, i)?;
         let mut data = take_buf(w);
+        // Pass 1 held the declared size to the object limit.
+        gitstow_odb::reserve_rounded(&mut data, e.decompressed_size as usize + 1);
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
@@ -522,6 +524,7 @@ impl Shared<'_> {
     ) -> Result<(ObjectId, Vec<u8>, u32), ResolveError> {
         let e = self.pack.entries[c];
         self.read_compressed(w, c)?;
+        gitstow_odb::reserve_rounded(&mut w.delta, e.decompressed_size as usize + 1);
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut w.delta)
             .map_err(|err| self.invalid(c, err))?;
         // Every instruction makes at most max(base, 127) bytes: a result size
@@ -539,6 +542,9 @@ impl Shared<'_> {
             ));
         }
         let mut data = take_buf(w);
+        if result_size <= self.opts.max_object_bytes {
+            gitstow_odb::reserve_rounded(&mut data, result_size as usize);
+        }
         if let Err(err) = delta::apply(base, &w.delta, self.opts.max_object_bytes, &mut data) {
             recycle(w, data);
             return Err(self.invalid(c, err));

@@ -86,6 +86,14 @@ struct Bounded<W> {
 
 impl<W: Write> Write for Bounded<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = self.limit.saturating_sub(self.written);
+        if !self.exceeded && buf.len() as u64 > room && room > 0 {
+            // The part that fits is kept: what is kept is always the first
+            // `limit` bytes, however the body was cut into writes.
+            let n = self.inner.write(&buf[..room as usize])?;
+            self.written += n as u64;
+            return Ok(n);
+        }
         if self.exceeded || self.written + buf.len() as u64 > self.limit {
             self.exceeded = true;
             self.written += buf.len() as u64;
@@ -243,9 +251,7 @@ impl Batch {
 
     /// Gathers `chunk`; writes what is gathered to `sink` once it is enough.
     fn add<W: Write>(&mut self, chunk: bytes::Bytes, sink: &mut W) -> std::io::Result<()> {
-        if self.bytes.capacity() == 0 {
-            self.bytes.reserve_exact(Self::BYTES);
-        }
+        // Grown as bytes come (a small body holds only what it sent).
         self.bytes.extend_from_slice(&chunk);
         if self.bytes.len() >= Self::BYTES {
             self.write(sink)?;
@@ -333,4 +339,37 @@ pub async fn buffer(
         .map_err(BodyError::Io)?;
     sink.rewind().map_err(BodyError::Io)?;
     Ok((sink, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_across_the_limit_keeps_the_part_that_fits() {
+        let mut bounded = Bounded {
+            inner: Vec::new(),
+            written: 0,
+            limit: 10,
+            drain: true,
+            exceeded: false,
+        };
+        bounded.write_all(b"0123").unwrap();
+        bounded.write_all(b"456789abcdef").unwrap();
+        assert_eq!(bounded.inner, b"0123456789");
+        assert!(bounded.exceeded);
+        // Past twice the limit, even a drained body is refused.
+        let err = bounded.write_all(&[0; 8]).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::FileTooLarge);
+
+        let mut strict = Bounded {
+            inner: Vec::new(),
+            written: 0,
+            limit: 4,
+            drain: false,
+            exceeded: false,
+        };
+        assert!(strict.write_all(b"0123456").is_err());
+        assert_eq!(strict.inner, b"0123");
+    }
 }

@@ -219,7 +219,8 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
 
     /// Upload the finished local file at `path` to `key`, unconditionally,
     /// and return its [`ETag`]. The file is streamed, never held whole in
-    /// memory; it must not change while it is uploaded.
+    /// memory. It must not change in place after the call (the local store
+    /// may hard-link it); deleting or replacing it is fine.
     ///
     /// # Errors
     /// [`Error::Io`] (carrying `key`) also when `path` cannot be read.

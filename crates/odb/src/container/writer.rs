@@ -1,7 +1,8 @@
-//! Writing a container: records are appended to a staging file while its
-//! SHA-256 is computed; sealing names the container by that hash.
+//! Writing a container: records are appended to a staging file; sealing
+//! encodes its index and names the container by the SHA-256 of a salt and
+//! that index (every record's oid, kind, offset and length).
 //!
-//! The hash starts with a salt unique to the writer (process id, clock,
+//! The salt is unique to the writer (process id, clock,
 //! a counter and per-process random state), so two containers never share an
 //! id even when their bytes are equal (a retried push, two maintenance runs
 //! of the same sources). An id is then named by exactly one writer, which is

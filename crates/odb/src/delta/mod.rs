@@ -147,7 +147,7 @@ pub fn apply(base: &[u8], delta: &[u8], limit: u64, out: &mut Vec<u8>) -> Result
         });
     }
     out.clear();
-    crate::reserve_rounded(out, result_size as usize);
+    out.reserve_exact(result_size as usize);
     while let Some(ins) = instruction(delta, &mut i)? {
         match ins {
             Instruction::Copy { ofs, len } => {

@@ -15,8 +15,8 @@
 //! take no lock: `rename` is atomic and an open file keeps the version it
 //! opened, so a reader never sees a partial object.
 //!
-//! Ranged reads of content-addressed keys (`.bin`, `.idx`: named by the hash
-//! of their bytes, so never rewritten with other content) keep their file open
+//! Ranged reads of immutable keys (`.bin`, `.idx`: named by an id unique to
+//! their writer, so never rewritten with other content) keep their file open
 //! in a small per-store table ([`OPEN_FILES`] handles, least recently used
 //! evicted): a clone reads hundreds of thousands of records, and an
 //! open/stat/close per record cost more CPU than the reads.
@@ -354,7 +354,22 @@ impl FsStore {
             .prefix("put-")
             .make_in(self.scratch.path(), |name| {
                 fs::hard_link(path, name)?;
-                File::open(name)
+                // What was linked must be a regular file (not a symbolic
+                // link swapped in since the check above); no link is left
+                // behind when it is not, or cannot be opened.
+                let opened = fs::symlink_metadata(name)
+                    .and_then(|m| {
+                        if m.file_type().is_file() {
+                            Ok(())
+                        } else {
+                            Err(io::Error::other("not a regular file"))
+                        }
+                    })
+                    .and_then(|()| File::open(name));
+                if opened.is_err() {
+                    let _ = fs::remove_file(name);
+                }
+                opened
             });
         let linked = match linked {
             Ok(linked) => linked,
