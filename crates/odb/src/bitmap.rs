@@ -29,7 +29,7 @@
 //! build's largest selected ancestor ([`BitmapFile::xor_bases`]), so what
 //! is stored is what the commit adds to it, mostly some hundreds of
 //! objects instead of the whole history (git/git's 1,846 bitmaps: 50 MB
-//! whole, 1.1 MB so). Version 1 (no offset field, every bitmap whole) is
+//! whole, 1.3 MB so). Version 1 (no offset field, every bitmap whole) is
 //! still read.
 
 use std::cmp::Reverse;

@@ -347,25 +347,18 @@ impl FsStore {
     /// file or cannot be linked there (another filesystem, say): the caller
     /// copies it instead.
     fn stage_link(&self, key: &str, path: &Path) -> Result<Option<(NamedTempFile, ETag)>> {
-        if !fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
-            return Ok(None);
-        }
         let linked = tempfile::Builder::new()
             .prefix("put-")
             .make_in(self.scratch.path(), |name| {
                 fs::hard_link(path, name)?;
-                // What was linked must be a regular file (not a symbolic
-                // link swapped in since the check above); no link is left
-                // behind when it is not, or cannot be opened.
-                let opened = fs::symlink_metadata(name)
-                    .and_then(|m| {
-                        if m.file_type().is_file() {
-                            Ok(())
-                        } else {
-                            Err(io::Error::other("not a regular file"))
-                        }
-                    })
-                    .and_then(|()| File::open(name));
+                // What was linked must be a regular file (a symbolic link is
+                // linked as itself, not followed); no link is left behind
+                // when it is not, or cannot be opened.
+                let opened = match fs::symlink_metadata(name) {
+                    Ok(m) if m.file_type().is_file() => File::open(name),
+                    Ok(_) => Err(io::Error::other("not a regular file")),
+                    Err(e) => Err(e),
+                };
                 if opened.is_err() {
                     let _ = fs::remove_file(name);
                 }
