@@ -486,6 +486,7 @@ impl<'a> Reacher<'a> {
                     bits.insert(self.position(&id)?);
                 }
             }
+            self.cache.recycle(obj);
         }
         Ok(bits)
     }

@@ -57,20 +57,75 @@ pub struct Location {
     pub entry: IndexEntry,
 }
 
-/// A bounded cache of resolved objects (delta bases), by oid.
+/// A bounded cache of resolved objects (delta bases), by oid, and the
+/// buffers of objects it no longer holds, which later reads fill again
+/// instead of allocating (a walk that reads every tree of a history reads
+/// gigabytes through a cache of a few MiB).
 #[derive(Debug)]
 pub struct ObjectCache {
     map: gix_hashtable::HashMap<ObjectId, Object>,
+    /// Capacity of the buffers `map` holds, bytes.
     bytes: usize,
+    spare: Spare,
     limit: usize,
 }
 
+/// Buffers no object uses, by capacity.
+#[derive(Debug, Default)]
+struct Spare {
+    bufs: std::collections::BTreeMap<usize, Vec<Vec<u8>>>,
+    /// Their capacity, bytes.
+    bytes: usize,
+}
+
+impl Spare {
+    /// Keeps `buf` when `room` bytes allow it.
+    fn give(&mut self, mut buf: Vec<u8>, room: usize) {
+        let cap = buf.capacity();
+        if cap > 0 && self.bytes + cap <= room {
+            buf.clear();
+            self.bytes += cap;
+            self.bufs.entry(cap).or_default().push(buf);
+        }
+    }
+
+    /// The smallest buffer whose capacity is in `caps`.
+    fn take(&mut self, caps: std::ops::RangeInclusive<usize>) -> Option<Vec<u8>> {
+        let (&cap, bufs) = self.bufs.range_mut(caps).next()?;
+        let buf = bufs.pop()?;
+        if bufs.is_empty() {
+            self.bufs.remove(&cap);
+        }
+        self.bytes -= cap;
+        Some(buf)
+    }
+
+    /// Drops spare buffers, smallest first (the cheapest to allocate
+    /// again), until they hold at most `room` bytes.
+    fn trim(&mut self, room: usize) {
+        while self.bytes > room {
+            let Some(mut last) = self.bufs.first_entry() else {
+                break;
+            };
+            let cap = *last.key();
+            last.get_mut().pop();
+            if last.get().is_empty() {
+                last.remove();
+            }
+            self.bytes -= cap;
+        }
+    }
+}
+
 impl ObjectCache {
-    /// A cache holding at most `limit` bytes of object data; when full it is emptied.
+    /// A cache holding at most `limit` bytes of buffers (cached objects and
+    /// spare buffers, by capacity); when full it is emptied, its buffers
+    /// kept as spares.
     pub fn new(limit: usize) -> Self {
         ObjectCache {
             map: Default::default(),
             bytes: 0,
+            spare: Spare::default(),
             limit,
         }
     }
@@ -80,17 +135,52 @@ impl ObjectCache {
     }
 
     fn insert(&mut self, oid: ObjectId, obj: Object) {
-        let n = obj.data.len();
+        let n = obj.data.capacity();
         if n > self.limit / 4 {
             return;
         }
         if self.bytes + n > self.limit {
-            self.map.clear();
             self.bytes = 0;
+            for (_, old) in self.map.drain() {
+                if let Ok(buf) = Arc::try_unwrap(old.data) {
+                    self.spare.give(buf, self.limit);
+                }
+            }
         }
+        self.spare.trim(self.limit - self.bytes - n);
         self.bytes += n;
         self.map.insert(oid, obj);
     }
+
+    /// An empty buffer for an object of `len` bytes: the smallest spare
+    /// one that holds it, and not more than four times over (a cached
+    /// object counts its buffer's capacity); else a new one.
+    pub fn take(&mut self, len: usize) -> Vec<u8> {
+        self.spare
+            .take(len..=len.max(1024).saturating_mul(4))
+            .unwrap_or_default()
+    }
+
+    /// Takes back a buffer the caller is done with, for a later read.
+    pub fn give(&mut self, buf: Vec<u8>) {
+        let room = self.limit.saturating_sub(self.bytes);
+        self.spare.give(buf, room);
+    }
+
+    /// Takes back an object the caller is done with: its buffer is kept
+    /// for a later read when neither the cache nor anyone else holds it.
+    pub fn recycle(&mut self, obj: Object) {
+        if let Ok(buf) = Arc::try_unwrap(obj.data) {
+            self.give(buf);
+        }
+    }
+}
+
+/// The capacity a buffer needs to inflate an object of `size` bytes into
+/// ([`zlib::inflate_exact`] asks one byte more); saturates on a size no
+/// buffer could hold, which the inflate then refuses.
+fn spare_len(size: u64) -> usize {
+    usize::try_from(size).map_or(usize::MAX, |n| n.saturating_add(1))
 }
 
 /// The objects of one repository state.
@@ -393,6 +483,18 @@ impl ObjectDb {
         self.read_span(container, entry.offset..entry.offset + entry.length)
     }
 
+    /// [`ObjectDb::read_record`] into `buf` (cleared first).
+    pub fn read_record_into(
+        &self,
+        container: usize,
+        entry: &IndexEntry,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        let key = &self.containers[container].0;
+        let range = entry.offset..entry.offset + entry.length;
+        Ok(self.store.get_range_into(key, range, buf)?)
+    }
+
     /// The bytes of container `container`'s `.bin` in `range` (several
     /// records read at once).
     pub fn read_span(&self, container: usize, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
@@ -429,10 +531,10 @@ impl ObjectDb {
                 .ok_or(Error::MissingBase { oid: cur, base })?;
             chain.push((base, base_loc));
         }
-        let mut buf = Vec::new();
         let mut delta_buf = Vec::new();
+        let mut raw = cache.take(usize::try_from(loc.entry.length).unwrap_or(0));
         for (i, (cur, loc)) in chain.iter().enumerate().rev() {
-            let raw = self.read_record(loc.container, &loc.entry)?;
+            self.read_record_into(loc.container, &loc.entry, &mut raw)?;
             let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
             let header = record::decode_header(&raw).map_err(|e| corrupt(e.to_string()))?;
             let body = &raw[header.len..];
@@ -440,14 +542,19 @@ impl ObjectDb {
                 .ok_or_else(|| corrupt("bad kind".into()))?;
             let data = match &base_obj {
                 None => {
+                    let mut buf = cache.take(spare_len(header.size));
                     zlib::inflate_exact(body, header.size, &mut buf)
                         .map_err(|e| corrupt(e.to_string()))?;
-                    std::mem::take(&mut buf)
+                    buf
                 }
                 Some(base) => {
+                    if delta_buf.capacity() == 0 {
+                        delta_buf = cache.take(spare_len(header.size));
+                    }
                     zlib::inflate_exact(body, header.size, &mut delta_buf)
                         .map_err(|e| corrupt(e.to_string()))?;
-                    let mut out = Vec::new();
+                    let result = delta::sizes(&delta_buf).map_or(0, |(_, r)| r);
+                    let mut out = cache.take(usize::try_from(result).unwrap_or(0));
                     delta::apply(&base.data, &delta_buf, MAX_OBJECT_BYTES, &mut out)
                         .map_err(|e| corrupt(e.to_string()))?;
                     out
@@ -460,8 +567,71 @@ impl ObjectDb {
             if i > 0 || loc.entry.kind != record::BLOB {
                 cache.insert(*cur, obj.clone());
             }
-            base_obj = Some(obj);
+            if let Some(done) = base_obj.replace(obj) {
+                cache.recycle(done);
+            }
         }
+        cache.give(delta_buf);
+        cache.give(raw);
         Ok(base_obj)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(len: usize) -> Object {
+        Object {
+            kind: gix_object::Kind::Tree,
+            data: Arc::new(vec![7; len]),
+        }
+    }
+
+    #[test]
+    fn a_spare_buffer_that_fits_is_reused_and_one_far_too_large_is_not() {
+        let mut cache = ObjectCache::new(1 << 20);
+        let buf = Vec::with_capacity(8192);
+        let ptr = buf.as_ptr();
+        cache.give(buf);
+        // Four times 1024 at most for a small object: 8192 is too large for 100.
+        assert_eq!(cache.take(100).capacity(), 0);
+        let again = cache.take(3000);
+        assert_eq!((again.as_ptr(), again.len()), (ptr, 0));
+        assert_eq!(cache.take(3000).capacity(), 0, "taken once only");
+    }
+
+    #[test]
+    fn spare_buffers_and_cached_objects_stay_within_the_limit() {
+        let mut cache = ObjectCache::new(10_000);
+        for _ in 0..10 {
+            cache.give(Vec::with_capacity(3000));
+        }
+        assert!(cache.spare.bytes <= 10_000, "{}", cache.spare.bytes);
+        // Objects fill the cache; the spares make room for them.
+        for seed in 0..3u8 {
+            cache.insert(ObjectId::from_bytes_or_panic(&[seed; 20]), object(2000));
+            assert!(cache.bytes + cache.spare.bytes <= 10_000);
+        }
+        // One the caller still holds, then one that does not fit: the cache
+        // is emptied and keeps as spares the buffers no one else holds.
+        let held = object(2000);
+        cache.insert(ObjectId::from_bytes_or_panic(&[9; 20]), held.clone());
+        cache.insert(ObjectId::from_bytes_or_panic(&[10; 20]), object(2400));
+        assert_eq!(cache.map.len(), 1);
+        assert_eq!(cache.bytes, 2400);
+        assert_eq!(cache.spare.bytes, 3 * 2000, "the held buffer is not spare");
+        assert!(cache.bytes + cache.spare.bytes <= 10_000);
+        // A recycled object whose buffer someone else holds is not kept,
+        // nor one that does not fit under the limit.
+        cache.recycle(held.clone());
+        assert_eq!(cache.spare.bytes, 3 * 2000);
+        cache.recycle(held);
+        assert_eq!(cache.spare.bytes, 3 * 2000, "2400 + 6000 + 2000 > 10000");
+        let taken = cache.take(1500);
+        assert_eq!(taken.capacity(), 2000);
+        assert_eq!(cache.spare.bytes, 2 * 2000);
+        cache.recycle(object(1900));
+        assert_eq!(cache.spare.bytes, 2 * 2000 + 1900);
     }
 }

@@ -239,6 +239,19 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// `range.end > size`.
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>>;
 
+    /// [`ObjectStore::get_range`] into `buf` (cleared first), so that a
+    /// caller reading many ranges fills one buffer instead of allocating
+    /// one per range. The default calls `get_range`; a store that reads
+    /// from a local file overrides it.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get_range`]; `buf` is left empty.
+    fn get_range_into(&self, key: &str, range: Range<u64>, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        *buf = self.get_range(key, range)?;
+        Ok(())
+    }
+
     /// Size and [`ETag`] of the object at `key`; `Ok(None)` when absent.
     fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
 

@@ -612,8 +612,15 @@ impl ObjectStore for CachedStore {
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.get_range_into(key, range, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn get_range_into(&self, key: &str, range: Range<u64>, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
         if !(self.immutable)(key) {
-            return self.inner.get_range(key, range);
+            return self.inner.get_range_into(key, range, buf);
         }
         validate_key(key)?;
         match self.lookup(key)? {
@@ -626,12 +633,14 @@ impl ObjectStore for CachedStore {
                         size,
                     });
                 }
-                let mut buf = vec![0; (range.end - range.start) as usize];
-                file.read_exact_at(&mut buf, range.start)
-                    .map_err(|e| Error::io(key, e))?;
-                Ok(buf)
+                buf.resize((range.end - range.start) as usize, 0);
+                if let Err(e) = file.read_exact_at(buf, range.start) {
+                    buf.clear();
+                    return Err(Error::io(key, e));
+                }
+                Ok(())
             }
-            Lookup::Remote => self.inner.get_range(key, range),
+            Lookup::Remote => self.inner.get_range_into(key, range, buf),
             Lookup::Absent => Err(Error::NotFound {
                 key: key.to_owned(),
             }),

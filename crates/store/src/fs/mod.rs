@@ -494,6 +494,13 @@ impl ObjectStore for FsStore {
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.get_range_into(key, range, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn get_range_into(&self, key: &str, range: Range<u64>, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
         validate_key(key)?;
         let Some((file, size)) = self.open_for_range(key)? else {
             return Err(Error::NotFound {
@@ -514,10 +521,12 @@ impl ObjectStore for FsStore {
                 io::Error::new(ErrorKind::InvalidInput, "range does not fit in memory"),
             )
         })?;
-        let mut buf = vec![0; len];
-        file.read_exact_at(&mut buf, range.start)
-            .map_err(|e| Error::io(key, e))?;
-        Ok(buf)
+        buf.resize(len, 0);
+        if let Err(e) = file.read_exact_at(buf, range.start) {
+            buf.clear();
+            return Err(Error::io(key, e));
+        }
+        Ok(())
     }
 
     fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {

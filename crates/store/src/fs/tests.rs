@@ -184,6 +184,29 @@ fn put_file_links_a_regular_file_and_copies_what_a_symlink_names() {
 }
 
 #[test]
+fn get_range_into_fills_the_buffer_it_is_given() {
+    let (_dir, store) = store();
+    store.put("obj", b"0123456789", PutCondition::None).unwrap();
+    let mut buf = Vec::with_capacity(64);
+    buf.extend_from_slice(b"old");
+    let ptr = buf.as_ptr();
+    store.get_range_into("obj", 3..7, &mut buf).unwrap();
+    assert_eq!((buf.as_slice(), buf.as_ptr()), (&b"3456"[..], ptr));
+    store.get_range_into("obj", 5..5, &mut buf).unwrap();
+    assert!(buf.is_empty());
+    buf.extend_from_slice(b"old");
+    assert!(matches!(
+        store.get_range_into("obj", 8..11, &mut buf),
+        Err(Error::InvalidRange { .. })
+    ));
+    assert!(buf.is_empty());
+    assert!(matches!(
+        store.get_range_into("absent", 0..1, &mut buf),
+        Err(Error::NotFound { .. })
+    ));
+}
+
+#[test]
 fn get_range_bounds() {
     let (_dir, store) = store();
     store.put("obj", b"0123456789", PutCondition::None).unwrap();
