@@ -67,6 +67,9 @@ pub struct ObjectCache {
     /// Capacity of the buffers `map` holds, bytes.
     bytes: usize,
     spare: Spare,
+    /// A read's record and delta buffers, kept from one read to the next
+    /// while their capacity is at most [`ObjectCache::scratch_limit`].
+    scratch: (Vec<u8>, Vec<u8>),
     limit: usize,
 }
 
@@ -104,13 +107,13 @@ impl Spare {
     /// again), until they hold at most `room` bytes.
     fn trim(&mut self, room: usize) {
         while self.bytes > room {
-            let Some(mut last) = self.bufs.first_entry() else {
+            let Some(mut smallest) = self.bufs.first_entry() else {
                 break;
             };
-            let cap = *last.key();
-            last.get_mut().pop();
-            if last.get().is_empty() {
-                last.remove();
+            let cap = *smallest.key();
+            smallest.get_mut().pop();
+            if smallest.get().is_empty() {
+                smallest.remove();
             }
             self.bytes -= cap;
         }
@@ -119,15 +122,42 @@ impl Spare {
 
 impl ObjectCache {
     /// A cache holding at most `limit` bytes of buffers (cached objects and
-    /// spare buffers, by capacity); when full it is emptied, its buffers
-    /// kept as spares.
+    /// spare buffers, by capacity), plus a read's two scratch buffers of at
+    /// most `limit / 16` each; when full it is emptied, its buffers kept as
+    /// spares.
     pub fn new(limit: usize) -> Self {
         ObjectCache {
             map: Default::default(),
             bytes: 0,
             spare: Spare::default(),
+            scratch: Default::default(),
             limit,
         }
+    }
+
+    /// The largest capacity a scratch buffer keeps between reads: a
+    /// sixteenth of the limit, so that both hold at most an eighth more.
+    fn scratch_limit(&self) -> usize {
+        self.limit / 16
+    }
+
+    /// Takes the scratch buffers (record, delta) for one read.
+    fn take_scratch(&mut self) -> (Vec<u8>, Vec<u8>) {
+        std::mem::take(&mut self.scratch)
+    }
+
+    /// Keeps the scratch buffers of a read for the next one, unless they
+    /// grew past [`ObjectCache::scratch_limit`].
+    fn keep_scratch(&mut self, (raw, delta): (Vec<u8>, Vec<u8>)) {
+        let most = self.scratch_limit();
+        let small = |b: Vec<u8>| {
+            if b.capacity() <= most {
+                b
+            } else {
+                Vec::new()
+            }
+        };
+        self.scratch = (small(raw), small(delta));
     }
 
     fn get(&self, oid: &ObjectId) -> Option<Object> {
@@ -153,8 +183,9 @@ impl ObjectCache {
     }
 
     /// An empty buffer for an object of `len` bytes: the smallest spare
-    /// one that holds it, and not more than four times over (a cached
-    /// object counts its buffer's capacity); else a new one.
+    /// one that holds it with a capacity of at most four times `len` (or
+    /// 4 KiB for a smaller object: a cached object counts its buffer's
+    /// capacity); else a new, unallocated one.
     pub fn take(&mut self, len: usize) -> Vec<u8> {
         self.spare
             .take(len..=len.max(1024).saturating_mul(4))
@@ -177,8 +208,8 @@ impl ObjectCache {
 }
 
 /// The capacity a buffer needs to inflate an object of `size` bytes into
-/// ([`zlib::inflate_exact`] asks one byte more); saturates on a size no
-/// buffer could hold, which the inflate then refuses.
+/// ([`zlib::inflate_exact`] asks one byte more). `size` is at most
+/// [`MAX_OBJECT_BYTES`] (checked before).
 fn spare_len(size: u64) -> usize {
     usize::try_from(size).map_or(usize::MAX, |n| n.saturating_add(1))
 }
@@ -531,8 +562,7 @@ impl ObjectDb {
                 .ok_or(Error::MissingBase { oid: cur, base })?;
             chain.push((base, base_loc));
         }
-        let mut delta_buf = Vec::new();
-        let mut raw = cache.take(usize::try_from(loc.entry.length).unwrap_or(0));
+        let (mut raw, mut delta_buf) = cache.take_scratch();
         for (i, (cur, loc)) in chain.iter().enumerate().rev() {
             self.read_record_into(loc.container, &loc.entry, &mut raw)?;
             let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
@@ -540,6 +570,12 @@ impl ObjectDb {
             let body = &raw[header.len..];
             let kind = record::kind_from_type_id(loc.entry.kind)
                 .ok_or_else(|| corrupt("bad kind".into()))?;
+            if header.size > MAX_OBJECT_BYTES {
+                return Err(corrupt(format!(
+                    "record of {} bytes, more than {MAX_OBJECT_BYTES}",
+                    header.size
+                )));
+            }
             let data = match &base_obj {
                 None => {
                     let mut buf = cache.take(spare_len(header.size));
@@ -548,9 +584,6 @@ impl ObjectDb {
                     buf
                 }
                 Some(base) => {
-                    if delta_buf.capacity() == 0 {
-                        delta_buf = cache.take(spare_len(header.size));
-                    }
                     zlib::inflate_exact(body, header.size, &mut delta_buf)
                         .map_err(|e| corrupt(e.to_string()))?;
                     let result = delta::sizes(&delta_buf).map_or(0, |(_, r)| r);
@@ -571,8 +604,7 @@ impl ObjectDb {
                 cache.recycle(done);
             }
         }
-        cache.give(delta_buf);
-        cache.give(raw);
+        cache.keep_scratch((raw, delta_buf));
         Ok(base_obj)
     }
 }

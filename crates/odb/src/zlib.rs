@@ -40,7 +40,7 @@ pub fn inflate_exact(input: &[u8], size: u64, out: &mut Vec<u8>) -> Result<usize
         actual: 0,
     })?;
     out.clear();
-    out.reserve_exact(size_usize + 1);
+    out.reserve_exact(size_usize.saturating_add(1));
     INFLATE.with(|z| {
         let mut z = z.borrow_mut();
         z.reset(true);

@@ -204,6 +204,12 @@ impl ObjectStore for FaultyStore {
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>> {
         self.run("get_range", key, || self.inner.get_range(key, range))
     }
+    fn get_range_into(&self, key: &str, range: Range<u64>, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        self.run("get_range", key, || {
+            self.inner.get_range_into(key, range, buf)
+        })
+    }
     fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         self.run("head", key, || self.inner.head(key))
     }

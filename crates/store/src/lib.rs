@@ -241,8 +241,9 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
 
     /// [`ObjectStore::get_range`] into `buf` (cleared first), so that a
     /// caller reading many ranges fills one buffer instead of allocating
-    /// one per range. The default calls `get_range`; a store that reads
-    /// from a local file overrides it.
+    /// one per range. The default calls `get_range` and replaces `buf`
+    /// with what it returns (an allocation per call); a store that reads
+    /// from a local file, and a wrapper of one, override it.
     ///
     /// # Errors
     /// As [`ObjectStore::get_range`]; `buf` is left empty.

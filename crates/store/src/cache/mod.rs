@@ -633,7 +633,7 @@ impl ObjectStore for CachedStore {
                         size,
                     });
                 }
-                buf.resize((range.end - range.start) as usize, 0);
+                crate::fs::fill_zeroed(buf, (range.end - range.start) as usize);
                 if let Err(e) = file.read_exact_at(buf, range.start) {
                     buf.clear();
                     return Err(Error::io(key, e));

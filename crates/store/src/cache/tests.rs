@@ -102,6 +102,32 @@ fn immutable_reads_are_served_locally_after_the_first() {
 }
 
 #[test]
+fn get_range_into_fills_the_callers_buffer_from_the_local_copy() {
+    let (_d, inner, cached) = setup(1 << 20);
+    let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+    inner
+        .put("r/containers/b.bin", &data, PutCondition::None)
+        .unwrap();
+    let mut buf = Vec::with_capacity(4096);
+    let ptr = buf.as_ptr();
+    for range in [10..20u64, 500..4000, 0..1] {
+        buf.extend_from_slice(b"stale");
+        cached
+            .get_range_into("r/containers/b.bin", range.clone(), &mut buf)
+            .unwrap();
+        assert_eq!(buf, &data[range.start as usize..range.end as usize]);
+    }
+    assert_eq!(buf.as_ptr(), ptr, "the caller's buffer, not a new one");
+    assert_eq!(inner.reads.load(Ordering::SeqCst), 1, "one whole download");
+    buf.extend_from_slice(b"stale");
+    assert!(matches!(
+        cached.get_range_into("r/containers/b.bin", 9000..10_001, &mut buf),
+        Err(Error::InvalidRange { size: 10_000, .. })
+    ));
+    assert!(buf.is_empty());
+}
+
+#[test]
 fn mutable_keys_pass_through() {
     let (_d, inner, cached) = setup(1 << 20);
     cached

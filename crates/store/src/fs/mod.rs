@@ -521,7 +521,7 @@ impl ObjectStore for FsStore {
                 io::Error::new(ErrorKind::InvalidInput, "range does not fit in memory"),
             )
         })?;
-        buf.resize(len, 0);
+        fill_zeroed(buf, len);
         if let Err(e) = file.read_exact_at(buf, range.start) {
             buf.clear();
             return Err(Error::io(key, e));
@@ -676,6 +676,17 @@ fn is_absent(e: &io::Error) -> bool {
 }
 
 /// The etag of content with SHA-256 `digest`.
+/// Makes `buf` (empty) `len` zero bytes long for a read to fill: a fresh
+/// buffer is allocated zeroed (calloc, no pass over it), a reused one is
+/// zeroed in place.
+pub(crate) fn fill_zeroed(buf: &mut Vec<u8>, len: usize) {
+    if buf.capacity() < len {
+        *buf = vec![0; len];
+    } else {
+        buf.resize(len, 0);
+    }
+}
+
 fn etag_of(digest: impl AsRef<[u8]>) -> ETag {
     ETag(hex::encode(digest))
 }
