@@ -70,6 +70,9 @@ pub struct ObjectCache {
     /// A read's record and delta buffers, kept from one read to the next
     /// while their capacity is at most [`ObjectCache::scratch_limit`].
     scratch: (Vec<u8>, Vec<u8>),
+    /// A read's delta chain, kept from one read to the next (up to 256
+    /// links: deeper chains are rare).
+    chain: Vec<(ObjectId, Location)>,
     limit: usize,
 }
 
@@ -131,6 +134,7 @@ impl ObjectCache {
             bytes: 0,
             spare: Spare::default(),
             scratch: Default::default(),
+            chain: Vec::new(),
             limit,
         }
     }
@@ -542,7 +546,9 @@ impl ObjectDb {
             return Ok(None);
         };
         // Walk down to a whole object or a cached base, then apply deltas upwards.
-        let mut chain: Vec<(ObjectId, Location)> = vec![(*oid, loc)];
+        let mut chain = std::mem::take(&mut cache.chain);
+        chain.clear();
+        chain.push((*oid, loc));
         let mut base_obj: Option<Object> = None;
         loop {
             let (cur, loc) = *chain.last().expect("non-empty");
@@ -605,6 +611,9 @@ impl ObjectDb {
             }
         }
         cache.keep_scratch((raw, delta_buf));
+        if chain.capacity() <= 256 {
+            cache.chain = chain;
+        }
         Ok(base_obj)
     }
 }
