@@ -45,7 +45,6 @@ fn every_object_read_through_a_small_cache_hashes_to_its_id() {
     // A cache of 32 KiB: histgen's trees and blobs fill it every few reads.
     // Read forwards, then backwards (other chains, other buffer sizes).
     let mut cache = gitstow_odb::ObjectCache::new(32 << 10);
-    let mut read = 0;
     for e in entries.iter().chain(entries.iter().rev()) {
         let obj = db.read(&e.oid, &mut cache).unwrap().expect("stored");
         assert_eq!(
@@ -55,7 +54,54 @@ fn every_object_read_through_a_small_cache_hashes_to_its_id() {
             e.oid
         );
         cache.recycle(obj);
-        read += 1;
     }
-    assert_eq!(read, 2 * entries.len());
+    // The reads above went through buffers other objects had used.
+    assert!(cache.reused() > 100, "{} buffers reused", cache.reused());
+}
+
+/// A whole record whose header declares another size than the index is
+/// refused before any buffer is sized by it, with a reason; the same cache
+/// reads other objects on.
+#[test]
+fn a_record_whose_size_disagrees_with_the_index_is_refused_and_reads_go_on() {
+    let server = Server::start_with(&["--no-maintenance"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.git");
+    histgen(
+        &src,
+        &gitstow_histgen::Options {
+            seed: 32,
+            commits: 30,
+            ..Default::default()
+        },
+    );
+    let url = server.url("sizes");
+    git(&src, &["push", "--quiet", "--mirror", &url]);
+    let state = server.store().repo_state("sizes").unwrap();
+    let store = server.store().open();
+    let repo = gitstow_odb::Repository::new(store.clone(), "sizes", gitstow_odb::IndexCache::new());
+    let db = repo.objects(&state).unwrap();
+    let whole: Vec<_> = db.entries().filter(|e| e.base.is_none()).collect();
+    let victim = whole[whole.len() / 2];
+    let loc = db.lookup(&victim.oid).unwrap();
+    let key = repo.bin_key(&state.containers[loc.container].id);
+    let (mut bin, _) = store.get(&key).unwrap().unwrap();
+    // The record header's first byte holds the low 4 bits of the size.
+    bin[victim.offset as usize] ^= 1;
+    store
+        .put(&key, &bin, gitstow_store::PutCondition::None)
+        .unwrap();
+
+    let db = repo.objects(&state).unwrap();
+    let mut cache = gitstow_odb::ObjectCache::new(1 << 20);
+    let err = db.read(&victim.oid, &mut cache).unwrap_err().to_string();
+    assert!(
+        err.contains("inflated bytes, the index"),
+        "{} read as: {err}",
+        victim.oid
+    );
+    for e in whole.iter().filter(|e| e.oid != victim.oid) {
+        let obj = db.read(&e.oid, &mut cache).unwrap().expect("stored");
+        assert_eq!(object_id(&obj.kind.to_string(), &obj.data), e.oid);
+    }
 }

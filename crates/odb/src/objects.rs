@@ -70,8 +70,10 @@ pub struct ObjectCache {
     /// A read's record and delta buffers, kept from one read to the next
     /// while their capacity is at most [`ObjectCache::scratch_limit`].
     scratch: (Vec<u8>, Vec<u8>),
-    /// A read's delta chain, kept from one read to the next (up to 256
-    /// links: deeper chains are rare).
+    /// Buffers [`ObjectCache::take`] gave out of the spares so far.
+    reused: u64,
+    /// A read's delta chain, kept from one read to the next while it has
+    /// room for at most 256 links (about 30 KiB, outside the limit).
     chain: Vec<(ObjectId, Location)>,
     limit: usize,
 }
@@ -126,8 +128,8 @@ impl Spare {
 impl ObjectCache {
     /// A cache holding at most `limit` bytes of buffers (cached objects and
     /// spare buffers, by capacity), plus a read's two scratch buffers of at
-    /// most `limit / 16` each; when full it is emptied, its buffers kept as
-    /// spares.
+    /// most `limit / 16` each and its delta chain (at most 256 links, about
+    /// 30 KiB); when full it is emptied, its buffers kept as spares.
     pub fn new(limit: usize) -> Self {
         ObjectCache {
             map: Default::default(),
@@ -135,6 +137,7 @@ impl ObjectCache {
             spare: Spare::default(),
             scratch: Default::default(),
             chain: Vec::new(),
+            reused: 0,
             limit,
         }
     }
@@ -191,9 +194,19 @@ impl ObjectCache {
     /// 4 KiB for a smaller object: a cached object counts its buffer's
     /// capacity); else a new, unallocated one.
     pub fn take(&mut self, len: usize) -> Vec<u8> {
-        self.spare
-            .take(len..=len.max(1024).saturating_mul(4))
-            .unwrap_or_default()
+        match self.spare.take(len..=len.max(1024).saturating_mul(4)) {
+            Some(buf) => {
+                self.reused += 1;
+                buf
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// How many buffers [`ObjectCache::take`] has given out of the spares
+    /// (rather than new) since the cache was made.
+    pub fn reused(&self) -> u64 {
+        self.reused
     }
 
     /// Takes back a buffer the caller is done with, for a later read.
@@ -576,10 +589,18 @@ impl ObjectDb {
             let body = &raw[header.len..];
             let kind = record::kind_from_type_id(loc.entry.kind)
                 .ok_or_else(|| corrupt("bad kind".into()))?;
-            if header.size > MAX_OBJECT_BYTES {
+            // Sizes are checked against the index before any buffer is
+            // sized by them: a whole record inflates to the object's size
+            // (at most MAX_OBJECT_BYTES), a delta to no more than deflate's
+            // largest ratio (1032 to 1) allows of its compressed bytes.
+            let bound = match &base_obj {
+                None => loc.entry.size.min(MAX_OBJECT_BYTES),
+                Some(_) => (body.len() as u64).saturating_mul(1032) + 64,
+            };
+            if header.size > bound || (base_obj.is_none() && header.size != loc.entry.size) {
                 return Err(corrupt(format!(
-                    "record of {} bytes, more than {MAX_OBJECT_BYTES}",
-                    header.size
+                    "record declares {} inflated bytes, the index {}",
+                    header.size, loc.entry.size
                 )));
             }
             let data = match &base_obj {
@@ -593,6 +614,12 @@ impl ObjectDb {
                     zlib::inflate_exact(body, header.size, &mut delta_buf)
                         .map_err(|e| corrupt(e.to_string()))?;
                     let result = delta::sizes(&delta_buf).map_or(0, |(_, r)| r);
+                    if result != loc.entry.size {
+                        return Err(corrupt(format!(
+                            "delta gives {result} bytes, the index {}",
+                            loc.entry.size
+                        )));
+                    }
                     let mut out = cache.take(usize::try_from(result).unwrap_or(0));
                     delta::apply(&base.data, &delta_buf, MAX_OBJECT_BYTES, &mut out)
                         .map_err(|e| corrupt(e.to_string()))?;

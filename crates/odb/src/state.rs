@@ -128,7 +128,9 @@ impl RefSet {
 /// A live container as the state lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerRef {
-    /// Hex SHA-256 of the `.bin`.
+    /// Its id, in hex: unique to the writer that sealed it (a SHA-256 of a
+    /// writer-unique token and the container's index; plan 0004), naming
+    /// its `.bin` and `.idx`.
     pub id: String,
     /// Objects in it.
     pub objects: u64,

@@ -675,7 +675,6 @@ fn is_absent(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
 }
 
-/// The etag of content with SHA-256 `digest`.
 /// Makes `buf` (empty) `len` zero bytes long for a read to fill: a fresh
 /// buffer is allocated zeroed (calloc, no pass over it), a reused one is
 /// zeroed in place.
@@ -687,6 +686,7 @@ pub(crate) fn fill_zeroed(buf: &mut Vec<u8>, len: usize) {
     }
 }
 
+/// The etag of content with SHA-256 `digest`.
 fn etag_of(digest: impl AsRef<[u8]>) -> ETag {
     ETag(hex::encode(digest))
 }
