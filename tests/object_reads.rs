@@ -8,8 +8,6 @@ mod common;
 
 use common::*;
 
-/// The id git gives an object of `kind` with `data`
-/// (`gitformat-object`: the SHA-1 of "<kind> <size>\0" and the bytes).
 /// The store the test reads through: as `gitstow serve` reads, an S3 store
 /// through a local copy of its containers (a range read of S3 per record
 /// would make a read of every object take minutes), the local store as it
@@ -30,6 +28,8 @@ fn reading_store(
     }
 }
 
+/// The id git gives an object of `kind` with `data`
+/// (`gitformat-object`: the SHA-1 of "<kind> <size>\0" and the bytes).
 fn object_id(kind: &str, data: &[u8]) -> gix_hash::ObjectId {
     let mut h = gix_hash::hasher(gix_hash::Kind::Sha1);
     h.update(format!("{kind} {}\0", data.len()).as_bytes());
@@ -37,22 +37,33 @@ fn object_id(kind: &str, data: &[u8]) -> gix_hash::ObjectId {
     h.try_finalize().unwrap()
 }
 
-#[test]
-fn every_object_read_through_a_small_cache_hashes_to_its_id() {
+/// A server without maintenance holding repository `name`: a histgen
+/// history of `commits` commits from `seed`, pushed with `--mirror`; with
+/// its state and a scratch directory.
+fn pushed(
+    name: &str,
+    seed: u64,
+    commits: usize,
+) -> (Server, tempfile::TempDir, gitstow_odb::RepoState) {
     let server = Server::start_with(&["--no-maintenance"]);
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src.git");
     histgen(
         &src,
         &gitstow_histgen::Options {
-            seed: 31,
-            commits: 150,
+            seed,
+            commits,
             ..Default::default()
         },
     );
-    let url = server.url("reads");
-    git(&src, &["push", "--quiet", "--mirror", &url]);
-    let state = server.store().repo_state("reads").unwrap();
+    git(&src, &["push", "--quiet", "--mirror", &server.url(name)]);
+    let state = server.store().repo_state(name).unwrap();
+    (server, tmp, state)
+}
+
+#[test]
+fn every_object_read_through_a_small_cache_hashes_to_its_id() {
+    let (server, tmp, state) = pushed("reads", 31, 150);
     let repo = gitstow_odb::Repository::new(
         reading_store(&server, &tmp.path().join("copy")),
         "reads",
@@ -84,20 +95,7 @@ fn every_object_read_through_a_small_cache_hashes_to_its_id() {
 /// reads other objects on.
 #[test]
 fn a_record_whose_size_disagrees_with_the_index_is_refused_and_reads_go_on() {
-    let server = Server::start_with(&["--no-maintenance"]);
-    let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src.git");
-    histgen(
-        &src,
-        &gitstow_histgen::Options {
-            seed: 32,
-            commits: 30,
-            ..Default::default()
-        },
-    );
-    let url = server.url("sizes");
-    git(&src, &["push", "--quiet", "--mirror", &url]);
-    let state = server.store().repo_state("sizes").unwrap();
+    let (server, _tmp, state) = pushed("sizes", 32, 30);
     let store = server.store().open();
     let repo = gitstow_odb::Repository::new(store.clone(), "sizes", gitstow_odb::IndexCache::new());
     let db = repo.objects(&state).unwrap();

@@ -67,15 +67,20 @@ pub struct ObjectCache {
     /// Capacity of the buffers `map` holds, bytes.
     bytes: usize,
     spare: Spare,
-    /// A read's record and delta buffers, kept from one read to the next
-    /// while their capacity is at most [`ObjectCache::scratch_limit`].
-    scratch: (Vec<u8>, Vec<u8>),
+    scratch: Scratch,
     /// Buffers [`ObjectCache::take`] gave out of the spares so far.
     reused: u64,
-    /// A read's delta chain, kept from one read to the next while it has
-    /// room for at most 256 links (about 30 KiB, outside the limit).
-    chain: Vec<(ObjectId, Location)>,
     limit: usize,
+}
+
+/// A read's record buffer, delta buffer and delta chain, kept from one
+/// read to the next while the buffers hold at most a sixteenth of the
+/// cache's limit each and the chain at most 256 links (about 30 KiB).
+#[derive(Debug, Default)]
+struct Scratch {
+    raw: Vec<u8>,
+    delta: Vec<u8>,
+    chain: Vec<(ObjectId, Location)>,
 }
 
 /// Buffers no object uses, by capacity.
@@ -127,44 +132,31 @@ impl Spare {
 
 impl ObjectCache {
     /// A cache holding at most `limit` bytes of buffers (cached objects and
-    /// spare buffers, by capacity), plus a read's two scratch buffers of at
-    /// most `limit / 16` each and its delta chain (at most 256 links, about
-    /// 30 KiB); when full it is emptied, its buffers kept as spares.
+    /// spare buffers, by capacity), plus a read's [`Scratch`]; when full it
+    /// is emptied, its buffers kept as spares.
     pub fn new(limit: usize) -> Self {
         ObjectCache {
             map: Default::default(),
             bytes: 0,
             spare: Spare::default(),
-            scratch: Default::default(),
-            chain: Vec::new(),
+            scratch: Scratch::default(),
             reused: 0,
             limit,
         }
     }
 
-    /// The largest capacity a scratch buffer keeps between reads: a
-    /// sixteenth of the limit, so that both hold at most an eighth more.
-    fn scratch_limit(&self) -> usize {
-        self.limit / 16
-    }
-
-    /// Takes the scratch buffers (record, delta) for one read.
-    fn take_scratch(&mut self) -> (Vec<u8>, Vec<u8>) {
-        std::mem::take(&mut self.scratch)
-    }
-
-    /// Keeps the scratch buffers of a read for the next one, unless they
-    /// grew past [`ObjectCache::scratch_limit`].
-    fn keep_scratch(&mut self, (raw, delta): (Vec<u8>, Vec<u8>)) {
-        let most = self.scratch_limit();
-        let small = |b: Vec<u8>| {
-            if b.capacity() <= most {
-                b
-            } else {
-                Vec::new()
+    /// Keeps a read's scratch for the next one, dropping what grew past
+    /// the bounds of [`Scratch`].
+    fn keep_scratch(&mut self, mut scratch: Scratch) {
+        for buf in [&mut scratch.raw, &mut scratch.delta] {
+            if buf.capacity() > self.limit / 16 {
+                *buf = Vec::new();
             }
-        };
-        self.scratch = (small(raw), small(delta));
+        }
+        if scratch.chain.capacity() > 256 {
+            scratch.chain = Vec::new();
+        }
+        self.scratch = scratch;
     }
 
     fn get(&self, oid: &ObjectId) -> Option<Object> {
@@ -209,8 +201,8 @@ impl ObjectCache {
         self.reused
     }
 
-    /// Takes back a buffer the caller is done with, for a later read.
-    pub fn give(&mut self, buf: Vec<u8>) {
+    /// Takes back a buffer, for a later read.
+    fn give(&mut self, buf: Vec<u8>) {
         let room = self.limit.saturating_sub(self.bytes);
         self.spare.give(buf, room);
     }
@@ -526,12 +518,8 @@ impl ObjectDb {
         self.lookup(oid).is_some()
     }
 
-    /// The raw record bytes (pack entry header + zlib stream) of an entry.
-    pub fn read_record(&self, container: usize, entry: &IndexEntry) -> Result<Vec<u8>> {
-        self.read_span(container, entry.offset..entry.offset + entry.length)
-    }
-
-    /// [`ObjectDb::read_record`] into `buf` (cleared first).
+    /// The raw record bytes (pack entry header + zlib stream) of an entry,
+    /// into `buf` (cleared first).
     pub fn read_record_into(
         &self,
         container: usize,
@@ -559,7 +547,8 @@ impl ObjectDb {
             return Ok(None);
         };
         // Walk down to a whole object or a cached base, then apply deltas upwards.
-        let mut chain = std::mem::take(&mut cache.chain);
+        let mut scratch = std::mem::take(&mut cache.scratch);
+        let chain = &mut scratch.chain;
         chain.clear();
         chain.push((*oid, loc));
         let mut base_obj: Option<Object> = None;
@@ -581,11 +570,11 @@ impl ObjectDb {
                 .ok_or(Error::MissingBase { oid: cur, base })?;
             chain.push((base, base_loc));
         }
-        let (mut raw, mut delta_buf) = cache.take_scratch();
+        let Scratch { raw, delta, chain } = &mut scratch;
         for (i, (cur, loc)) in chain.iter().enumerate().rev() {
-            self.read_record_into(loc.container, &loc.entry, &mut raw)?;
+            self.read_record_into(loc.container, &loc.entry, raw)?;
             let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
-            let header = record::decode_header(&raw).map_err(|e| corrupt(e.to_string()))?;
+            let header = record::decode_header(raw).map_err(|e| corrupt(e.to_string()))?;
             let body = &raw[header.len..];
             let kind = record::kind_from_type_id(loc.entry.kind)
                 .ok_or_else(|| corrupt("bad kind".into()))?;
@@ -593,11 +582,11 @@ impl ObjectDb {
             // sized by them: a whole record inflates to the object's size
             // (at most MAX_OBJECT_BYTES), a delta to no more than deflate's
             // largest ratio (1032 to 1) allows of its compressed bytes.
-            let bound = match &base_obj {
-                None => loc.entry.size.min(MAX_OBJECT_BYTES),
-                Some(_) => (body.len() as u64).saturating_mul(1032) + 64,
+            let fits = match &base_obj {
+                None => header.size == loc.entry.size && header.size <= MAX_OBJECT_BYTES,
+                Some(_) => header.size <= (body.len() as u64).saturating_mul(1032) + 64,
             };
-            if header.size > bound || (base_obj.is_none() && header.size != loc.entry.size) {
+            if !fits {
                 return Err(corrupt(format!(
                     "record declares {} inflated bytes, the index {}",
                     header.size, loc.entry.size
@@ -611,9 +600,9 @@ impl ObjectDb {
                     buf
                 }
                 Some(base) => {
-                    zlib::inflate_exact(body, header.size, &mut delta_buf)
+                    zlib::inflate_exact(body, header.size, delta)
                         .map_err(|e| corrupt(e.to_string()))?;
-                    let result = delta::sizes(&delta_buf).map_or(0, |(_, r)| r);
+                    let result = delta::sizes(delta).map_or(0, |(_, r)| r);
                     if result != loc.entry.size {
                         return Err(corrupt(format!(
                             "delta gives {result} bytes, the index {}",
@@ -621,7 +610,7 @@ impl ObjectDb {
                         )));
                     }
                     let mut out = cache.take(usize::try_from(result).unwrap_or(0));
-                    delta::apply(&base.data, &delta_buf, MAX_OBJECT_BYTES, &mut out)
+                    delta::apply(&base.data, delta, MAX_OBJECT_BYTES, &mut out)
                         .map_err(|e| corrupt(e.to_string()))?;
                     out
                 }
@@ -637,10 +626,7 @@ impl ObjectDb {
                 cache.recycle(done);
             }
         }
-        cache.keep_scratch((raw, delta_buf));
-        if chain.capacity() <= 256 {
-            cache.chain = chain;
-        }
+        cache.keep_scratch(scratch);
         Ok(base_obj)
     }
 }
