@@ -184,14 +184,14 @@ impl ObjectCache {
     /// An empty buffer for an object of `len` bytes: the smallest spare
     /// one that holds it with a capacity of at most four times `len` (or
     /// 4 KiB for a smaller object: a cached object counts its buffer's
-    /// capacity); else a new, unallocated one.
+    /// capacity); else a new one of [`size_class`]`(len)` bytes.
     pub fn take(&mut self, len: usize) -> Vec<u8> {
         match self.spare.take(len..=len.max(1024).saturating_mul(4)) {
             Some(buf) => {
                 self.reused += 1;
                 buf
             }
-            None => Vec::new(),
+            None => Vec::with_capacity(size_class(len)),
         }
     }
 
@@ -214,6 +214,20 @@ impl ObjectCache {
             self.give(buf);
         }
     }
+}
+
+/// `len` rounded up to the allocator's size class (jemalloc's: four
+/// classes per doubling above 64 bytes), which the allocation takes
+/// whatever its requested length: a buffer asked this large costs no
+/// more memory, and a later, slightly larger object fits it (a walk
+/// forwards through history reads each tree a little larger than the
+/// last version of it).
+pub fn size_class(len: usize) -> usize {
+    if len <= 64 {
+        return len;
+    }
+    let shift = (usize::BITS - 1 - (len - 1).leading_zeros()) - 2;
+    (((len - 1) >> shift) + 1) << shift
 }
 
 /// The capacity a buffer needs to inflate an object of `size` bytes into
@@ -643,16 +657,32 @@ mod tests {
     }
 
     #[test]
+    fn size_classes_are_the_allocators() {
+        let classes: Vec<usize> = [1, 64, 65, 80, 81, 16384, 16385, 20999, 24577]
+            .iter()
+            .map(|&n| size_class(n))
+            .collect();
+        assert_eq!(classes, [1, 64, 80, 80, 96, 16384, 20480, 24576, 28672]);
+        for n in [100usize, 5000, 1 << 20, (1 << 20) + 1] {
+            assert!(size_class(n) >= n && size_class(n) <= n + n / 4, "{n}");
+        }
+    }
+
+    #[test]
     fn a_spare_buffer_that_fits_is_reused_and_one_far_too_large_is_not() {
         let mut cache = ObjectCache::new(1 << 20);
         let buf = Vec::with_capacity(8192);
         let ptr = buf.as_ptr();
         cache.give(buf);
         // Four times 1024 at most for a small object: 8192 is too large for 100.
-        assert_eq!(cache.take(100).capacity(), 0);
+        // A miss gives a new buffer of the allocator's size class.
+        assert_eq!(cache.take(100).capacity(), 112);
+        assert_eq!(cache.reused(), 0);
         let again = cache.take(3000);
         assert_eq!((again.as_ptr(), again.len()), (ptr, 0));
-        assert_eq!(cache.take(3000).capacity(), 0, "taken once only");
+        assert_eq!(cache.reused(), 1);
+        assert_eq!(cache.take(3000).capacity(), 3072, "taken once only");
+        assert_eq!(cache.reused(), 1);
     }
 
     #[test]
