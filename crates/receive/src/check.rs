@@ -7,12 +7,14 @@ use gix_object::{Kind, ObjectRef};
 /// What the checks collect from one resolver thread.
 #[derive(Debug, Default)]
 pub struct Collected {
-    /// Every object named by a pushed commit, tree (except gitlinks) or tag.
-    pub references: gix_hashtable::HashSet,
+    /// Objects named by pushed commits, trees (except gitlinks) and tags
+    /// since the last [`Collected::flush_references`]: the resolver threads
+    /// keep one set of them together (one set per thread held most oids
+    /// twice, in two tables growing by doubling).
+    pub references: Vec<ObjectId>,
     /// Oids recently added to `references`, by 14 bits of them: a tree
     /// resolved from its delta base names mostly what the base named, and a
-    /// hit here (a full 20-byte compare in a 320 KiB table) skips a probe of
-    /// the much larger set.
+    /// hit here (a full 20-byte compare in a 320 KiB table) skips them.
     recent: RecentOids,
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
@@ -21,6 +23,35 @@ pub struct Collected {
     /// Every pushed commit's commit-graph row (generation not yet known).
     pub commits: Vec<gitstow_odb::graph::CommitRow>,
 }
+
+impl Collected {
+    /// How many references [`Collected::flush_references`] waits for.
+    pub const FLUSH_AT: usize = 8192;
+
+    /// Moves the references collected so far into `set` (one lock for all).
+    pub fn flush_references(&mut self, set: &std::sync::Mutex<gix_hashtable::HashSet>) {
+        if self.references.is_empty() {
+            return;
+        }
+        set.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(self.references.drain(..));
+    }
+}
+
+/// Pushes `item`, growing `v` by doubling up to `step` items, then by
+/// `step` items at a time: a table of one item per pushed object, on each
+/// resolver thread, stays within `step` items of its length.
+fn push_stepped<T>(v: &mut Vec<T>, item: T, step: usize) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(v.len().clamp(64, step));
+    }
+    v.push(item);
+}
+
+/// Growth steps of [`Collected::oids`] (1.5 MiB) and [`Collected::commits`].
+const OIDS_STEP: usize = 1 << 16;
+const COMMITS_STEP: usize = 1 << 13;
 
 /// A direct-mapped table of recently referenced oids (see [`Collected`]).
 #[derive(Default)]
@@ -76,11 +107,11 @@ pub fn check_object(
         let (refs, recent) = (&mut out.references, &mut out.recent);
         fsck_tree_entries(data, |entry, gitlink| {
             if !gitlink && !recent.hit_or_insert(entry) {
-                refs.insert(ObjectId::from_bytes_or_panic(entry));
+                refs.push(ObjectId::from_bytes_or_panic(entry));
             }
         })
         .map_err(|why| format!("invalid tree object {oid}: {why}"))?;
-        out.oids.push((*oid, kind));
+        push_stepped(&mut out.oids, (*oid, kind), OIDS_STEP);
         return Ok(());
     }
     let parsed = ObjectRef::from_bytes(data, kind, gix_hash::Kind::Sha1)
@@ -88,18 +119,18 @@ pub fn check_object(
     match parsed {
         ObjectRef::Blob(_) | ObjectRef::Tree(_) => {}
         ObjectRef::Commit(c) => {
-            out.references.insert(c.tree());
+            out.references.push(c.tree());
             out.references.extend(c.parents());
-            out.commits
-                .push(gitstow_odb::graph::CommitRow::from_commit(*oid, &c));
+            let row = gitstow_odb::graph::CommitRow::from_commit(*oid, &c);
+            push_stepped(&mut out.commits, row, COMMITS_STEP);
         }
         ObjectRef::Tag(t) => {
             let target = t.target();
-            out.references.insert(target);
+            out.references.push(target);
             out.tag_targets.push((*oid, target));
         }
     }
-    out.oids.push((*oid, kind));
+    push_stepped(&mut out.oids, (*oid, kind), OIDS_STEP);
     Ok(())
 }
 
@@ -227,10 +258,15 @@ mod tests {
         let mut data = b"100644 a\0".to_vec();
         data.extend_from_slice(&null);
         let oid = ObjectId::from_bytes_or_panic(&[7; 20]);
+        let set = std::sync::Mutex::new(gix_hashtable::HashSet::default());
         check_object(&oid, Kind::Tree, &data, &mut out).unwrap();
         check_object(&oid, Kind::Tree, &data, &mut out).unwrap();
-        assert!(out
-            .references
+        assert_eq!(out.references.len(), 1, "the second is a recent hit");
+        out.flush_references(&set);
+        assert!(out.references.is_empty());
+        assert!(set
+            .lock()
+            .unwrap()
             .contains(&ObjectId::from_bytes_or_panic(&null)));
         // Two oids sharing a slot (same last two bytes) both reach the set.
         let (mut x, mut y) = ([1u8; 20], [2u8; 20]);
@@ -241,8 +277,12 @@ mod tests {
         two.extend_from_slice(b"100644 y\0");
         two.extend_from_slice(&y);
         check_object(&oid, Kind::Tree, &two, &mut out).unwrap();
+        out.flush_references(&set);
         for o in [x, y] {
-            assert!(out.references.contains(&ObjectId::from_bytes_or_panic(&o)));
+            assert!(set
+                .lock()
+                .unwrap()
+                .contains(&ObjectId::from_bytes_or_panic(&o)));
         }
     }
 

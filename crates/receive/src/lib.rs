@@ -435,21 +435,17 @@ fn unpack(
         .map_err(|e| UnpackFailure::server("sealing a container", &e))?;
     attach_graphs(&mut sealed, resolved.commits, db);
     let oids = resolved.oids;
-    // Each thread's set of named objects is checked on its own and dropped
-    // (merging them would hold a second copy of the largest one).
-    let mut missing_references = 0;
     let fanout = fanout(&oids);
     let pushed = |r: &gix_hash::ObjectId| {
         let k = fanout_slot(r);
         let range = fanout[k] as usize..fanout[k + 1] as usize;
         oids[range].binary_search_by_key(r, |e| e.0).is_ok()
     };
-    for references in resolved.references {
-        missing_references += references
-            .iter()
-            .filter(|r| !pushed(r) && !db.contains(r))
-            .count();
-    }
+    let missing_references = resolved
+        .references
+        .iter()
+        .filter(|r| !pushed(r) && !db.contains(r))
+        .count();
     Ok(Unpacked {
         oids,
         missing_references,

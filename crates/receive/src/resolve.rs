@@ -73,9 +73,8 @@ pub struct Resolved {
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// Every pushed commit's commit-graph row (unordered; generations unknown).
     pub commits: Vec<gitstow_odb::graph::CommitRow>,
-    /// The objects named by pushed objects, one set per resolver thread (not
-    /// merged: checking each against `oids` needs no second copy).
-    pub references: Vec<gix_hashtable::HashSet>,
+    /// The objects named by pushed objects.
+    pub references: gix_hashtable::HashSet,
     /// Thin-pack bases read from the repository.
     pub thin_bases: u64,
     /// Objects staged (not already in the repository).
@@ -93,6 +92,8 @@ struct Shared<'a> {
     /// Entries in each entry's OFS subtree, itself included.
     subtree: Vec<u32>,
     ref_children: Mutex<gix_hashtable::HashMap<ObjectId, Vec<u32>>>,
+    /// What pushed objects name, from every thread ([`Collected::flush_references`]).
+    references: Mutex<gix_hashtable::HashSet>,
     counters: &'a Counters,
     staged: AtomicU64,
     thin_bases: AtomicU64,
@@ -167,6 +168,7 @@ pub fn resolve(
         children,
         subtree,
         ref_children: Mutex::new(ref_children),
+        references: Mutex::default(),
         counters,
         staged: AtomicU64::new(0),
         thin_bases: AtomicU64::new(0),
@@ -207,16 +209,28 @@ pub fn resolve(
             n.saturating_sub(resolved).max(leftover)
         )));
     }
-    let mut oids = Vec::with_capacity(workers.iter().map(|w| w.collected.oids.len()).sum());
-    let mut tag_targets = Vec::new();
-    let mut commits = Vec::new();
-    let mut references = Vec::with_capacity(workers.len());
-    for w in workers {
-        tag_targets.extend(w.collected.tag_targets);
-        commits.extend(w.collected.commits);
-        oids.extend(w.collected.oids);
-        references.push(w.collected.references);
+    // Each table grows from the largest thread's, by what the others hold.
+    workers.sort_unstable_by_key(|w| std::cmp::Reverse(w.collected.oids.len()));
+    let mut rest = workers.into_iter().map(|w| w.collected);
+    let mut all = rest.next().unwrap_or_default();
+    let rest: Vec<Collected> = rest.collect();
+    all.oids
+        .reserve_exact(rest.iter().map(|c| c.oids.len()).sum());
+    all.commits
+        .reserve_exact(rest.iter().map(|c| c.commits.len()).sum());
+    for c in rest {
+        all.tag_targets.extend(c.tag_targets);
+        all.commits.extend(c.commits);
+        all.oids.extend(c.oids);
     }
+    let Collected {
+        mut oids,
+        tag_targets,
+        commits,
+        ..
+    } = all;
+    let references =
+        std::mem::take(&mut *shared.references.lock().unwrap_or_else(|p| p.into_inner()));
     oids.sort_unstable_by_key(|e| e.0);
     oids.dedup_by_key(|e| e.0);
     Ok(Resolved {
@@ -269,6 +283,7 @@ where
                                 break;
                             }
                         }
+                        w.collected.flush_references(&shared.references);
                         w
                     })
                     .expect("spawning a resolver thread")
@@ -353,6 +368,9 @@ impl Shared<'_> {
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
+        if w.collected.references.len() >= Collected::FLUSH_AT {
+            w.collected.flush_references(&self.references);
+        }
         if !self.db.contains(&oid) {
             self.sink.stage(EncodedObject {
                 id: oid,
@@ -551,6 +569,9 @@ impl Shared<'_> {
         }
         let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
+        if w.collected.references.len() >= Collected::FLUSH_AT {
+            w.collected.flush_references(&self.references);
+        }
         let cap = self.opts.max_stored_depth;
         let existing = self.db.contains(&oid).then(|| {
             self.db
