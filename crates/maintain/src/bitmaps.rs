@@ -94,7 +94,7 @@ pub(crate) fn write(
         order: &order,
     };
     let ids: Vec<String> = live.iter().map(|c| c.id.clone()).collect();
-    let file = match bitmap::build(closure, &ids, tips, 16 << 20) {
+    let file = match bitmap::build(closure, &ids, tips, 8 << 20) {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(repo = repo.name(), error = %e, "reachability bitmaps not built");

@@ -388,9 +388,9 @@ impl<'a> Reacher<'a> {
     /// A reacher over `closure`, with a cache of `cache_bytes` of objects.
     pub fn new(closure: Closure<'a>, cache_bytes: usize) -> Self {
         Reacher {
+            positions: RecentPositions::new(closure.order.len()),
             closure,
             cache: ObjectCache::new(cache_bytes),
-            positions: RecentPositions::default(),
             commits_walked: 0,
             trees_read: 0,
             largest_used: None,
@@ -493,31 +493,36 @@ impl<'a> Reacher<'a> {
     }
 }
 
-/// The bits of recently seen oids, direct-mapped by 17 bits of the oid
+/// The bits of recently seen oids, direct-mapped by up to 17 bits of the
+/// oid: a slot per two objects of the closure, from 1 Ki to 128 Ki slots
 /// (3 MiB, where a map of every oid a build meets grew to 25 MB on
-/// git/git); an empty slot holds bit `u32::MAX`, which no closure has.
+/// git/git). An empty slot holds bit `u32::MAX`, which no closure has.
 struct RecentPositions {
     slots: Vec<(ObjectId, u32)>,
+    /// Slots once allocated (a power of two).
+    len: usize,
 }
 
 impl RecentPositions {
-    const SLOTS: usize = 1 << 17;
+    fn new(objects: u32) -> Self {
+        let len = (objects as usize / 2)
+            .next_power_of_two()
+            .clamp(1 << 10, 1 << 17);
+        RecentPositions {
+            slots: Vec::new(),
+            len,
+        }
+    }
 
     fn slot(&mut self, oid: &gix_hash::oid) -> &mut (ObjectId, u32) {
         if self.slots.is_empty() {
-            self.slots = vec![(ObjectId::null(gix_hash::Kind::Sha1), u32::MAX); Self::SLOTS];
+            self.slots = vec![(ObjectId::null(gix_hash::Kind::Sha1), u32::MAX); self.len];
         }
         // Oids are uniformly distributed: three of their bytes pick the slot.
         let b = oid.as_bytes();
-        let index = (usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2]))
-            & (Self::SLOTS - 1);
+        let index =
+            (usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2])) & (self.len - 1);
         &mut self.slots[index]
-    }
-}
-
-impl Default for RecentPositions {
-    fn default() -> Self {
-        RecentPositions { slots: Vec::new() }
     }
 }
 

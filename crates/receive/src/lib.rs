@@ -109,6 +109,10 @@ pub struct Options {
     /// Paths locked (Git LFS) by others than the pusher: a branch update
     /// that changes one is refused ([`locked`]).
     pub locked: Vec<locked::LockedPath>,
+    /// Called once pass 2 is done and its tables are dropped, before the
+    /// containers are sealed: the allocator may return what they held
+    /// (`gitstow serve` purges jemalloc's freed pages); `None`: nothing.
+    pub release_freed: Option<fn()>,
 }
 
 impl Default for Options {
@@ -131,6 +135,7 @@ impl Default for Options {
             notify: None,
             hidden: gitstow_protocol::HiddenRefs::default(),
             locked: Vec::new(),
+            release_freed: None,
         }
     }
 }
@@ -430,11 +435,18 @@ fn unpack(
     outcome.deltas = counters.deltas.load(Ordering::Relaxed);
     outcome.staged = resolved.staged;
     outcome.thin_bases = resolved.thin_bases;
+    // Pass 2's tables and buffers are gone: what they held may go back to
+    // the system before the threads' collections are put together and the
+    // last container is sealed.
+    if let Some(release) = opts.release_freed {
+        release();
+    }
+    let merged = resolve::merge(resolved.collected);
     let mut sealed = staging
         .finish()
         .map_err(|e| UnpackFailure::server("sealing a container", &e))?;
-    attach_graphs(&mut sealed, resolved.commits, db);
-    let oids = resolved.oids;
+    attach_graphs(&mut sealed, merged.commits, db);
+    let oids = merged.oids;
     let fanout = fanout(&oids);
     let pushed = |r: &gix_hash::ObjectId| {
         let k = fanout_slot(r);
@@ -449,7 +461,7 @@ fn unpack(
     Ok(Unpacked {
         oids,
         missing_references,
-        tag_targets: resolved.tag_targets.into_iter().collect(),
+        tag_targets: merged.tag_targets.into_iter().collect(),
         sealed,
     })
 }

@@ -67,18 +67,51 @@ pub struct Counters {
 /// What pass 2 produced.
 #[derive(Debug, Default)]
 pub struct Resolved {
-    /// Every object of the pack with its kind, sorted by oid, no duplicates.
-    pub oids: Vec<(ObjectId, Kind)>,
-    /// (tag oid, target oid) of every pushed annotated tag.
-    pub tag_targets: Vec<(ObjectId, ObjectId)>,
-    /// Every pushed commit's commit-graph row (unordered; generations unknown).
-    pub commits: Vec<gitstow_odb::graph::CommitRow>,
+    /// What each resolver thread collected, put together by [`merge`]
+    /// once the pass's own tables are gone.
+    pub collected: Vec<Collected>,
     /// The objects named by pushed objects.
     pub references: gix_hashtable::HashSet,
     /// Thin-pack bases read from the repository.
     pub thin_bases: u64,
     /// Objects staged (not already in the repository).
     pub staged: u64,
+}
+
+/// The threads' collections put together.
+#[derive(Debug, Default)]
+pub struct Merged {
+    /// Every object of the pack with its kind, sorted by oid, no duplicates.
+    pub oids: Vec<(ObjectId, Kind)>,
+    /// (tag oid, target oid) of every pushed annotated tag.
+    pub tag_targets: Vec<(ObjectId, ObjectId)>,
+    /// Every pushed commit's commit-graph row (unordered; generations unknown).
+    pub commits: Vec<gitstow_odb::graph::CommitRow>,
+}
+
+/// Puts the threads' collections together: each table grows from the
+/// largest thread's by what the others hold.
+pub fn merge(mut collected: Vec<Collected>) -> Merged {
+    collected.sort_unstable_by_key(|c| std::cmp::Reverse(c.oids.len()));
+    let mut rest = collected.into_iter();
+    let mut all = rest.next().unwrap_or_default();
+    let rest: Vec<Collected> = rest.collect();
+    all.oids
+        .reserve_exact(rest.iter().map(|c| c.oids.len()).sum());
+    all.commits
+        .reserve_exact(rest.iter().map(|c| c.commits.len()).sum());
+    for c in rest {
+        all.tag_targets.extend(c.tag_targets);
+        all.commits.extend(c.commits);
+        all.oids.extend(c.oids);
+    }
+    all.oids.sort_unstable_by_key(|e| e.0);
+    all.oids.dedup_by_key(|e| e.0);
+    Merged {
+        oids: all.oids,
+        tag_targets: all.tag_targets,
+        commits: all.commits,
+    }
 }
 
 struct Shared<'a> {
@@ -209,34 +242,12 @@ pub fn resolve(
             n.saturating_sub(resolved).max(leftover)
         )));
     }
-    // Each table grows from the largest thread's, by what the others hold.
-    workers.sort_unstable_by_key(|w| std::cmp::Reverse(w.collected.oids.len()));
-    let mut rest = workers.into_iter().map(|w| w.collected);
-    let mut all = rest.next().unwrap_or_default();
-    let rest: Vec<Collected> = rest.collect();
-    all.oids
-        .reserve_exact(rest.iter().map(|c| c.oids.len()).sum());
-    all.commits
-        .reserve_exact(rest.iter().map(|c| c.commits.len()).sum());
-    for c in rest {
-        all.tag_targets.extend(c.tag_targets);
-        all.commits.extend(c.commits);
-        all.oids.extend(c.oids);
-    }
-    let Collected {
-        mut oids,
-        tag_targets,
-        commits,
-        ..
-    } = all;
+    // The threads' buffers go here; their collections stay.
+    let collected = workers.into_iter().map(|w| w.collected).collect();
     let references =
         std::mem::take(&mut *shared.references.lock().unwrap_or_else(|p| p.into_inner()));
-    oids.sort_unstable_by_key(|e| e.0);
-    oids.dedup_by_key(|e| e.0);
     Ok(Resolved {
-        oids,
-        tag_targets,
-        commits,
+        collected,
         references,
         thin_bases: shared.thin_bases.load(Ordering::Relaxed),
         staged: shared.staged.load(Ordering::Relaxed),
