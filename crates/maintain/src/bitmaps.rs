@@ -94,7 +94,7 @@ pub(crate) fn write(
         order: &order,
     };
     let ids: Vec<String> = live.iter().map(|c| c.id.clone()).collect();
-    let file = match bitmap::build(closure, &ids, tips, 8 << 20) {
+    let file = match bitmap::build(closure, &ids, tips, cache_bytes(live)) {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(repo = repo.name(), error = %e, "reachability bitmaps not built");
@@ -124,4 +124,18 @@ pub(crate) fn write(
         "reachability bitmaps written"
     );
     Ok(bitmaps)
+}
+
+/// The object cache of a bitmap build: a sixteenth of the closure's stored
+/// bytes, from 1 MiB to 8 MiB. The build reads each tree once, and the
+/// cache serves the delta bases of the trees read next; once full, it is
+/// emptied and later reads refill its buffers. A cache the build never
+/// fills allocates every tree anew (ripgrep's 9 MB closure: 3.7 MB of
+/// trees through an 8 MiB cache); above 8 MiB, git/git's build saved
+/// 0.4 s of 6 s for 10 MB more at its peak.
+fn cache_bytes(live: &[ContainerRef]) -> usize {
+    let stored: u64 = live.iter().map(|c| c.bytes).sum();
+    usize::try_from(stored / 16)
+        .unwrap_or(usize::MAX)
+        .clamp(1 << 20, 8 << 20)
 }

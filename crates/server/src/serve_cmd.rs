@@ -351,7 +351,9 @@ pub fn main(args: ServeArgs) -> i32 {
         max_objects: args.max_push_objects,
         max_refs: args.max_refs,
         staging_dir: Some(scratch.path().to_owned()),
-        release_freed: Some(gitstow_service::arena::purge_freed),
+        release_freed: Some(|| {
+            gitstow_service::arena::purge_freed();
+        }),
         ..Default::default()
     };
     if let Some(t) = args.threads {
