@@ -65,6 +65,11 @@ pub const CAPABILITIES: &[&str] = &[
     "object-format=sha1",
 ];
 
+/// Objects from which a push calls [`Options::release_freed`]: pass 2's
+/// tables hold about 100 bytes an object, so from here they are several
+/// MiB, worth returning at once.
+pub const RELEASE_AFTER_OBJECTS: u64 = 1 << 16;
+
 /// Limits and knobs of a push.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -109,8 +114,9 @@ pub struct Options {
     /// Paths locked (Git LFS) by others than the pusher: a branch update
     /// that changes one is refused ([`locked`]).
     pub locked: Vec<locked::LockedPath>,
-    /// Called once pass 2 is done and its tables are dropped, before the
-    /// containers are sealed: the allocator may return what they held
+    /// Called once pass 2 of a push of at least [`RELEASE_AFTER_OBJECTS`]
+    /// objects is done and its tables are dropped, before the last
+    /// container is sealed: the allocator may return what they held
     /// (`gitstow serve` purges jemalloc's freed pages); `None`: nothing.
     pub release_freed: Option<fn()>,
 }
@@ -437,9 +443,12 @@ fn unpack(
     outcome.thin_bases = resolved.thin_bases;
     // Pass 2's tables and buffers are gone: what they held may go back to
     // the system before the threads' collections are put together and the
-    // last container is sealed.
+    // last container is sealed (for a small push, the allocator's decay
+    // is soon enough).
     if let Some(release) = opts.release_freed {
-        release();
+        if outcome.objects >= RELEASE_AFTER_OBJECTS {
+            release();
+        }
     }
     let merged = resolve::merge(resolved.collected);
     let mut sealed = staging
