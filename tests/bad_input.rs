@@ -6,6 +6,7 @@ mod common;
 
 use std::path::Path;
 
+use common::raw_pack::{delta, ofs_delta, Op, RawPack};
 use common::*;
 
 /// A repository pushed with git: main = C1 - C2.
@@ -218,6 +219,61 @@ fn missing_object() {
     assert_eq!(
         r.refs,
         ["ng refs/heads/ghost missing necessary objects"],
+        "{r:?}"
+    );
+    s.assert_unchanged_and_serving();
+}
+
+/// (e2) a blob absent from pack and repository, named by one entry of a
+/// tree of 10,001 that is resolved from a delta on a tree of 10,000 present
+/// blobs: the resolver threads flush what they collect many times (8,192
+/// names at a time) and the one absent name still reaches the check.
+#[test]
+fn missing_object_named_in_a_delta_among_many() {
+    let s = setup();
+    let blobs: Vec<Vec<u8>> = (0..10_000)
+        .map(|i| format!("blob {i}\n").into_bytes())
+        .collect();
+    let ids: Vec<String> = blobs.iter().map(|b| object_id(Kind::Blob, b)).collect();
+    let names: Vec<String> = (0..ids.len()).map(|i| format!("f{i:05}")).collect();
+    let entries: Vec<(&str, &str, &str)> = names
+        .iter()
+        .zip(&ids)
+        .map(|(n, id)| ("100644", n.as_str(), id.as_str()))
+        .collect();
+    let base = tree_data(&entries);
+    let ghost = object_id(Kind::Blob, b"nowhere\n");
+    let mut with_ghost = entries.clone();
+    with_ghost.push(("100644", "zz-ghost", &ghost));
+    let tree = tree_data(&with_ghost);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[&s.c2], "many\n");
+    let id = object_id(Kind::Commit, &commit);
+    let mut pack = RawPack::default();
+    for b in &blobs {
+        pack = pack.whole(Kind::Blob, b);
+    }
+    let base_at = pack.next_offset();
+    pack = pack.whole(Kind::Tree, &base);
+    let d = delta(
+        base.len(),
+        tree.len(),
+        &[Op::Copy(0, base.len()), Op::Insert(&tree[base.len()..])],
+    );
+    let distance = (pack.next_offset() - base_at) as u64;
+    let pack = pack
+        .entry(ofs_delta(distance, &d))
+        .whole(Kind::Commit, &commit)
+        .build();
+    let r = s.push_raw(
+        &[(&s.c2, &id, "refs/heads/main")],
+        "report-status",
+        Some(&pack),
+    );
+    // canonical, as for (e): unpack ok, ng … missing necessary objects
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        ["ng refs/heads/main missing necessary objects"],
         "{r:?}"
     );
     s.assert_unchanged_and_serving();

@@ -405,15 +405,14 @@ impl<'a> Reacher<'a> {
     }
 
     fn position(&mut self, oid: &gix_hash::oid) -> Result<u32, BitmapError> {
-        let slot = self.positions.slot(oid);
-        if slot.1 != u32::MAX && slot.0.as_ref() == oid {
-            return Ok(slot.1);
+        if let Some(p) = self.positions.get(oid) {
+            return Ok(p);
         }
         let p = self
             .closure
             .position(oid)
             .ok_or_else(|| BitmapError::Outside(oid.to_owned()))?;
-        *slot = (oid.to_owned(), p);
+        self.positions.put(oid, p);
         Ok(p)
     }
 
@@ -496,9 +495,12 @@ impl<'a> Reacher<'a> {
 /// The bits of recently seen oids, direct-mapped by up to 17 bits of the
 /// oid: a slot per two objects of the closure, from 1 Ki to 128 Ki slots
 /// (3 MiB, where a map of every oid a build meets grew to 25 MB on
-/// git/git). An empty slot holds bit `u32::MAX`, which no closure has.
+/// git/git). A slot holds its bit plus one, 0 when empty: the tables are
+/// allocated zeroed, so a short walk (a fetch's) makes resident only the
+/// pages it touches.
 struct RecentPositions {
-    slots: Vec<(ObjectId, u32)>,
+    oids: Vec<[u8; 20]>,
+    bits: Vec<u32>,
     /// Slots once allocated (a power of two).
     len: usize,
 }
@@ -509,20 +511,34 @@ impl RecentPositions {
             .next_power_of_two()
             .clamp(1 << 10, 1 << 17);
         RecentPositions {
-            slots: Vec::new(),
+            oids: Vec::new(),
+            bits: Vec::new(),
             len,
         }
     }
 
-    fn slot(&mut self, oid: &gix_hash::oid) -> &mut (ObjectId, u32) {
-        if self.slots.is_empty() {
-            self.slots = vec![(ObjectId::null(gix_hash::Kind::Sha1), u32::MAX); self.len];
-        }
+    fn index(&self, oid: &gix_hash::oid) -> usize {
         // Oids are uniformly distributed: three of their bytes pick the slot.
         let b = oid.as_bytes();
-        let index =
-            (usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2])) & (self.len - 1);
-        &mut self.slots[index]
+        (usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2])) & (self.len - 1)
+    }
+
+    /// The bit remembered for `oid`, if its slot holds it.
+    fn get(&self, oid: &gix_hash::oid) -> Option<u32> {
+        let i = self.index(oid);
+        let bit = *self.bits.get(i)?;
+        (bit != 0 && self.oids[i] == oid.as_bytes()).then(|| bit - 1)
+    }
+
+    /// Remembers `bit` (below `u32::MAX`: a closure's bits are) for `oid`.
+    fn put(&mut self, oid: &gix_hash::oid, bit: u32) {
+        if self.bits.is_empty() {
+            self.oids = vec![[0u8; 20]; self.len];
+            self.bits = vec![0; self.len];
+        }
+        let i = self.index(oid);
+        self.oids[i].copy_from_slice(oid.as_bytes());
+        self.bits[i] = bit.saturating_add(1);
     }
 }
 
@@ -667,6 +683,29 @@ mod tests {
         let mid = streamed.len() / 2;
         streamed[mid] ^= 1;
         assert!(BitmapFile::decode(&streamed).is_err());
+    }
+
+    #[test]
+    fn recent_positions_answer_only_for_the_oid_in_the_slot() {
+        let mut recent = RecentPositions::new(4000);
+        let a = ObjectId::from_bytes_or_panic(&[3; 20]);
+        let null = ObjectId::null(gix_hash::Kind::Sha1);
+        assert_eq!(recent.get(&a), None);
+        assert_eq!(
+            recent.get(&null),
+            None,
+            "an empty slot is not the null oid's"
+        );
+        recent.put(&a, 0);
+        recent.put(&null, 41);
+        assert_eq!((recent.get(&a), recent.get(&null)), (Some(0), Some(41)));
+        // Same first three bytes: same slot; the newer one evicts the older.
+        let mut same = [3u8; 20];
+        same[19] = 9;
+        let b = ObjectId::from_bytes_or_panic(&same);
+        assert_eq!(recent.get(&b), None);
+        recent.put(&b, 7);
+        assert_eq!((recent.get(&b), recent.get(&a)), (Some(7), None));
     }
 
     #[test]

@@ -617,7 +617,7 @@ impl ObjectDb {
                     zlib::inflate_exact(body, header.size, delta)
                         .map_err(|e| corrupt(e.to_string()))?;
                     let result = delta::sizes(delta).map_or(0, |(_, r)| r);
-                    if result != loc.entry.size {
+                    if result != loc.entry.size || result > MAX_OBJECT_BYTES {
                         return Err(corrupt(format!(
                             "delta gives {result} bytes, the index {}",
                             loc.entry.size

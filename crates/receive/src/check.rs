@@ -14,7 +14,8 @@ pub struct Collected {
     pub references: Vec<ObjectId>,
     /// Oids recently added to `references`, by 14 bits of them: a tree
     /// resolved from its delta base names mostly what the base named, and a
-    /// hit here (a full 20-byte compare in a 320 KiB table) skips them.
+    /// hit here (a full 20-byte compare in a 320 KiB table) keeps a name
+    /// the thread just collected from reaching the shared set again.
     recent: RecentOids,
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
@@ -28,7 +29,9 @@ impl Collected {
     /// How many references [`Collected::flush_references`] waits for.
     pub const FLUSH_AT: usize = 8192;
 
-    /// Moves the references collected so far into `set` (one lock for all).
+    /// Moves the references collected so far into `set` (one lock for
+    /// all); a buffer one large tree grew past [`Collected::FLUSH_AT`]
+    /// names is shrunk back.
     pub fn flush_references(&mut self, set: &std::sync::Mutex<gix_hashtable::HashSet>) {
         if self.references.is_empty() {
             return;
@@ -36,15 +39,28 @@ impl Collected {
         set.lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(self.references.drain(..));
+        self.references.shrink_to(2 * Self::FLUSH_AT);
+    }
+
+    /// Records a pushed object (see [`push_stepped`]).
+    pub fn push_oid(&mut self, oid: ObjectId, kind: Kind) {
+        push_stepped(&mut self.oids, (oid, kind), OIDS_STEP);
     }
 }
 
 /// Pushes `item`, growing `v` by doubling up to `step` items, then by
-/// `step` items at a time: a table of one item per pushed object, on each
-/// resolver thread, stays within `step` items of its length.
+/// `step` items or an eighth of its length, whichever is more: a table of
+/// one item per pushed object, on each resolver thread, stays within an
+/// eighth of its length (or `step`) of it, and is copied a bounded number
+/// of times per item.
 fn push_stepped<T>(v: &mut Vec<T>, item: T, step: usize) {
     if v.len() == v.capacity() {
-        v.reserve_exact(v.len().clamp(64, step));
+        let grow = if v.len() < step {
+            v.len().max(64)
+        } else {
+            step.max(v.len() / 8)
+        };
+        v.reserve_exact(grow);
     }
     v.push(item);
 }
@@ -111,7 +127,7 @@ pub fn check_object(
             }
         })
         .map_err(|why| format!("invalid tree object {oid}: {why}"))?;
-        push_stepped(&mut out.oids, (*oid, kind), OIDS_STEP);
+        out.push_oid(*oid, kind);
         return Ok(());
     }
     let parsed = ObjectRef::from_bytes(data, kind, gix_hash::Kind::Sha1)
@@ -130,7 +146,7 @@ pub fn check_object(
             out.tag_targets.push((*oid, target));
         }
     }
-    push_stepped(&mut out.oids, (*oid, kind), OIDS_STEP);
+    out.push_oid(*oid, kind);
     Ok(())
 }
 
@@ -249,6 +265,29 @@ mod tests {
             out.extend_from_slice(&[0x11; 20]);
         }
         out
+    }
+
+    #[test]
+    fn tables_grow_by_doubling_then_by_steps_or_an_eighth() {
+        let mut v: Vec<u32> = Vec::new();
+        let mut grew = 0;
+        for i in 0..2_000_000u32 {
+            let cap = v.capacity();
+            push_stepped(&mut v, i, 1 << 16);
+            if v.capacity() != cap {
+                grew += 1;
+                // Slack: the step below 8 × step, an eighth above it.
+                let slack = v.capacity() - v.len();
+                assert!(
+                    slack <= (v.len() / 8).max(1 << 16),
+                    "{} of {}",
+                    slack,
+                    v.len()
+                );
+            }
+        }
+        assert_eq!(v.len(), 2_000_000);
+        assert!(grew < 40, "{grew} growths");
     }
 
     #[test]

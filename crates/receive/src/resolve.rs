@@ -254,7 +254,7 @@ pub fn resolve(
     })
 }
 
-/// Runs `job(k)` for k in 0..jobs on `threads` threads; returns the workers' collections.
+/// Runs `job(k)` for k in 0..jobs on `threads` threads; returns the workers.
 fn run_parallel<'a, F>(
     shared: &Shared<'a>,
     jobs: usize,
@@ -355,7 +355,7 @@ impl Shared<'_> {
             // needs no parsing, and nothing is based on it: its record is
             // copied from the spool in pieces, so a blob of any size costs
             // no memory here.
-            w.collected.oids.push((oid, kind));
+            w.collected.push_oid(oid, kind);
             if !self.db.contains(&oid) {
                 self.sink.stage(EncodedObject {
                     id: oid,
@@ -682,4 +682,28 @@ fn recycle(w: &mut Worker, mut buf: Vec<u8>) {
 
 fn hash(kind: Kind, data: &[u8]) -> Result<ObjectId, String> {
     gix_object::compute_hash(gix_hash::Kind::Sha1, kind, data).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_sorts_and_dedups_what_every_thread_collected() {
+        let oid = |b: u8| ObjectId::from_bytes_or_panic(&[b; 20]);
+        let mut one = Collected::default();
+        let mut two = Collected::default();
+        for b in [5u8, 1, 9] {
+            one.push_oid(oid(b), Kind::Blob);
+        }
+        for b in [9u8, 3] {
+            two.push_oid(oid(b), Kind::Tree);
+        }
+        two.tag_targets.push((oid(3), oid(1)));
+        let merged = merge(vec![two, one]);
+        let got: Vec<ObjectId> = merged.oids.iter().map(|e| e.0).collect();
+        assert_eq!(got, [1u8, 3, 5, 9].map(oid));
+        assert_eq!(merged.tag_targets, [(oid(3), oid(1))]);
+        assert!(merge(Vec::new()).oids.is_empty());
+    }
 }

@@ -58,9 +58,11 @@ impl Drop for ArenaGuard {
 /// decay time: a push's resolver threads free their tables in their own
 /// arenas, and the push's last steps, allocating elsewhere, would
 /// otherwise add their memory to those pages still resident (a git/git
-/// push rose 20-40 MiB above what it held at that moment). True when
-/// jemalloc took the request; the pages of jemalloc's own heap only (the
-/// unit tests' system allocator is left alone).
+/// push rose 20-40 MiB above what it held at that moment). Every arena's
+/// freed pages go, other requests' too (they fault fresh pages in when
+/// they allocate again): for large pushes only. True when jemalloc took
+/// the request; the pages of jemalloc's own heap only (the unit tests'
+/// system allocator is left alone).
 pub fn purge_freed() -> bool {
     // MALLCTL_ARENAS_ALL (4096): every arena. The control takes no value.
     // SAFETY: a NUL-terminated name, and null pointers for a control that

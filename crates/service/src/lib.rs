@@ -18,7 +18,8 @@
 //! - [`fetch`]: advertisements and upload-pack requests.
 //! - [`push`]: receive-pack requests.
 //! - [`metrics`]: the names of the figures recorded here.
-//! - [`arena`]: the jemalloc arena fetch work allocates in.
+//! - [`arena`]: the jemalloc arena fetch work allocates in, and freed
+//!   pages returned at once after a large push's pass 2.
 //! - [`conn_caps`]: caps on connections, in total and per client address.
 //! - [`repo_name`]: repository names as clients give them.
 #![deny(missing_docs)]
