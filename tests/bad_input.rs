@@ -185,6 +185,18 @@ committer C O Mitter <committer@example.com> 1700000000 +0000\n\nno tree\n";
     s.assert_unchanged_and_serving();
 }
 
+/// Canonical git's answer (default config) when the pack is fine but ref
+/// `name` would reach an object that is nowhere: `unpack ok`, then
+/// `ng <name> missing necessary objects`.
+fn assert_missing_objects(r: &Report, name: &str) {
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(
+        r.refs,
+        [format!("ng {name} missing necessary objects")],
+        "{r:?}"
+    );
+}
+
 /// (e) a commit whose tree is in neither the pack nor the repository.
 #[test]
 fn missing_object() {
@@ -198,15 +210,7 @@ fn missing_object() {
         "report-status",
         Some(&pack),
     );
-    // canonical (default config; the pack is fine, connectivity is not):
-    //   unpack ok
-    //   ng refs/heads/main missing necessary objects
-    assert_eq!(r.unpack, "ok", "{r:?}");
-    assert_eq!(
-        r.refs,
-        ["ng refs/heads/main missing necessary objects"],
-        "{r:?}"
-    );
+    assert_missing_objects(&r, "refs/heads/main");
     // a ref at an object that is nowhere, with an empty pack
     let empty = PackBuilder::default().build();
     let r = s.push_raw(
@@ -214,13 +218,7 @@ fn missing_object() {
         "report-status",
         Some(&empty),
     );
-    // canonical: "unpack ok", "ng refs/heads/ghost missing necessary objects"
-    assert_eq!(r.unpack, "ok", "{r:?}");
-    assert_eq!(
-        r.refs,
-        ["ng refs/heads/ghost missing necessary objects"],
-        "{r:?}"
-    );
+    assert_missing_objects(&r, "refs/heads/ghost");
     s.assert_unchanged_and_serving();
 }
 
@@ -269,13 +267,7 @@ fn missing_object_named_in_a_delta_among_many() {
         "report-status",
         Some(&pack),
     );
-    // canonical, as for (e): unpack ok, ng … missing necessary objects
-    assert_eq!(r.unpack, "ok", "{r:?}");
-    assert_eq!(
-        r.refs,
-        ["ng refs/heads/main missing necessary objects"],
-        "{r:?}"
-    );
+    assert_missing_objects(&r, "refs/heads/main");
     s.assert_unchanged_and_serving();
 }
 

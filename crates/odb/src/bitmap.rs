@@ -42,6 +42,7 @@ use roaring::RoaringBitmap;
 use crate::container::ContainerIndex;
 use crate::graph::CommitRow;
 use crate::objects::{ObjectCache, ObjectDb};
+use crate::recent::RecentOids;
 
 const MAGIC: &[u8; 4] = b"GSBM";
 const VERSION: u32 = 2;
@@ -373,8 +374,10 @@ pub struct Reacher<'a> {
     closure: Closure<'a>,
     cache: ObjectCache,
     /// Bits found lately (a tree entry is mostly the one its neighbour
-    /// commit's tree had: a slot compare instead of an index search).
-    positions: RecentPositions,
+    /// commit's tree had: a slot compare instead of an index search), a
+    /// slot per two objects of the closure, 1 Ki to 128 Ki slots (3 MiB,
+    /// where a map of every oid a build met grew to 25 MB on git/git).
+    positions: RecentOids,
     /// Commits walked (not covered by a stored bitmap) so far.
     pub commits_walked: usize,
     /// Trees read so far.
@@ -388,7 +391,7 @@ impl<'a> Reacher<'a> {
     /// A reacher over `closure`, with a cache of `cache_bytes` of objects.
     pub fn new(closure: Closure<'a>, cache_bytes: usize) -> Self {
         Reacher {
-            positions: RecentPositions::new(closure.order.len()),
+            positions: RecentOids::new((closure.order.len() as usize / 2).clamp(1 << 10, 1 << 17)),
             closure,
             cache: ObjectCache::new(cache_bytes),
             commits_walked: 0,
@@ -489,56 +492,6 @@ impl<'a> Reacher<'a> {
             self.cache.recycle(obj);
         }
         Ok(bits)
-    }
-}
-
-/// The bits of recently seen oids, direct-mapped by up to 17 bits of the
-/// oid: a slot per two objects of the closure, from 1 Ki to 128 Ki slots
-/// (3 MiB, where a map of every oid a build meets grew to 25 MB on
-/// git/git). A slot holds its bit plus one, 0 when empty: the tables are
-/// allocated zeroed, so a short walk (a fetch's) makes resident only the
-/// pages it touches.
-struct RecentPositions {
-    oids: Vec<[u8; 20]>,
-    bits: Vec<u32>,
-    /// Slots once allocated (a power of two).
-    len: usize,
-}
-
-impl RecentPositions {
-    fn new(objects: u32) -> Self {
-        let len = (objects as usize / 2)
-            .next_power_of_two()
-            .clamp(1 << 10, 1 << 17);
-        RecentPositions {
-            oids: Vec::new(),
-            bits: Vec::new(),
-            len,
-        }
-    }
-
-    fn index(&self, oid: &gix_hash::oid) -> usize {
-        // Oids are uniformly distributed: three of their bytes pick the slot.
-        let b = oid.as_bytes();
-        (usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2])) & (self.len - 1)
-    }
-
-    /// The bit remembered for `oid`, if its slot holds it.
-    fn get(&self, oid: &gix_hash::oid) -> Option<u32> {
-        let i = self.index(oid);
-        let bit = *self.bits.get(i)?;
-        (bit != 0 && self.oids[i] == oid.as_bytes()).then(|| bit - 1)
-    }
-
-    /// Remembers `bit` (below `u32::MAX`: a closure's bits are) for `oid`.
-    fn put(&mut self, oid: &gix_hash::oid, bit: u32) {
-        if self.bits.is_empty() {
-            self.oids = vec![[0u8; 20]; self.len];
-            self.bits = vec![0; self.len];
-        }
-        let i = self.index(oid);
-        self.oids[i].copy_from_slice(oid.as_bytes());
-        self.bits[i] = bit.saturating_add(1);
     }
 }
 
@@ -683,29 +636,6 @@ mod tests {
         let mid = streamed.len() / 2;
         streamed[mid] ^= 1;
         assert!(BitmapFile::decode(&streamed).is_err());
-    }
-
-    #[test]
-    fn recent_positions_answer_only_for_the_oid_in_the_slot() {
-        let mut recent = RecentPositions::new(4000);
-        let a = ObjectId::from_bytes_or_panic(&[3; 20]);
-        let null = ObjectId::null(gix_hash::Kind::Sha1);
-        assert_eq!(recent.get(&a), None);
-        assert_eq!(
-            recent.get(&null),
-            None,
-            "an empty slot is not the null oid's"
-        );
-        recent.put(&a, 0);
-        recent.put(&null, 41);
-        assert_eq!((recent.get(&a), recent.get(&null)), (Some(0), Some(41)));
-        // Same first three bytes: same slot; the newer one evicts the older.
-        let mut same = [3u8; 20];
-        same[19] = 9;
-        let b = ObjectId::from_bytes_or_panic(&same);
-        assert_eq!(recent.get(&b), None);
-        recent.put(&b, 7);
-        assert_eq!((recent.get(&b), recent.get(&a)), (Some(7), None));
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod error;
 pub mod graph;
 pub mod mapped;
 pub mod objects;
+pub mod recent;
 pub mod record;
 pub mod refs;
 pub mod reftable;

@@ -1,6 +1,7 @@
 //! Object checks done while resolving: every object must parse (gix-object),
 //! and the objects it names are collected for the connectivity check.
 
+use gitstow_odb::recent::RecentOids;
 use gix_hash::ObjectId;
 use gix_object::{Kind, ObjectRef};
 
@@ -12,9 +13,8 @@ pub struct Collected {
     /// keep one set of them together (one set per thread held most oids
     /// twice, in two tables growing by doubling).
     pub references: Vec<ObjectId>,
-    /// Oids recently added to `references`, by 14 bits of them: a tree
-    /// resolved from its delta base names mostly what the base named, and a
-    /// hit here (a full 20-byte compare in a 320 KiB table) keeps a name
+    /// Oids recently added to `references`: a tree resolved from its delta
+    /// base names mostly what the base named, and a hit here keeps a name
     /// the thread just collected from reaching the shared set again.
     recent: RecentOids,
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
@@ -40,6 +40,14 @@ impl Collected {
             .unwrap_or_else(|p| p.into_inner())
             .extend(self.references.drain(..));
         self.references.shrink_to(2 * Self::FLUSH_AT);
+    }
+
+    /// [`Collected::flush_references`] once [`Collected::FLUSH_AT`]
+    /// references are waiting.
+    pub fn flush_when_full(&mut self, set: &std::sync::Mutex<gix_hashtable::HashSet>) {
+        if self.references.len() >= Self::FLUSH_AT {
+            self.flush_references(set);
+        }
     }
 
     /// Records a pushed object (see [`push_stepped`]).
@@ -69,46 +77,6 @@ fn push_stepped<T>(v: &mut Vec<T>, item: T, step: usize) {
 const OIDS_STEP: usize = 1 << 16;
 const COMMITS_STEP: usize = 1 << 13;
 
-/// A direct-mapped table of recently referenced oids (see [`Collected`]).
-#[derive(Default)]
-struct RecentOids {
-    slots: Vec<[u8; 20]>,
-}
-
-impl std::fmt::Debug for RecentOids {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecentOids").finish_non_exhaustive()
-    }
-}
-
-impl RecentOids {
-    const SLOTS: usize = 1 << 14;
-
-    /// True if `oid` (20 bytes) is in its slot; otherwise puts it there.
-    fn hit_or_insert(&mut self, oid: &[u8]) -> bool {
-        if self.slots.is_empty() {
-            // Each slot starts with a value no oid mapped to it can have (its
-            // last two bytes are the complement of the slot's index), so the
-            // null oid, or any other, is never a false hit.
-            self.slots = (0..Self::SLOTS)
-                .map(|i| {
-                    let mut fill = [0u8; 20];
-                    fill[18..].copy_from_slice(&(!(i as u16)).to_le_bytes());
-                    fill
-                })
-                .collect();
-        }
-        // Oids are uniformly distributed: two of their bytes pick the slot.
-        let index = usize::from(u16::from_le_bytes([oid[18], oid[19]])) & (Self::SLOTS - 1);
-        let slot = &mut self.slots[index];
-        if slot[..] == oid[..] {
-            return true;
-        }
-        slot.copy_from_slice(oid);
-        false
-    }
-}
-
 /// Parses `data` as an object of `kind`; on success records what it names.
 /// The error is the reason reported to the client.
 pub fn check_object(
@@ -122,7 +90,7 @@ pub fn check_object(
         // and every entry but a gitlink names an object the push must have.
         let (refs, recent) = (&mut out.references, &mut out.recent);
         fsck_tree_entries(data, |entry, gitlink| {
-            if !gitlink && !recent.hit_or_insert(entry) {
+            if !gitlink && !recent.hit_or_insert(gix_hash::oid::from_bytes_unchecked(entry)) {
                 refs.push(ObjectId::from_bytes_or_panic(entry));
             }
         })
@@ -307,10 +275,10 @@ mod tests {
             .lock()
             .unwrap()
             .contains(&ObjectId::from_bytes_or_panic(&null)));
-        // Two oids sharing a slot (same last two bytes) both reach the set.
+        // Two oids sharing a slot (same first three bytes) both reach the set.
         let (mut x, mut y) = ([1u8; 20], [2u8; 20]);
-        x[18..].copy_from_slice(&[5, 5]);
-        y[18..].copy_from_slice(&[5, 5]);
+        x[..3].copy_from_slice(&[5, 5, 5]);
+        y[..3].copy_from_slice(&[5, 5, 5]);
         let mut two = b"100644 x\0".to_vec();
         two.extend_from_slice(&x);
         two.extend_from_slice(b"100644 y\0");

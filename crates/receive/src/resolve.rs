@@ -244,13 +244,14 @@ pub fn resolve(
     }
     // The threads' buffers go here; their collections stay.
     let collected = workers.into_iter().map(|w| w.collected).collect();
-    let references =
-        std::mem::take(&mut *shared.references.lock().unwrap_or_else(|p| p.into_inner()));
     Ok(Resolved {
         collected,
-        references,
         thin_bases: shared.thin_bases.load(Ordering::Relaxed),
         staged: shared.staged.load(Ordering::Relaxed),
+        references: shared
+            .references
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner()),
     })
 }
 
@@ -379,9 +380,7 @@ impl Shared<'_> {
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
-        if w.collected.references.len() >= Collected::FLUSH_AT {
-            w.collected.flush_references(&self.references);
-        }
+        w.collected.flush_when_full(&self.references);
         if !self.db.contains(&oid) {
             self.sink.stage(EncodedObject {
                 id: oid,
@@ -580,9 +579,7 @@ impl Shared<'_> {
         }
         let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
-        if w.collected.references.len() >= Collected::FLUSH_AT {
-            w.collected.flush_references(&self.references);
-        }
+        w.collected.flush_when_full(&self.references);
         let cap = self.opts.max_stored_depth;
         let existing = self.db.contains(&oid).then(|| {
             self.db

@@ -1,0 +1,111 @@
+//! [`RecentOids`]: a direct-mapped table of recently seen oids, each with
+//! a small value. Walks meet the same oids again and again (a tree names
+//! mostly what the tree it was resolved from named; a commit's tree
+//! entries are mostly its parent's), and a hit here (one 20-byte compare)
+//! saves a probe of a much larger set or index.
+
+/// Recently seen oids and a `u32` each, one per slot, a slot picked by the
+/// oid's first bytes (oids are uniformly distributed); a newer oid evicts
+/// the one in its slot. A slot is 24 bytes: the oid, then its value plus
+/// one (0: empty, so no oid, the null one included, is ever a false hit).
+/// The table is allocated zeroed at the first [`RecentOids::put`], so a
+/// short walk makes resident only the pages it touches.
+pub struct RecentOids {
+    slots: Vec<u8>,
+    /// Slots once allocated (a power of two).
+    len: usize,
+}
+
+const SLOT: usize = 24;
+
+impl RecentOids {
+    /// A table of `slots` slots (rounded up to a power of two, at least 1),
+    /// allocated when first written.
+    pub fn new(slots: usize) -> Self {
+        RecentOids {
+            slots: Vec::new(),
+            len: slots.max(1).next_power_of_two(),
+        }
+    }
+
+    fn slot(&self, oid: &gix_hash::oid) -> std::ops::Range<usize> {
+        let b = oid.as_bytes();
+        let i =
+            (usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2])) & (self.len - 1);
+        i * SLOT..(i + 1) * SLOT
+    }
+
+    /// The value remembered for `oid`, if its slot holds it.
+    pub fn get(&self, oid: &gix_hash::oid) -> Option<u32> {
+        let slot = self.slots.get(self.slot(oid))?;
+        let tag = u32::from_le_bytes(slot[20..].try_into().expect("4 bytes"));
+        (tag != 0 && &slot[..20] == oid.as_bytes()).then(|| tag - 1)
+    }
+
+    /// Remembers `value` (below `u32::MAX`) for `oid`, evicting the oid in
+    /// its slot.
+    pub fn put(&mut self, oid: &gix_hash::oid, value: u32) {
+        if self.slots.is_empty() {
+            self.slots = vec![0; self.len * SLOT];
+        }
+        let range = self.slot(oid);
+        let slot = &mut self.slots[range];
+        slot[..20].copy_from_slice(oid.as_bytes());
+        slot[20..].copy_from_slice(&value.saturating_add(1).to_le_bytes());
+    }
+
+    /// True if `oid` is in its slot; otherwise puts it there (a set of
+    /// recent oids).
+    pub fn hit_or_insert(&mut self, oid: &gix_hash::oid) -> bool {
+        if self.get(oid).is_some() {
+            return true;
+        }
+        self.put(oid, 0);
+        false
+    }
+}
+
+/// 16 Ki slots (384 KiB once written): what one tree's names and its
+/// neighbours' need.
+impl Default for RecentOids {
+    fn default() -> Self {
+        RecentOids::new(1 << 14)
+    }
+}
+
+impl std::fmt::Debug for RecentOids {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecentOids")
+            .field("slots", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gix_hash::ObjectId;
+
+    #[test]
+    fn recent_oids_answer_only_for_the_oid_in_the_slot() {
+        let mut recent = RecentOids::new(2048);
+        let a = ObjectId::from_bytes_or_panic(&[3; 20]);
+        let null = ObjectId::null(gix_hash::Kind::Sha1);
+        assert_eq!(recent.get(&a), None);
+        assert_eq!(
+            recent.get(&null),
+            None,
+            "an empty slot is not the null oid's"
+        );
+        recent.put(&a, 0);
+        recent.put(&null, 41);
+        assert_eq!((recent.get(&a), recent.get(&null)), (Some(0), Some(41)));
+        // Same first three bytes: same slot; the newer one evicts the older.
+        let mut same = [3u8; 20];
+        same[19] = 9;
+        let b = ObjectId::from_bytes_or_panic(&same);
+        assert_eq!(recent.get(&b), None);
+        recent.put(&b, 7);
+        assert_eq!((recent.get(&b), recent.get(&a)), (Some(7), None));
+    }
+}
