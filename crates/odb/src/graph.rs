@@ -68,10 +68,44 @@ impl CommitRow {
     /// The row of commit `oid` from its bytes (`gitformat-object`'s commit
     /// layout), generation unknown; the parser's message when they do not
     /// parse.
+    ///
+    /// A commit whose header is what git writes (see [`CommitRow::parse_header`])
+    /// is read without allocating beyond its parent list; any other goes
+    /// through `gix_object::CommitRef`, which accepts more and names the fault.
     pub fn parse(oid: ObjectId, data: &[u8]) -> Result<CommitRow, String> {
+        if let Some(row) = CommitRow::parse_header(oid, data) {
+            return Ok(row);
+        }
         let c = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1)
             .map_err(|e| e.to_string())?;
         Ok(CommitRow::from_commit(oid, &c))
+    }
+
+    /// The row of commit `oid` when its header holds the lines git's
+    /// `fsck_commit` checks (fsck.c), in git's form: `tree <hex>`, any
+    /// `parent <hex>`, one `author <ident>` and one `committer <ident>`, each
+    /// ident `name <email> <seconds> <+|-><hhmm>` (`fsck_ident`: no `<`, `>`
+    /// or newline inside name or email, no zero-padded date), hex in lower
+    /// case. What follows the committer line is not read. `None` for any
+    /// other form: the caller decides with a full parser.
+    pub fn parse_header(oid: ObjectId, data: &[u8]) -> Option<CommitRow> {
+        let rest = data.strip_prefix(b"tree ")?;
+        let (tree, mut rest) = header_oid(rest)?;
+        let mut parents = Vec::new();
+        while let Some(r) = rest.strip_prefix(b"parent ") {
+            let (parent, r) = header_oid(r)?;
+            parents.push(parent);
+            rest = r;
+        }
+        let (_, rest) = header_ident(rest.strip_prefix(b"author ")?)?;
+        let (time, _) = header_ident(rest.strip_prefix(b"committer ")?)?;
+        Some(CommitRow {
+            oid,
+            tree,
+            parents,
+            time,
+            generation: GENERATION_UNKNOWN,
+        })
     }
 
     /// The row of a commit a graph holds.
@@ -84,6 +118,39 @@ impl CommitRow {
             generation: c.generation,
         }
     }
+}
+
+/// `<40 lower-case hex>\n` at the start of `s`: the oid and what follows.
+fn header_oid(s: &[u8]) -> Option<(ObjectId, &[u8])> {
+    let hex = s.get(..40)?;
+    if s.get(40) != Some(&b'\n') || !hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    Some((ObjectId::from_hex(hex).ok()?, &s[41..]))
+}
+
+/// `name <email> <seconds> <+|-><hhmm>\n` at the start of `s` (git's
+/// `fsck_ident`): the seconds and what follows the line.
+fn header_ident(s: &[u8]) -> Option<(i64, &[u8])> {
+    let lt = s.iter().position(|b| matches!(b, b'<' | b'>' | b'\n'))?;
+    if s[lt] != b'<' || lt == 0 || s[lt - 1] != b' ' {
+        return None;
+    }
+    let s = &s[lt + 1..];
+    let gt = s.iter().position(|b| matches!(b, b'<' | b'>' | b'\n'))?;
+    let s = s[gt..].strip_prefix(b"> ")?;
+    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 18 || (s[0] == b'0' && digits > 1) {
+        return None;
+    }
+    let time = s[..digits]
+        .iter()
+        .fold(0i64, |t, d| t * 10 + i64::from(d - b'0'));
+    let tz = s[digits..].strip_prefix(b" ")?.get(..6)?;
+    if !matches!(tz[0], b'+' | b'-') || !tz[1..5].iter().all(u8::is_ascii_digit) || tz[5] != b'\n' {
+        return None;
+    }
+    Some((time, &s[digits + 7..]))
 }
 
 /// A commit as a graph holds it.
@@ -356,6 +423,68 @@ mod tests {
             time: 1_000 + n as i64,
             generation: GENERATION_UNKNOWN,
         }
+    }
+
+    /// The full parser's row, for comparison.
+    fn parsed_by_gix(data: &[u8]) -> Option<CommitRow> {
+        let c = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1).ok()?;
+        Some(CommitRow::from_commit(oid(9), &c))
+    }
+
+    #[test]
+    fn header_rows_agree_with_the_full_parser() {
+        let t = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let p1 = "0123456789abcdef0123456789abcdef01234567";
+        let p2 = "89abcdef0123456789abcdef0123456789abcdef";
+        let commits = [
+            format!("tree {t}\nauthor A U Thor <a@example.com> 1700000000 +0000\ncommitter C O Mitter <c@example.com> 1700000001 -0700\n\nroot\n"),
+            format!("tree {t}\nparent {p1}\nauthor A <a@e> 0 +0000\ncommitter  <> 5 +1400\n\none parent\n"),
+            format!("tree {t}\nparent {p1}\nparent {p2}\nauthor A <a@e> 1 +0000\ncommitter C <c@e> 2 +0000\nencoding ISO-8859-1\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n abc\n -----END PGP SIGNATURE-----\n\nmerge\n"),
+        ];
+        for c in &commits {
+            let fast = CommitRow::parse_header(oid(9), c.as_bytes()).expect(c);
+            assert_eq!(Some(&fast), parsed_by_gix(c.as_bytes()).as_ref(), "{c}");
+            assert_eq!(CommitRow::parse(oid(9), c.as_bytes()).unwrap(), fast);
+        }
+        assert_eq!(
+            CommitRow::parse_header(oid(9), commits[2].as_bytes())
+                .unwrap()
+                .parents,
+            vec![
+                ObjectId::from_hex(p1.as_bytes()).unwrap(),
+                ObjectId::from_hex(p2.as_bytes()).unwrap()
+            ]
+        );
+    }
+
+    #[test]
+    fn headers_not_in_git_form_go_to_the_full_parser() {
+        let t = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let ok = "A <a@e> 1 +0000";
+        let odd = [
+            format!("author {ok}\ncommitter {ok}\n\nno tree\n"),
+            format!("tree {}\nauthor {ok}\ncommitter {ok}\n\n", t.to_uppercase()),
+            format!("tree {t}x\nauthor {ok}\ncommitter {ok}\n\n"),
+            format!("tree {t}\nparent 1234\nauthor {ok}\ncommitter {ok}\n\n"),
+            format!("tree {t}\ncommitter {ok}\n\nno author\n"),
+            format!("tree {t}\nauthor {ok}\n\nno committer\n"),
+            format!("tree {t}\nauthor <a@e> 1 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A<a@e> 1 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e 1 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a<@e> 1 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e>1 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e> 01 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e> x +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e> 1 0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e> 1 +000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e> 1 +0000 \ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor A <a@e> 99999999999999999999 +0000\ncommitter {ok}\n\n"),
+            format!("tree {t}\nauthor {ok}\ncommitter {ok}"),
+        ];
+        for c in &odd {
+            assert_eq!(CommitRow::parse_header(oid(9), c.as_bytes()), None, "{c}");
+        }
+        assert!(CommitRow::parse(oid(9), odd[0].as_bytes()).is_err());
     }
 
     #[test]

@@ -28,6 +28,7 @@ impl RecentOids {
         }
     }
 
+    #[inline]
     fn slot(&self, oid: &gix_hash::oid) -> std::ops::Range<usize> {
         let b = oid.as_bytes();
         let i =
@@ -36,14 +37,23 @@ impl RecentOids {
     }
 
     /// The value remembered for `oid`, if its slot holds it.
+    #[inline]
     pub fn get(&self, oid: &gix_hash::oid) -> Option<u32> {
         let slot = self.slots.get(self.slot(oid))?;
         let tag = u32::from_le_bytes(slot[20..].try_into().expect("4 bytes"));
-        (tag != 0 && &slot[..20] == oid.as_bytes()).then(|| tag - 1)
+        // Three loads and compares, not a call to memcmp.
+        let word =
+            |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+        let b = oid.as_bytes();
+        let same = word(slot, 0) == word(b, 0)
+            && word(slot, 8) == word(b, 8)
+            && word(slot, 12) == word(b, 12);
+        (tag != 0 && same).then(|| tag - 1)
     }
 
     /// Remembers `value` (below `u32::MAX`) for `oid`, evicting the oid in
     /// its slot.
+    #[inline]
     pub fn put(&mut self, oid: &gix_hash::oid, value: u32) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.len * SLOT];
@@ -56,6 +66,7 @@ impl RecentOids {
 
     /// True if `oid` is in its slot; otherwise puts it there (a set of
     /// recent oids).
+    #[inline]
     pub fn hit_or_insert(&mut self, oid: &gix_hash::oid) -> bool {
         if self.get(oid).is_some() {
             return true;

@@ -305,8 +305,22 @@ pub(crate) fn encode_json<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 /// Decodes what [`encode_json`] wrote.
+/// Largest decompressed state read in one allocation of the size its frame
+/// declares; a larger declaration is streamed instead (the declaration is
+/// not trusted with an allocation beyond this).
+const MAX_BULK_STATE_BYTES: u64 = 64 << 20;
+
 pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
-    let json = zstd::stream::decode_all(bytes).map_err(|e| StateError::Malformed(e.to_string()))?;
+    // States are written whole (`zstd::bulk::compress`), so their frame
+    // names its size: decompressed into one buffer of that size, without
+    // the stream decoder's input buffer and the output's doublings.
+    let json = match zstd::zstd_safe::get_frame_content_size(bytes) {
+        Ok(Some(size)) if size <= MAX_BULK_STATE_BYTES => {
+            zstd::bulk::decompress(bytes, size as usize)
+        }
+        _ => zstd::stream::decode_all(bytes),
+    }
+    .map_err(|e| StateError::Malformed(e.to_string()))?;
     serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))
 }
 

@@ -374,9 +374,10 @@ impl Shared<'_> {
             return Ok(());
         }
         self.read_compressed(w, i)?;
-        let mut data = take_buf(w);
         // Pass 1 held the declared size to the object limit.
-        gitstow_odb::reserve_rounded(&mut data, e.decompressed_size as usize + 1);
+        let need = e.decompressed_size as usize + 1;
+        let mut data = take_buf(w, need);
+        gitstow_odb::reserve_rounded(&mut data, need);
         zlib::inflate_exact(&w.compressed, e.decompressed_size, &mut data)
             .map_err(|err| self.invalid(i, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
@@ -411,7 +412,7 @@ impl Shared<'_> {
         };
         self.thin_bases.fetch_add(1, Ordering::Relaxed);
         let kind = obj.kind;
-        let mut data = take_buf(w);
+        let mut data = take_buf(w, obj.data.len());
         data.extend_from_slice(&obj.data);
         drop(obj);
         self.descend(w, None, base, kind, data, depth, 0, None)
@@ -569,7 +570,7 @@ impl Shared<'_> {
                 ),
             ));
         }
-        let mut data = take_buf(w);
+        let mut data = take_buf(w, result_size.min(self.opts.max_object_bytes) as usize);
         if result_size <= self.opts.max_object_bytes {
             gitstow_odb::reserve_rounded(&mut data, result_size as usize);
         }
@@ -662,11 +663,16 @@ impl Shared<'_> {
     }
 }
 
-/// A spare buffer (reused across objects so steady-state allocation is near
-/// zero): the largest one, so buffers stop growing once they fit the objects.
-fn take_buf(w: &mut Worker) -> Vec<u8> {
-    let largest = (0..w.pool.len()).max_by_key(|&i| w.pool[i].capacity());
-    largest.map(|i| w.pool.swap_remove(i)).unwrap_or_default()
+/// A spare buffer for an object of `need` bytes (reused across objects so
+/// steady-state allocation is near zero): the smallest one that holds
+/// `need`, so the large ones stay free for large objects, else the largest,
+/// so buffers stop growing once they fit the objects.
+fn take_buf(w: &mut Worker, need: usize) -> Vec<u8> {
+    let fits = (0..w.pool.len())
+        .filter(|&i| w.pool[i].capacity() >= need)
+        .min_by_key(|&i| w.pool[i].capacity());
+    let pick = fits.or_else(|| (0..w.pool.len()).max_by_key(|&i| w.pool[i].capacity()));
+    pick.map(|i| w.pool.swap_remove(i)).unwrap_or_default()
 }
 
 /// Gives a buffer back; only a few, and none over 16 MiB, are kept.

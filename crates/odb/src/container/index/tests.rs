@@ -70,6 +70,31 @@ fn varints_are_strict() {
 }
 
 #[test]
+fn the_frame_declares_the_index_size_and_either_frame_decodes() {
+    let idx = ContainerIndex::from_entries(container());
+    let encoded = idx.encode();
+    let raw = zstd::stream::decode_all(&encoded[..]).unwrap();
+    assert_eq!(
+        zstd::zstd_safe::get_frame_content_size(&encoded).ok(),
+        Some(Some(raw.len() as u64))
+    );
+    // A frame without the size (indexes written before it was declared)
+    // takes the streaming way to the same index.
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    z.include_contentsize(false).unwrap();
+    std::io::Write::write_all(&mut z, &raw).unwrap();
+    let unsized_frame = z.finish().unwrap();
+    assert_eq!(
+        zstd::zstd_safe::get_frame_content_size(&unsized_frame).ok(),
+        Some(None)
+    );
+    for bytes in [&encoded, &unsized_frame] {
+        let back = ContainerIndex::decode(bytes).unwrap();
+        assert_eq!(back.encode(), encoded);
+    }
+}
+
+#[test]
 fn corruption_is_detected() {
     let idx = ContainerIndex::from_entries(container());
     let raw = zstd::stream::decode_all(&idx.encode()[..]).unwrap();

@@ -155,11 +155,6 @@ impl IndexEncoder {
                 "records do not end at the end of the .bin",
             ));
         }
-        let mut out = Body::new();
-        out.put(MAGIC);
-        out.put(&VERSION.to_be_bytes());
-        out.put(&(n as u32).to_be_bytes());
-        out.put(&bin_len.to_be_bytes());
         let mut counts = vec![0u64; PREFIXES];
         for o in &self.oids {
             let s = o.as_slice();
@@ -169,6 +164,26 @@ impl IndexEncoder {
         for c in counts {
             put_varint(&mut column, c);
         }
+        let w = row_width(n);
+        let columns = [
+            &self.lengths,
+            &self.types,
+            &self.sizes,
+            &self.depths,
+            &self.ofs_bases,
+            &self.ref_bases,
+        ];
+        // What the frame will declare, so that a reader sizes its buffer once.
+        let size = HEADER
+            + column.len()
+            + n * (18 + w)
+            + columns.iter().map(|c| c.len()).sum::<usize>()
+            + 32;
+        let mut out = Body::new(size as u64);
+        out.put(MAGIC);
+        out.put(&VERSION.to_be_bytes());
+        out.put(&(n as u32).to_be_bytes());
+        out.put(&bin_len.to_be_bytes());
         out.put(&column);
         drop(column);
         let mut row_of = vec![0u32; n];
@@ -178,7 +193,6 @@ impl IndexEncoder {
         }
         drop(self.by_oid);
         drop(self.oids);
-        let w = row_width(n);
         for row in row_of {
             out.put(&row.to_be_bytes()[4 - w..]);
         }
@@ -206,9 +220,16 @@ struct Body {
 impl Body {
     const CHUNK: usize = 64 * 1024;
 
-    fn new() -> Self {
+    /// A body of `size` bytes (SHA-256 included), which the zstd frame
+    /// declares (`ZSTD_c_contentSizeFlag`).
+    fn new(size: u64) -> Self {
+        let mut z =
+            zstd::stream::write::Encoder::new(Vec::new(), 3).expect("zstd encoder over a Vec");
+        z.include_contentsize(true).expect("a zstd parameter");
+        z.set_pledged_src_size(Some(size))
+            .expect("a zstd parameter");
         Body {
-            z: zstd::stream::write::Encoder::new(Vec::new(), 3).expect("zstd encoder over a Vec"),
+            z,
             hasher: Sha256::new(),
             buf: Vec::with_capacity(Self::CHUNK),
         }
