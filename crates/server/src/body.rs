@@ -251,7 +251,14 @@ impl Batch {
 
     /// Gathers `chunk`; writes what is gathered to `sink` once it is enough.
     fn add<W: Write>(&mut self, chunk: bytes::Bytes, sink: &mut W) -> std::io::Result<()> {
-        // Grown as bytes come (a small body holds only what it sent).
+        // A body of one chunk holds only what it sent; from the second
+        // chunk on, the batch is allocated at its full size at once rather
+        // than grown by doubling to it.
+        let need = self.bytes.len() + chunk.len();
+        if need > self.bytes.capacity() && !self.bytes.is_empty() {
+            let want = need.max(Self::BYTES + Self::BYTES / 4);
+            self.bytes.reserve_exact(want - self.bytes.len());
+        }
         self.bytes.extend_from_slice(&chunk);
         if self.bytes.len() >= Self::BYTES {
             self.write(sink)?;

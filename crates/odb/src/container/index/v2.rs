@@ -223,8 +223,10 @@ impl Body {
     /// A body of `size` bytes (SHA-256 included), which the zstd frame
     /// declares (`ZSTD_c_contentSizeFlag`).
     fn new(size: u64) -> Self {
-        let mut z =
-            zstd::stream::write::Encoder::new(Vec::new(), 3).expect("zstd encoder over a Vec");
+        // Indexes compress to 79-89 % of their size (their oids do not
+        // compress): the output is allocated once, not grown by doubling.
+        let out = Vec::with_capacity((size - size / 16) as usize);
+        let mut z = zstd::stream::write::Encoder::new(out, 3).expect("zstd encoder over a Vec");
         z.include_contentsize(true).expect("a zstd parameter");
         z.set_pledged_src_size(Some(size))
             .expect("a zstd parameter");
