@@ -186,7 +186,7 @@ pub(crate) fn update_state_naming<T>(
 ) -> Result<Option<T>> {
     let mut attempts = 0;
     loop {
-        let Some(current) = repo.load_state()? else {
+        let Some(current) = repo.load_kept_state()? else {
             return Ok(None);
         };
         let (next, value) = match decide(&current.state) {
@@ -201,7 +201,7 @@ pub(crate) fn update_state_naming<T>(
         if let Some(delay) = opts.test_commit_delay {
             std::thread::sleep(delay);
         }
-        match repo.commit_state(&next, Some(&current.etag))? {
+        match repo.commit_kept_state(next, Some(&current.etag))? {
             gitstow_odb::CommitOutcome::Committed(_) => return Ok(Some(value)),
             gitstow_odb::CommitOutcome::Conflict => {
                 tracing::info!(
@@ -371,7 +371,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
         r.duration = started.elapsed();
         r
     };
-    let Some(current) = repo.load_state()? else {
+    let Some(current) = repo.load_kept_state()? else {
         return Ok(finish(report, Some(Skipped::NoRepository)));
     };
     let state = current.state;
@@ -454,7 +454,7 @@ pub fn run(repo: &Repository, opts: &Options, progress: &mut dyn FnMut(&str)) ->
         Err(e) => tracing::warn!(repo = repo.name(), error = %e, "releasing the maintenance lease"),
     }
     let skipped = result?;
-    if let Some(after) = repo.load_state()? {
+    if let Some(after) = repo.load_kept_state()? {
         report.containers_after = after.state.containers.len();
         report.bytes_after = after.state.containers.iter().map(|c| c.bytes).sum();
         report.retired_held = repo.load_retired()?.0.len();

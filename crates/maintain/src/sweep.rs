@@ -198,7 +198,7 @@ pub fn scan_orphans(repo: &Repository, opts: &Options) -> Result<usize> {
             .filter(|id| !id.is_empty() && !id.contains('/'))
             .map(str::to_owned),
     );
-    let Some(current) = repo.load_state()? else {
+    let Some(current) = repo.load_kept_state()? else {
         return Ok(0);
     };
     let mut named = in_use(&current.state);

@@ -322,6 +322,9 @@ pub struct Repository {
     name: String,
     prefix: String,
     indexes: Arc<IndexCache>,
+    /// The state last read or written through [`Repository::load_kept_state`]
+    /// and [`Repository::commit_kept_state`], with its ETag (shared by clones).
+    kept: Arc<Mutex<Option<(ETag, Arc<RepoState>)>>>,
 }
 
 impl Repository {
@@ -333,6 +336,7 @@ impl Repository {
             name: name.to_owned(),
             prefix: format!("{name}.git/"),
             indexes,
+            kept: Arc::default(),
         }
     }
 
@@ -529,6 +533,45 @@ impl Repository {
         };
         let state = cache.decode_once(&key, &etag, || RepoState::decode(&bytes))?;
         Ok(Some(SharedState { state, etag }))
+    }
+
+    /// Reads the current state like [`Repository::load_state`], but keeps
+    /// the decoded state with its ETag in this handle: while the state
+    /// object is unchanged (a conditional GET says so), the kept one is
+    /// returned, shared, not decoded again. For a caller that reads the
+    /// state many times, as a maintenance pass does between its writes.
+    pub fn load_kept_state(&self) -> Result<Option<SharedState>> {
+        let key = self.state_key();
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (bytes, etag) = match kept {
+            Some((etag, state)) => match self.store.get_if_none_match(&key, &etag)? {
+                IfNoneMatch::Unchanged => return Ok(Some(SharedState { state, etag })),
+                IfNoneMatch::Changed(bytes, etag) => (bytes, etag),
+                IfNoneMatch::Absent => return Ok(None),
+            },
+            None => match self.store.get(&key)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
+        };
+        let state = Arc::new(RepoState::decode(&bytes)?);
+        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some((etag.clone(), state.clone()));
+        Ok(Some(SharedState { state, etag }))
+    }
+
+    /// [`Repository::commit_state`], keeping `state` as the one
+    /// [`Repository::load_kept_state`] returns while it is current.
+    pub fn commit_kept_state(
+        &self,
+        state: RepoState,
+        expected: Option<&ETag>,
+    ) -> Result<CommitOutcome> {
+        let outcome = self.commit_state(&state, expected)?;
+        if let CommitOutcome::Committed(etag) = &outcome {
+            *self.kept.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((etag.clone(), Arc::new(state)));
+        }
+        Ok(outcome)
     }
 
     fn retired_key(&self) -> String {
