@@ -324,7 +324,7 @@ pub struct Repository {
     indexes: Arc<IndexCache>,
     /// The state last read or written through [`Repository::load_kept_state`]
     /// and [`Repository::commit_kept_state`], with its ETag (shared by clones).
-    kept: Arc<Mutex<Option<(ETag, Arc<RepoState>)>>>,
+    kept: Arc<Mutex<Option<SharedState>>>,
 }
 
 impl Repository {
@@ -544,8 +544,8 @@ impl Repository {
         let key = self.state_key();
         let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let (bytes, etag) = match kept {
-            Some((etag, state)) => match self.store.get_if_none_match(&key, &etag)? {
-                IfNoneMatch::Unchanged => return Ok(Some(SharedState { state, etag })),
+            Some(kept) => match self.store.get_if_none_match(&key, &kept.etag)? {
+                IfNoneMatch::Unchanged => return Ok(Some(kept)),
                 IfNoneMatch::Changed(bytes, etag) => (bytes, etag),
                 IfNoneMatch::Absent => return Ok(None),
             },
@@ -554,9 +554,12 @@ impl Repository {
                 None => return Ok(None),
             },
         };
-        let state = Arc::new(RepoState::decode(&bytes)?);
-        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some((etag.clone(), state.clone()));
-        Ok(Some(SharedState { state, etag }))
+        let read = SharedState {
+            state: Arc::new(RepoState::decode(&bytes)?),
+            etag,
+        };
+        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(read.clone());
+        Ok(Some(read))
     }
 
     /// [`Repository::commit_state`], keeping `state` as the one
@@ -568,8 +571,10 @@ impl Repository {
     ) -> Result<CommitOutcome> {
         let outcome = self.commit_state(&state, expected)?;
         if let CommitOutcome::Committed(etag) = &outcome {
-            *self.kept.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((etag.clone(), Arc::new(state)));
+            *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(SharedState {
+                state: Arc::new(state),
+                etag: etag.clone(),
+            });
         }
         Ok(outcome)
     }
