@@ -34,6 +34,7 @@ pub mod staging;
 pub mod state;
 pub mod state_cache;
 pub mod zlib;
+mod zstd_frame;
 
 pub use error::{Error, Result};
 pub use objects::{LookupStats, Object, ObjectCache, ObjectDb};

@@ -323,8 +323,9 @@ pub struct Repository {
     prefix: String,
     indexes: Arc<IndexCache>,
     /// The state last read or written through [`Repository::load_kept_state`]
-    /// and [`Repository::commit_kept_state`], with its ETag (shared by clones).
-    kept: Arc<Mutex<Option<SharedState>>>,
+    /// and [`Repository::commit_kept_state`], with its ETag (shared by
+    /// clones; one key, so one entry).
+    kept: Arc<StateCache>,
 }
 
 impl Repository {
@@ -336,7 +337,7 @@ impl Repository {
             name: name.to_owned(),
             prefix: format!("{name}.git/"),
             indexes,
-            kept: Arc::default(),
+            kept: StateCache::with_limit(usize::MAX),
         }
     }
 
@@ -541,25 +542,7 @@ impl Repository {
     /// returned, shared, not decoded again. For a caller that reads the
     /// state many times, as a maintenance pass does between its writes.
     pub fn load_kept_state(&self) -> Result<Option<SharedState>> {
-        let key = self.state_key();
-        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let (bytes, etag) = match kept {
-            Some(kept) => match self.store.get_if_none_match(&key, &kept.etag)? {
-                IfNoneMatch::Unchanged => return Ok(Some(kept)),
-                IfNoneMatch::Changed(bytes, etag) => (bytes, etag),
-                IfNoneMatch::Absent => return Ok(None),
-            },
-            None => match self.store.get(&key)? {
-                Some(found) => found,
-                None => return Ok(None),
-            },
-        };
-        let read = SharedState {
-            state: Arc::new(RepoState::decode(&bytes)?),
-            etag,
-        };
-        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(read.clone());
-        Ok(Some(read))
+        self.load_shared_state(&self.kept)
     }
 
     /// [`Repository::commit_state`], keeping `state` as the one
@@ -571,10 +554,8 @@ impl Repository {
     ) -> Result<CommitOutcome> {
         let outcome = self.commit_state(&state, expected)?;
         if let CommitOutcome::Committed(etag) = &outcome {
-            *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(SharedState {
-                state: Arc::new(state),
-                etag: etag.clone(),
-            });
+            self.kept
+                .insert(&self.state_key(), etag.clone(), Arc::new(state));
         }
         Ok(outcome)
     }

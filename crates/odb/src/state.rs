@@ -304,23 +304,15 @@ pub(crate) fn encode_json<T: Serialize>(value: &T) -> Vec<u8> {
     zstd::bulk::compress(&json, 3).expect("zstd compression of an in-memory buffer")
 }
 
-/// Decodes what [`encode_json`] wrote.
 /// Largest decompressed state read in one allocation of the size its frame
 /// declares; a larger declaration is streamed instead (the declaration is
 /// not trusted with an allocation beyond this).
 const MAX_BULK_STATE_BYTES: u64 = 64 << 20;
 
+/// Decodes what [`encode_json`] wrote.
 pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
-    // States are written whole (`zstd::bulk::compress`), so their frame
-    // names its size: decompressed into one buffer of that size, without
-    // the stream decoder's input buffer and the output's doublings.
-    let json = match zstd::zstd_safe::get_frame_content_size(bytes) {
-        Ok(Some(size)) if size <= MAX_BULK_STATE_BYTES => {
-            zstd::bulk::decompress(bytes, size as usize)
-        }
-        _ => zstd::stream::decode_all(bytes),
-    }
-    .map_err(|e| StateError::Malformed(e.to_string()))?;
+    let json = crate::zstd_frame::decompress(bytes, MAX_BULK_STATE_BYTES, u64::MAX)
+        .map_err(|e| StateError::Malformed(e.to_string()))?;
     serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))
 }
 

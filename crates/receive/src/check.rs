@@ -3,7 +3,7 @@
 
 use gitstow_odb::recent::RecentOids;
 use gix_hash::ObjectId;
-use gix_object::{Kind, ObjectRef};
+use gix_object::Kind;
 
 /// What the checks collect from one resolver thread.
 #[derive(Debug, Default)]
@@ -85,37 +85,34 @@ pub fn check_object(
     data: &[u8],
     out: &mut Collected,
 ) -> Result<(), String> {
-    if kind == Kind::Tree {
-        // Walked in place (no entry list is allocated): git fsck's tree rules,
-        // and every entry but a gitlink names an object the push must have.
-        let (refs, recent) = (&mut out.references, &mut out.recent);
-        fsck_tree_entries(data, |entry, gitlink| {
-            if !gitlink && !recent.hit_or_insert(gix_hash::oid::from_bytes_unchecked(entry)) {
-                refs.push(ObjectId::from_bytes_or_panic(entry));
-            }
-        })
-        .map_err(|why| format!("invalid tree object {oid}: {why}"))?;
-        out.push_oid(*oid, kind);
-        return Ok(());
-    }
-    if kind == Kind::Commit {
-        let row = gitstow_odb::graph::CommitRow::parse(*oid, data)
-            .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?;
-        out.references.push(row.tree);
-        out.references.extend_from_slice(&row.parents);
-        push_stepped(&mut out.commits, row, COMMITS_STEP);
-        out.push_oid(*oid, kind);
-        return Ok(());
-    }
-    let parsed = ObjectRef::from_bytes(data, kind, gix_hash::Kind::Sha1)
-        .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?;
-    match parsed {
-        ObjectRef::Blob(_) | ObjectRef::Tree(_) | ObjectRef::Commit(_) => {}
-        ObjectRef::Tag(t) => {
-            let target = t.target();
+    match kind {
+        Kind::Tree => {
+            // Walked in place (no entry list is allocated): git fsck's tree
+            // rules, and every entry but a gitlink names an object the push
+            // must have.
+            let (refs, recent) = (&mut out.references, &mut out.recent);
+            fsck_tree_entries(data, |entry, gitlink| {
+                if !gitlink && !recent.hit_or_insert(gix_hash::oid::from_bytes_unchecked(entry)) {
+                    refs.push(ObjectId::from_bytes_or_panic(entry));
+                }
+            })
+            .map_err(|why| format!("invalid tree object {oid}: {why}"))?;
+        }
+        Kind::Commit => {
+            let row = gitstow_odb::graph::CommitRow::parse(*oid, data)
+                .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?;
+            out.references.push(row.tree);
+            out.references.extend_from_slice(&row.parents);
+            push_stepped(&mut out.commits, row, COMMITS_STEP);
+        }
+        Kind::Tag => {
+            let target = gix_object::TagRef::from_bytes(data, gix_hash::Kind::Sha1)
+                .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?
+                .target();
             out.references.push(target);
             out.tag_targets.push((*oid, target));
         }
+        Kind::Blob => {}
     }
     out.push_oid(*oid, kind);
     Ok(())

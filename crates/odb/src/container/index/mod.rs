@@ -397,25 +397,10 @@ impl ContainerIndex {
     /// Decompresses and checks an index written by [`ContainerIndex::encode`]
     /// (version 2) or by an earlier gitstow (version 1).
     pub fn decode(bytes: &[u8]) -> Result<Self, IndexError> {
-        use std::io::Read;
-        let raw = match zstd::zstd_safe::get_frame_content_size(bytes) {
-            // A frame that declares its size (every index written since
-            // that was added) is decompressed into one buffer of that size.
-            Ok(Some(size)) if size <= MAX_INDEX_BYTES as u64 => {
-                zstd::bulk::decompress(bytes, size as usize)
-                    .map_err(|e| IndexError::Decompress(e.to_string()))?
-            }
-            _ => {
-                let decoder = zstd::stream::read::Decoder::with_buffer(bytes)
-                    .map_err(|e| IndexError::Decompress(e.to_string()))?;
-                let mut raw = Vec::new();
-                decoder
-                    .take(MAX_INDEX_BYTES as u64 + 1)
-                    .read_to_end(&mut raw)
-                    .map_err(|e| IndexError::Decompress(e.to_string()))?;
-                raw
-            }
-        };
+        // Indexes written since frames declare their size take one buffer.
+        let limit = MAX_INDEX_BYTES as u64;
+        let raw = crate::zstd_frame::decompress(bytes, limit, limit)
+            .map_err(|e| IndexError::Decompress(e.to_string()))?;
         if raw.len() > MAX_INDEX_BYTES {
             return Err(IndexError::Decompress(
                 "index is larger than the limit".into(),

@@ -196,15 +196,8 @@ impl IndexEncoder {
         for row in row_of {
             out.put(&row.to_be_bytes()[4 - w..]);
         }
-        for column in [
-            self.lengths,
-            self.types,
-            self.sizes,
-            self.depths,
-            self.ofs_bases,
-            self.ref_bases,
-        ] {
-            out.put(&column);
+        for column in columns {
+            out.put(column);
         }
         Ok(out.finish())
     }
