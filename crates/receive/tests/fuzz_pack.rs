@@ -22,7 +22,7 @@ use std::io::{Seek, SeekFrom, Write};
 use gitstow_fuzzkit::{config, mutate, mutation};
 use gitstow_odb::record::{self, BaseRef};
 use gitstow_odb::{delta, zlib};
-use gitstow_receive::scan::{scan, EntryKind, ScanError, ScanLimits};
+use gitstow_receive::scan::{scan, EntryKind, KeepInflated, ScanError, ScanLimits};
 use gix_hash::ObjectId;
 use proptest::prelude::*;
 
@@ -182,6 +182,11 @@ fn scan_bytes(
             max_object_bytes: limit,
             max_objects: u64::MAX,
         },
+        // A budget that keeps all, some or none of the deltas.
+        Some(KeepInflated {
+            file: tempfile::tempfile().unwrap(),
+            budget: prefix.len() as u64 * 4,
+        }),
     );
     if let Ok(scanned) = &res {
         let count = u32::from_be_bytes(pack[8..12].try_into().unwrap()) as usize;
@@ -195,7 +200,21 @@ fn scan_bytes(
             if let EntryKind::OfsDelta(base) = e.kind {
                 assert!((base as usize) < i, "OFS_DELTA base {base} of entry {i}");
             }
+            // What pass 1 kept of an entry is what its stream inflates to.
+            let kept = scanned.kept.as_ref().expect("kept entries");
+            if let Some(at) = kept.offset(&scanned.entries, i) {
+                use std::os::unix::fs::FileExt;
+                assert!(at + e.decompressed_size <= kept.len);
+                let mut stream = vec![0; e.compressed_size as usize];
+                file.read_exact_at(&mut stream, e.data_offset).unwrap();
+                let (mut want, mut got) = (Vec::new(), vec![0; e.decompressed_size as usize]);
+                zlib::inflate_exact(&stream, e.decompressed_size, &mut want).unwrap();
+                kept.file.read_exact_at(&mut got, at).unwrap();
+                assert_eq!(got, want, "kept instructions of entry {i}");
+            }
         }
+        let kept = scanned.kept.as_ref().expect("kept entries");
+        assert!(kept.len <= prefix.len() as u64 * 4, "within the budget");
     }
     if let Err(e) = &res {
         let _ = e.to_string();
@@ -450,4 +469,39 @@ fn damaged_trailer_and_junk_are_refused() {
     assert!(scan_bytes(&[], &pack[..pack.len() - 1], 1 << 20).is_err());
     // a limit below the largest object refuses the pack
     assert!(scan_bytes(&[], &pack, 100).is_err());
+}
+
+/// Pass 1 keeps every entry of a pack when the budget allows, none when
+/// it is zero, and the ones before the budget runs out otherwise (the
+/// property above checks the kept bytes themselves).
+#[test]
+fn kept_entries_follow_the_budget() {
+    let pack = valid_pack(2);
+    let kept = |prefix_len: usize| {
+        let scanned = scan_bytes(&vec![0; prefix_len], &pack, 1 << 20).unwrap();
+        let kept = scanned.kept.as_ref().unwrap();
+        let flags: Vec<bool> = (0..scanned.entries.len())
+            .map(|i| kept.offset(&scanned.entries, i).is_some())
+            .collect();
+        let sizes: Vec<u64> = scanned
+            .entries
+            .iter()
+            .map(|e| e.decompressed_size)
+            .collect();
+        (flags, sizes, kept.len)
+    };
+    // scan_bytes's budget is 4 bytes per byte of prefix.
+    let (none, sizes, len) = kept(0);
+    assert!(sizes.len() >= 6, "the pack has entries");
+    assert!(none.iter().all(|k| !k) && len == 0, "{none:?}");
+    let (all, _, len) = kept(1 << 16);
+    assert!(all.iter().all(|&k| k), "{all:?}");
+    assert_eq!(len, sizes.iter().sum::<u64>());
+    // Room for the first two entries only: the third and all after it
+    // are not kept, even those that would fit what is left.
+    let two = sizes[0] + sizes[1];
+    let (some, _, len) = kept((two as usize).div_ceil(4));
+    assert_eq!(len, two);
+    assert!(some[..2].iter().all(|&k| k), "{some:?}");
+    assert!(some[2..].iter().all(|k| !k), "{some:?}");
 }
