@@ -73,6 +73,8 @@ struct Inner {
 pub struct ContainerStaging {
     dir: PathBuf,
     max_container_bytes: u64,
+    /// Objects the caller expects to stage (0: unknown).
+    expected: u64,
     inner: Mutex<Inner>,
 }
 
@@ -83,12 +85,21 @@ impl ContainerStaging {
         ContainerStaging {
             dir: dir.to_owned(),
             max_container_bytes,
+            expected: 0,
             inner: Mutex::new(Inner {
                 current: None,
                 sealed: Vec::new(),
                 staged: 0,
             }),
         }
+    }
+
+    /// Expects at most `objects` objects (a pack's count): a container's
+    /// table of the objects in it is allocated for those not yet staged,
+    /// once, instead of growing by doubling to them.
+    pub fn expecting(mut self, objects: u64) -> Self {
+        self.expected = objects;
+        self
     }
 
     /// Seals the last container and returns all containers in the order they were written.
@@ -125,7 +136,9 @@ impl EncodedObjectStore for ContainerStaging {
             inner.sealed.push(w.seal()?);
         }
         if inner.current.is_none() {
-            inner.current = Some(ContainerWriter::new(&self.dir)?);
+            let mut w = ContainerWriter::new(&self.dir)?;
+            w.reserve(self.expected.saturating_sub(inner.staged).min(1 << 24) as usize);
+            inner.current = Some(w);
         }
         let w = inner.current.as_mut().expect("set above");
         if w.contains(&object.id) {

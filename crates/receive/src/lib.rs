@@ -414,7 +414,8 @@ fn unpack(
         .iter()
         .filter(|e| !matches!(e.kind, scan::EntryKind::Base(_)))
         .count() as u64;
-    let staging = ContainerStaging::new(staging_dir, opts.max_container_bytes);
+    let staging = ContainerStaging::new(staging_dir, opts.max_container_bytes)
+        .expecting(pack.entries.len() as u64);
     let counters = Counters::default();
     let ropts = ResolveOptions {
         threads: opts.threads,

@@ -160,6 +160,9 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     )
 }
 
+/// Largest read buffer of a connection, in bytes (see [`serve`]).
+const READ_BUF_MAX: usize = 128 << 10;
+
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves,
 /// then waits for open connections to finish their requests. With `tls`,
 /// each connection's TLS handshake (see [`crate::tls`]) must end within
@@ -176,6 +179,11 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
+        // The read buffer grows by doubling up to this (hyper's default is
+        // 408 KiB): a push's body goes to its spool in chunks of this size
+        // at most, and 128 KiB reads of a 300 MiB body cost no more CPU
+        // than larger ones. It also bounds a request's headers.
+        .max_buf_size(READ_BUF_MAX)
         .keep_alive(true);
     let mut last_accept_error = None::<std::time::Instant>;
     tokio::pin!(shutdown);

@@ -97,6 +97,12 @@ impl ContainerWriter {
         })
     }
 
+    /// Makes room for `objects` more objects in the table of the records
+    /// written (oid → offset), which otherwise grows by doubling.
+    pub fn reserve(&mut self, objects: usize) {
+        self.offsets.reserve(objects);
+    }
+
     /// Bytes written so far.
     pub fn len(&self) -> u64 {
         self.len
