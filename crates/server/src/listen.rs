@@ -182,7 +182,9 @@ pub async fn serve(
         // The read buffer grows by doubling up to this (hyper's default is
         // 408 KiB): a push's body goes to its spool in chunks of this size
         // at most, and 128 KiB reads of a 300 MiB body cost no more CPU
-        // than larger ones. It also bounds a request's headers.
+        // than larger ones. Headers that do not parse within it get 431
+        // (hyper checks once a read leaves them incomplete, so headers
+        // somewhat past it can still pass).
         .max_buf_size(READ_BUF_MAX)
         .keep_alive(true);
     let mut last_accept_error = None::<std::time::Instant>;
