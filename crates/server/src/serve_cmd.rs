@@ -667,12 +667,17 @@ pub fn main(args: ServeArgs) -> i32 {
 }
 
 /// Binds `--ssh-listen` and loads the host keys (`--ssh-host-key` files,
-/// else the store's, made on first use).
+/// else the store's, made on first use). The address is bound first: a
+/// port in use fails at once, not after the keys are made (an RSA key
+/// takes a second or two).
 async fn ssh_listener(
     addr: SocketAddr,
     files: &[PathBuf],
     store: &Arc<dyn gitstow_store::ObjectStore>,
 ) -> Result<(tokio::net::TcpListener, gitstow_ssh::HostKeys), String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let keys = if files.is_empty() {
         let store = store.clone();
         tokio::task::spawn_blocking(move || gitstow_ssh::HostKeys::from_store(&store))
@@ -682,9 +687,6 @@ async fn ssh_listener(
         gitstow_ssh::HostKeys::from_files(files)
     }
     .map_err(|e| format!("host keys: {e}"))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     Ok((listener, keys))
 }
 
