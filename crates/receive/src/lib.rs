@@ -29,6 +29,7 @@ mod report;
 pub mod resolve;
 pub mod scan;
 pub mod transaction;
+mod window;
 
 use std::collections::HashMap;
 use std::fs::File;
