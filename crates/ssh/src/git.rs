@@ -163,12 +163,17 @@ async fn upload_pack_v2(
     )
     .await?;
     loop {
-        let mut request = tempfile::SpooledTempFile::new(64 << 10);
+        let mut request = match &limits.staging_dir {
+            Some(dir) => tempfile::spooled_tempfile_in(64 << 10, dir),
+            None => tempfile::spooled_tempfile(64 << 10),
+        };
         let read = read_section(
             input,
             &mut request,
             limits.max_fetch_request_bytes,
+            SectionCap::NONE,
             limits.idle,
+            |_| {},
         )
         .await?;
         // The client ends the session with a lone flush-pkt or EOF.
@@ -310,49 +315,80 @@ struct Spooled {
 /// Copies a receive-pack request to `file`: the command list (shallow lines
 /// and commands) up to its flush-pkt, the push options up to theirs when
 /// the first command asks for `push-options`, then, unless every command
-/// is a deletion, the pack up to the client's EOF.
+/// is a deletion, the pack up to the client's EOF. Nothing of it is held
+/// in memory but one pkt-line: each section goes to the file as it is
+/// read, its lines scanned on the way, and a section that passes the
+/// bounds `gitstow_protocol::push` refuses it by ([`SectionCap`]) is cut
+/// after the line that passed them, so that the service's parser refuses
+/// the push in its own words (as over HTTP) having read no more.
 async fn spool_push(
     input: &mut (impl AsyncRead + Unpin + Send),
     file: &std::fs::File,
     limits: &Limits,
 ) -> Result<Spooled, Failure> {
     let std_file = file.try_clone().map_err(|_| Failure::Gone)?;
-    let mut sink = tokio::fs::File::from_std(std_file);
     let limit = limits.max_push_bytes;
-    let mut commands = Vec::new();
-    let first = read_section(input, &mut commands, limit, limits.idle).await?;
-    sink.write_all(&commands).await.map_err(spool_error)?;
+    let mut sections = std::io::BufWriter::with_capacity(64 << 10, std_file);
+    let mut scan = CommandScan::default();
+    let first = read_section(
+        input,
+        &mut sections,
+        limit,
+        SectionCap::COMMANDS,
+        limits.idle,
+        |line| scan.line(line),
+    )
+    .await?;
+    let done = |sections: std::io::BufWriter<std::fs::File>, truncated| {
+        sections
+            .into_inner()
+            .map_err(|e| spool_error(e.into_error()))?;
+        Ok(Spooled {
+            probe: false,
+            truncated,
+        })
+    };
     if first.bytes <= 4 {
-        sink.flush().await.map_err(spool_error)?;
+        done(sections, false)?;
         return Ok(Spooled {
             probe: true,
             truncated: false,
         });
+    }
+    // A cut section is refused by the parser, before any pack is read.
+    if first.cut {
+        return done(sections, false);
     }
     if !first.flushed {
         return Err(Failure::Protocol(
             "the command list ended before its flush-pkt".into(),
         ));
     }
-    let scan = scan_commands(&commands);
     let mut total = first.bytes;
     if scan.push_options {
-        let mut options = Vec::new();
         let read = read_section(
             input,
-            &mut options,
+            &mut sections,
             limit.saturating_sub(total),
+            SectionCap::PUSH_OPTIONS,
             limits.idle,
+            |_| {},
         )
         .await?;
+        if read.cut {
+            return done(sections, false);
+        }
         if !read.flushed {
             return Err(Failure::Protocol(
                 "the push options ended before their flush-pkt".into(),
             ));
         }
-        sink.write_all(&options).await.map_err(spool_error)?;
         total += read.bytes;
     }
+    let std_file = sections
+        .into_inner()
+        .map_err(|e| spool_error(e.into_error()))?;
+    let mut sink = tokio::fs::File::from_std(std_file);
     let mut truncated = false;
     if scan.needs_pack {
         let mut buf = vec![0u8; 64 << 10];
@@ -380,58 +416,80 @@ fn spool_error(e: std::io::Error) -> Failure {
     Failure::Refused(Refusal::from_error("spooling the push", &e))
 }
 
-/// What a command list asks for.
+/// What a command list asks for, gathered line by line.
+#[derive(Debug, Default)]
 struct CommandScan {
     /// Some command creates or updates a ref (a pack follows).
     needs_pack: bool,
     /// The first command's capabilities hold `push-options`.
     push_options: bool,
+    /// A command line was seen (the first one carries the capabilities).
+    seen_command: bool,
 }
 
-/// Reads the pkt-lines of a command list (already checked to be pkt-lines
-/// by [`read_section`]).
-fn scan_commands(section: &[u8]) -> CommandScan {
-    let mut scan = CommandScan {
-        needs_pack: false,
-        push_options: false,
-    };
-    let mut at = 0;
-    let mut first = true;
-    while at + 4 <= section.len() {
-        let len = pkt_len(&section[at..at + 4]).unwrap_or(0);
-        if len < 4 {
-            break;
-        }
-        let line = &section[at + 4..(at + len).min(section.len())];
-        at += len;
+impl CommandScan {
+    /// Takes one pkt-line's payload of the command list.
+    fn line(&mut self, line: &[u8]) {
         if line.starts_with(b"shallow ") {
-            continue;
+            return;
         }
         let (command, caps) = match line.iter().position(|&b| b == 0) {
             Some(nul) => (&line[..nul], &line[nul + 1..]),
             None => (line, &[][..]),
         };
-        if first {
-            scan.push_options = caps
+        if !self.seen_command {
+            self.push_options = caps
                 .split(|&b| b == b' ' || b == b'\n')
                 .any(|c| c == b"push-options");
-            first = false;
+            self.seen_command = true;
         }
         // `<old> <new> <ref>`: a new value of all zeros is a deletion.
         let new = command.split(|&b| b == b' ').nth(1).unwrap_or(b"");
         if !new.iter().all(|&b| b == b'0') {
-            scan.needs_pack = true;
+            self.needs_pack = true;
         }
     }
-    scan
+}
+
+/// Bounds on what one section of a request may hold, counted as
+/// `gitstow_protocol::push` counts them (a line's text without its
+/// trailing LF): past one, [`read_section`] stops after the line that
+/// passed it.
+#[derive(Debug, Clone, Copy)]
+struct SectionCap {
+    /// Bytes of text of all lines.
+    text_bytes: usize,
+    /// Data lines.
+    lines: usize,
+}
+
+impl SectionCap {
+    /// No bound but the request's size limit.
+    const NONE: SectionCap = SectionCap {
+        text_bytes: usize::MAX,
+        lines: usize::MAX,
+    };
+    /// A push's command list ([`gitstow_protocol::push::MAX_COMMAND_LIST_BYTES`]).
+    const COMMANDS: SectionCap = SectionCap {
+        text_bytes: gitstow_protocol::push::MAX_COMMAND_LIST_BYTES,
+        lines: usize::MAX,
+    };
+    /// A push's options ([`gitstow_protocol::push::MAX_PUSH_OPTION_BYTES`],
+    /// [`gitstow_protocol::push::MAX_PUSH_OPTIONS`]).
+    const PUSH_OPTIONS: SectionCap = SectionCap {
+        text_bytes: gitstow_protocol::push::MAX_PUSH_OPTION_BYTES,
+        lines: gitstow_protocol::push::MAX_PUSH_OPTIONS,
+    };
 }
 
 /// What [`read_section`] read.
 struct Section {
     /// Bytes copied (the pkt-lines as sent, their flush-pkt included).
     bytes: u64,
-    /// It ended with a flush-pkt (else: EOF).
+    /// It ended with a flush-pkt (else: EOF or `cut`).
     flushed: bool,
+    /// It passed its [`SectionCap`] and was cut after that line.
+    cut: bool,
 }
 
 /// The length field of a pkt-line, `None` when it is not four hex digits.
@@ -440,14 +498,23 @@ fn pkt_len(head: &[u8]) -> Option<usize> {
 }
 
 /// Copies pkt-lines from `input` to `sink` up to and including a flush-pkt
-/// (`0000`), or to EOF at a pkt-line boundary.
+/// (`0000`), or to EOF at a pkt-line boundary, or to the line that passes
+/// `cap`; hands each data line's payload to `inspect` on the way. Holds
+/// one pkt-line in memory.
+///
+/// # Errors
+/// [`Failure::Protocol`] for a malformed pkt-line or more than `limit`
+/// bytes, [`Failure::Gone`] when the client or the sink fails.
 async fn read_section(
     input: &mut (impl AsyncRead + Unpin + Send),
     sink: &mut impl Write,
     limit: u64,
+    cap: SectionCap,
     idle: Duration,
+    mut inspect: impl FnMut(&[u8]),
 ) -> Result<Section, Failure> {
     let mut bytes = 0u64;
+    let (mut text_bytes, mut lines) = (0usize, 0usize);
     let mut buf = vec![0u8; MAX_PKT_LEN];
     loop {
         let mut head = [0u8; 4];
@@ -456,6 +523,7 @@ async fn read_section(
                 return Ok(Section {
                     bytes,
                     flushed: false,
+                    cut: false,
                 })
             }
             4 => {}
@@ -478,6 +546,7 @@ async fn read_section(
                 return Ok(Section {
                     bytes,
                     flushed: true,
+                    cut: false,
                 })
             }
             1 | 2 => continue,
@@ -502,6 +571,16 @@ async fn read_section(
             )));
         }
         sink.write_all(payload).map_err(|_| Failure::Gone)?;
+        inspect(payload);
+        lines += 1;
+        text_bytes += payload.strip_suffix(b"\n").unwrap_or(payload).len();
+        if lines > cap.lines || text_bytes > cap.text_bytes {
+            return Ok(Section {
+                bytes,
+                flushed: false,
+                cut: true,
+            });
+        }
     }
 }
 
@@ -565,6 +644,18 @@ mod tests {
         v
     }
 
+    /// The scan of a command list given as pkt-lines (no flush).
+    fn scan(mut section: &[u8]) -> CommandScan {
+        let mut scan = CommandScan::default();
+        while section.len() >= 4 {
+            let len =
+                usize::from_str_radix(std::str::from_utf8(&section[..4]).unwrap(), 16).unwrap();
+            scan.line(&section[4..len]);
+            section = &section[len..];
+        }
+        scan
+    }
+
     #[test]
     fn a_command_list_says_whether_a_pack_follows() {
         let zero = "0".repeat(40);
@@ -572,16 +663,14 @@ mod tests {
         let mut deletes =
             pkt(format!("{one} {zero} refs/heads/a\0report-status push-options").as_bytes());
         deletes.extend(pkt(format!("{one} {zero} refs/heads/b").as_bytes()));
-        deletes.extend(b"0000");
-        let s = scan_commands(&deletes);
+        let s = scan(&deletes);
         assert!(!s.needs_pack);
         assert!(s.push_options);
         let mut update = pkt(format!("shallow {one}").as_bytes());
         update.extend(pkt(
             format!("{zero} {one} refs/heads/a\0report-status").as_bytes()
         ));
-        update.extend(b"0000");
-        let s = scan_commands(&update);
+        let s = scan(&update);
         assert!(s.needs_pack);
         assert!(!s.push_options);
     }
@@ -596,36 +685,123 @@ mod tests {
         input.extend(pkt(b"next"));
         let mut reader = &input[..];
         let mut out = Vec::new();
-        let s = read_section(&mut reader, &mut out, 1 << 20, Duration::from_secs(5))
-            .await
-            .ok()
-            .unwrap();
+        let s = read_section(
+            &mut reader,
+            &mut out,
+            1 << 20,
+            SectionCap::NONE,
+            Duration::from_secs(5),
+            |_| {},
+        )
+        .await
+        .ok()
+        .unwrap();
         assert!(s.flushed);
         assert_eq!(out, input[..input.len() - 8]);
         // Then EOF after a pkt-line: not flushed.
         let mut rest = Vec::new();
-        let s = read_section(&mut reader, &mut rest, 1 << 20, Duration::from_secs(5))
-            .await
-            .ok()
-            .unwrap();
+        let s = read_section(
+            &mut reader,
+            &mut rest,
+            1 << 20,
+            SectionCap::NONE,
+            Duration::from_secs(5),
+            |_| {},
+        )
+        .await
+        .ok()
+        .unwrap();
         assert!(!s.flushed);
         assert_eq!(rest, pkt(b"next"));
         // A limit is a protocol error, and so is a bad length.
         let mut reader = &input[..];
         assert!(matches!(
-            read_section(&mut reader, &mut Vec::new(), 10, Duration::from_secs(5)).await,
+            read_section(
+                &mut reader,
+                &mut Vec::new(),
+                10,
+                SectionCap::NONE,
+                Duration::from_secs(5),
+                |_| {}
+            )
+            .await,
             Err(Failure::Protocol(_))
         ));
         // A length above git's largest pkt-line is refused, not read.
         let mut long = &b"ffff"[..];
         assert!(matches!(
-            read_section(&mut long, &mut Vec::new(), 1 << 20, Duration::from_secs(5)).await,
+            read_section(
+                &mut long,
+                &mut Vec::new(),
+                1 << 20,
+                SectionCap::NONE,
+                Duration::from_secs(5),
+                |_| {}
+            )
+            .await,
             Err(Failure::Protocol(_))
         ));
         let mut bad = &b"zzzz"[..];
         assert!(matches!(
-            read_section(&mut bad, &mut Vec::new(), 100, Duration::from_secs(5)).await,
+            read_section(
+                &mut bad,
+                &mut Vec::new(),
+                100,
+                SectionCap::NONE,
+                Duration::from_secs(5),
+                |_| {}
+            )
+            .await,
             Err(Failure::Protocol(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_section_past_its_cap_stops_after_the_line_that_passed_it() {
+        let mut input = Vec::new();
+        for _ in 0..10 {
+            input.extend(pkt(b"0123456789\n"));
+        }
+        input.extend(b"0000");
+        let cap = SectionCap {
+            text_bytes: 25,
+            lines: usize::MAX,
+        };
+        let mut reader = &input[..];
+        let mut out = Vec::new();
+        let mut seen = 0;
+        let s = read_section(
+            &mut reader,
+            &mut out,
+            1 << 20,
+            cap,
+            Duration::from_secs(5),
+            |_| seen += 1,
+        )
+        .await
+        .ok()
+        .unwrap();
+        // Three lines of ten bytes of text pass 25: the third is the last read.
+        assert!(s.cut && !s.flushed);
+        assert_eq!((seen, out.len()), (3, 3 * 15));
+        assert_eq!(reader.len(), input.len() - 3 * 15);
+        let cap = SectionCap {
+            text_bytes: usize::MAX,
+            lines: 4,
+        };
+        let mut reader = &input[..];
+        let s = read_section(
+            &mut reader,
+            &mut Vec::new(),
+            1 << 20,
+            cap,
+            Duration::from_secs(5),
+            |_| {},
+        )
+        .await
+        .ok()
+        .unwrap();
+        assert!(s.cut);
+        assert_eq!(reader.len(), input.len() - 5 * 15);
     }
 }
