@@ -275,7 +275,9 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
 /// A client that asks for a pack and stops reading (a suspended `git
 /// clone`) loses its response once it has taken nothing for the stall
 /// deadline (shortened here by `GITSTOW_TEST_SEND_STALL_MS`), so it does
-/// not hold the one fetch slot: the next clone is served.
+/// not hold the one fetch slot: the next clone is served. (With no room
+/// to spill the answer, `--max-response-spill 0`: with room, the slot is
+/// free at once, `slow_clients.rs`.)
 #[test]
 fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
     if Server::is_canonical() {
@@ -288,6 +290,8 @@ fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
             "1",
             "--fetch-queue-timeout",
             "30",
+            "--max-response-spill",
+            "0",
         ],
         &[("GITSTOW_TEST_SEND_STALL_MS", "2000")],
     );

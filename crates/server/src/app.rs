@@ -382,6 +382,7 @@ async fn info_refs(
     // advertisement streams as they are read: a listing of millions of
     // refs holds a line and a batch, not their list.
     response::stream(
+        &app.host,
         "info/refs",
         content_type,
         move |out| advertisement.write(out, true),
@@ -435,6 +436,7 @@ async fn upload_pack(
         Err(r) => return refusal(r),
     };
     response::stream(
+        &app.host,
         "upload-pack",
         "application/x-git-upload-pack-result",
         move |out| fetch.run(&mut request, out),

@@ -60,6 +60,7 @@ pub(crate) async fn receive_pack(
         Err(r) => return refusal(r),
     };
     response::stream(
+        &app.host,
         "receive-pack",
         "application/x-git-receive-pack-result",
         move |out| push.run(&spooled.file, spooled.truncated, out),
@@ -88,6 +89,7 @@ async fn spool_failed(
     let reason = gitstow_receive::server_reason(&spool_error);
     let host = app.host.clone();
     response::stream(
+        &app.host,
         "receive-pack",
         "application/x-git-receive-pack-result",
         move |out| host.refuse_push(&mut &head[..], reason, out),

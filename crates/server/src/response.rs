@@ -1,93 +1,22 @@
 //! Streaming a blocking producer's output as an HTTP response body.
 //!
-//! Receive-pack and upload-pack run on blocking threads and write to a
-//! [`ChannelWriter`]; the async side forwards chunks to the client as they come.
-//! If the producer fails before writing anything, the handler can still answer
-//! with an HTTP error status instead of a 200.
+//! Receive-pack and upload-pack run on blocking threads and write to the
+//! service's [`gitstow_service::output::Writer`] (a small window in memory,
+//! spilled to disk past it); a task forwards its chunks to hyper at the
+//! client's pace ([`gitstow_service::output::forward`]), one chunk at a
+//! time. If the producer fails before writing anything, the handler can
+//! still answer with an HTTP error status instead of a 200.
 
-use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use gitstow_service::output::{self, Writer};
+use gitstow_service::Host;
 use tokio::sync::mpsc;
-
-/// A `Write` that sends what it is given to the response stream, in chunks of
-/// at least 64 KiB unless flushed, counting the bytes in
-/// `gitstow_sent_bytes_total{service}`. A client that takes nothing for
-/// [`gitstow_service::SEND_STALL`] (it stopped reading, e.g. a suspended `git clone`) ends
-/// the response with `BrokenPipe`, so it cannot hold a fetch slot and a
-/// thread forever.
-pub struct ChannelWriter {
-    tx: mpsc::Sender<Bytes>,
-    buf: Vec<u8>,
-    sent: metrics::Counter,
-    runtime: tokio::runtime::Handle,
-}
-
-const CHUNK: usize = 64 * 1024;
-
-use gitstow_service::send_stall;
-
-impl ChannelWriter {
-    /// A writer for `service`'s response (`receive-pack`, `upload-pack`) and
-    /// the receiving end for the response. Call it within the runtime; write
-    /// to it from a blocking thread.
-    pub fn new(service: &'static str) -> (Self, mpsc::Receiver<Bytes>) {
-        let (tx, rx) = mpsc::channel(16);
-        (
-            ChannelWriter {
-                tx,
-                buf: Vec::with_capacity(CHUNK),
-                sent: metrics::counter!(crate::metrics::SENT_BYTES, "service" => service),
-                runtime: tokio::runtime::Handle::current(),
-            },
-            rx,
-        )
-    }
-
-    fn send(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        self.sent.increment(self.buf.len() as u64);
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        let sent = self
-            .runtime
-            .block_on(tokio::time::timeout(send_stall(), self.tx.send(chunk)));
-        match sent {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "client went away",
-            )),
-            Err(_) => Err(std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "client stopped reading the response",
-            )),
-        }
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CHUNK {
-            self.send()?;
-        }
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send()
-    }
-}
-
-impl Drop for ChannelWriter {
-    fn drop(&mut self) {
-        let _ = self.send();
-    }
-}
 
 /// Headers git http-backend sends on dynamic responses (no caching).
 pub fn no_cache(resp: &mut Response) {
@@ -129,9 +58,13 @@ pub fn git_error(content_type: &'static str, message: &str) -> Response {
 }
 
 /// Runs `produce` on a blocking thread and streams what it writes as a
-/// `content_type` response of `service`. If it fails before writing,
-/// `on_error` turns the error into the response.
+/// `content_type` response of `service` (its bytes counted in
+/// `gitstow_sent_bytes_total{service}`), at the pace `host` asks of
+/// clients: one that does not keep it loses the rest of the response,
+/// which ends as a broken body, not a complete one. If `produce` fails
+/// before writing, `on_error` turns the error into the response.
 pub async fn stream<T, E, F>(
+    host: &Host,
     service: &'static str,
     content_type: &'static str,
     produce: F,
@@ -140,36 +73,30 @@ pub async fn stream<T, E, F>(
 where
     T: Send + 'static,
     E: Send + 'static,
-    F: FnOnce(&mut ChannelWriter) -> Result<T, E> + Send + 'static,
+    F: FnOnce(&mut Writer) -> Result<T, E> + Send + 'static,
 {
-    let (mut writer, mut rx) = ChannelWriter::new(service);
+    let (mut writer, mut source) = host.response();
     let task = tokio::task::spawn_blocking(move || {
         let result = produce(&mut writer);
         drop(writer);
         result
     });
-    let first = rx.recv().await;
-    let body = match first {
-        Some(first) => {
-            let rest = tokio_stream::wrappers::ReceiverStream::new(rx);
-            let stream = futures_util::stream::once(async move { first })
-                .chain(rest)
-                .map(Ok::<Bytes, std::io::Error>);
-            tokio::spawn(async move {
-                if let Err(e) = task.await {
-                    tracing::error!(error = %e, "request task panicked");
-                }
-            });
-            Body::from_stream(stream)
-        }
-        None => match task.await {
+    let body = if source.started().await {
+        tokio::spawn(async move {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "request task panicked");
+            }
+        });
+        body_of(source, host.response_pace(), service)
+    } else {
+        match task.await {
             Ok(Ok(_)) => Body::empty(),
             Ok(Err(e)) => return on_error(e),
             Err(e) => {
                 tracing::error!(error = %e, "request task panicked");
                 return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
             }
-        },
+        }
     };
     let mut resp = Response::new(body);
     resp.headers_mut()
@@ -178,4 +105,48 @@ where
     resp
 }
 
-use futures_util::StreamExt;
+/// The body that hyper takes `source` through, one chunk at a time, at
+/// `pace`; a response cut for its pace (or a spill that cannot be read)
+/// ends in an error, so hyper breaks the connection rather than ending
+/// the body as if it were whole.
+pub fn body_of(source: output::Source, pace: output::Pace, service: &'static str) -> Body {
+    let (tx, rx) = mpsc::channel::<Bytes>(1);
+    let cut = Arc::new(AtomicBool::new(false));
+    let cut_by_forward = cut.clone();
+    let sent = metrics::counter!(crate::metrics::SENT_BYTES, "service" => service);
+    tokio::spawn(async move {
+        let forwarded = output::forward(source, pace, |chunk| {
+            let (tx, sent) = (tx.clone(), sent.clone());
+            async move {
+                let n = chunk.len() as u64;
+                let ok = tx.send(chunk).await.is_ok();
+                if ok {
+                    sent.increment(n);
+                }
+                ok
+            }
+        })
+        .await;
+        if forwarded.is_err() {
+            cut_by_forward.store(true, Ordering::Release);
+        }
+    });
+    let stream =
+        futures_util::stream::unfold((rx, cut, false), |(mut rx, cut, ended)| async move {
+            if ended {
+                return None;
+            }
+            match rx.recv().await {
+                Some(chunk) => Some((Ok(chunk), (rx, cut, false))),
+                None if cut.load(Ordering::Acquire) => Some((
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::BrokenPipe,
+                        "the response was cut",
+                    )),
+                    (rx, cut, true),
+                )),
+                None => None,
+            }
+        });
+    Body::from_stream(stream)
+}

@@ -104,6 +104,19 @@ pub struct ServeArgs {
     /// --idle-timeout seconds (else HTTP 408); 0 turns the check off.
     #[arg(long, default_value_t = 1024)]
     pub min_body_rate: u64,
+    /// Bytes per second a client must take a response at, on average over
+    /// any two minutes (git's answers, LFS downloads); one that takes
+    /// nothing for two minutes, or less than this, loses its response (and
+    /// the fetch slot it holds). 0: only the two minutes count.
+    #[arg(long, default_value_t = 1024)]
+    pub min_send_rate: u64,
+    /// Disk space (in --tmp-dir) that responses a client has not taken yet
+    /// may spill to, in all, so that a slow client holds no thread, fetch
+    /// slot or memory while it reads (at most 16 MiB a response; past it
+    /// the response waits for the client): bytes, or with a unit (`2GiB`);
+    /// 0: no spill.
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    pub max_response_spill: u64,
     /// Open connections at most; beyond it a new connection is answered 503
     /// at once (default: half of the open-files limit left after 256
     /// descriptors).
@@ -451,6 +464,14 @@ pub fn main(args: ServeArgs) -> i32 {
                 timeout: std::time::Duration::from_secs(args.webhook_timeout.max(1)),
                 ..Default::default()
             },
+            responses: gitstow_service::output::Settings {
+                pace: gitstow_service::output::Pace {
+                    stall: gitstow_service::send_stall(),
+                    min_rate: args.min_send_rate,
+                },
+                spill_total: args.max_response_spill,
+                ..Default::default()
+            },
         },
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
@@ -566,6 +587,7 @@ pub fn main(args: ServeArgs) -> i32 {
             max_push_bytes: config.max_push_bytes,
             max_fetch_request_bytes: config.max_fetch_request_bytes,
             idle: config.body_pace.idle,
+            min_rate: config.body_pace.min_rate,
             staging_dir: config.service.receive.staging_dir.clone(),
         };
         let ssh_config = gitstow_ssh::SshConfig {

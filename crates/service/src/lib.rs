@@ -22,6 +22,8 @@
 //!   pages returned at once after a large push's pass 2.
 //! - [`conn_caps`]: caps on connections, in total and per client address.
 //! - [`repo_name`]: repository names as clients give them.
+//! - [`output`]: a response from its blocking thread to the client: a
+//!   small window in memory, spilled to disk past it, the client paced.
 #![deny(missing_docs)]
 
 use std::sync::Arc;
@@ -34,6 +36,7 @@ pub mod conn_caps;
 pub mod fetch;
 pub mod maintenance;
 pub mod metrics;
+pub mod output;
 pub mod push;
 pub mod queue;
 pub mod repo_name;
@@ -113,6 +116,9 @@ pub struct Config {
     pub state_cache_bytes: usize,
     /// How webhooks are delivered.
     pub webhooks: gitstow_hooks::deliver::DeliverConfig,
+    /// How responses are paced and spilled ([`output`]); they spill in
+    /// `receive.staging_dir`.
+    pub responses: output::Settings,
 }
 
 /// Why a request is answered before any of git's protocol: each transport
@@ -167,6 +173,8 @@ pub struct Host {
     maintenance: Option<Arc<maintenance::Maintenance>>,
     /// Delivers recorded push events to webhooks (`None`: it could not start).
     webhooks: Option<gitstow_hooks::deliver::Deliverer>,
+    /// Where responses spill, shared by all of them.
+    spill: Arc<output::Spill>,
     config: Config,
 }
 
@@ -196,8 +204,14 @@ impl Host {
         // cache): an idle server holds what it needs, not what it last read.
         let released = indexes.clone();
         let idle = queue::WhenIdle::new(move || released.release_pages());
+        let spill = output::Spill::new(
+            config.receive.staging_dir.clone(),
+            config.responses.spill_per_response,
+            config.responses.spill_total,
+        );
         Arc::new(Host {
             webhooks,
+            spill,
             states: StateCache::with_limit(config.state_cache_bytes),
             maintenance,
             pushes: WorkQueue::new(
@@ -217,6 +231,18 @@ impl Host {
             indexes,
             config,
         })
+    }
+
+    /// A response's writer (for the blocking thread that makes it) and
+    /// source (for the transport's [`output::forward`]), spilling as
+    /// [`Config::responses`] allows. Call it within the runtime.
+    pub fn response(&self) -> (output::Writer, output::Source) {
+        output::channel(self.spill.clone())
+    }
+
+    /// How fast clients must take responses.
+    pub fn response_pace(&self) -> output::Pace {
+        self.config.responses.pace
     }
 
     /// The store.

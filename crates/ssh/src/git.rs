@@ -27,7 +27,9 @@ use russh::server::Msg;
 use russh::ChannelWriteHalf;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::io::{forward, pump, BlockingReader, BlockingWriter};
+use gitstow_service::output;
+
+use crate::io::{pump, BlockingReader};
 
 /// The channel a command writes to, counting what it sends.
 #[derive(Debug)]
@@ -75,6 +77,10 @@ pub struct Limits {
     pub max_fetch_request_bytes: u64,
     /// Longest wait for the client's next bytes while it sends a request.
     pub idle: Duration,
+    /// Bytes per second a client holding a fetch slot must send its v0
+    /// negotiation at, on average once it has taken `idle`
+    /// (`--min-body-rate`); 0: only `idle` counts.
+    pub min_rate: u64,
     /// Where pushes and large fetch requests are spooled (`None`: the
     /// system's temp directory).
     pub staging_dir: Option<std::path::PathBuf>,
@@ -187,7 +193,7 @@ async fn upload_pack_v2(
         }
         let ls_refs = gitstow_service::fetch::is_ls_refs(&mut request);
         let fetch = host.fetch(name, principal, true, ls_refs).await?;
-        let served = blocking(out, move |w| {
+        let served = blocking(host, out, move |w| {
             use std::io::Seek;
             request.rewind()?;
             fetch
@@ -214,28 +220,53 @@ async fn upload_pack_v0(
     out: &Output,
 ) -> Result<(), Failure> {
     advertise(host, principal, name, Service::UploadPack, version, out).await?;
-    // A client that wants nothing (`git ls-remote`) sends a flush-pkt and
-    // hangs up: it takes no fetch slot.
-    let mut first = [0u8; 4];
-    match read_exact_idle(input, &mut first, limits.idle).await? {
-        0 => return Ok(()),
-        4 if &first == b"0000" => return Ok(()),
-        4 => {}
-        _ => {
-            return Err(Failure::Protocol(
-                "the request ended inside a pkt-line".into(),
-            ))
-        }
+    // The want list (and any shallow and deepen lines) is read up to its
+    // flush-pkt before the request queues for a fetch slot, in memory up
+    // to 64 KiB and in a file beyond: a client that trickles it holds no
+    // slot. A client that wants nothing (`git ls-remote`) sends a lone
+    // flush-pkt and hangs up: it takes no slot at all.
+    let mut wants = match &limits.staging_dir {
+        Some(dir) => tempfile::spooled_tempfile_in(64 << 10, dir),
+        None => tempfile::spooled_tempfile(64 << 10),
+    };
+    let read = read_section(
+        input,
+        &mut wants,
+        limits.max_fetch_request_bytes,
+        SectionCap::NONE,
+        limits.idle,
+        |_| {},
+    )
+    .await?;
+    if read.bytes <= 4 {
+        return Ok(());
+    }
+    if !read.flushed {
+        return Err(Failure::Protocol(
+            "the want list ended before its flush-pkt".into(),
+        ));
+    }
+    {
+        use std::io::Seek;
+        wants.rewind().map_err(|_| Failure::Gone)?;
     }
     let fetch = host.fetch(name, principal, false, false).await?;
-    let (mut reader, tx) = BlockingReader::new(first.to_vec());
-    let (mut writer, rx) = BlockingWriter::new();
+    // Then the rounds of haves, read as the negotiation asks for them:
+    // each wait for the client spends a credit its bytes earn back.
+    let pace = output::Pace {
+        stall: limits.idle,
+        min_rate: limits.min_rate,
+    };
+    let (mut reader, tx) = BlockingReader::new(Box::new(wants), pace);
+    let (mut writer, source) = host.response();
     let task = tokio::task::spawn_blocking(move || {
         let r = fetch.run_session(&mut reader, &mut writer);
         drop(writer);
         r
     });
-    let send = forward(rx, |chunk: Bytes| async move { send(out, chunk).await });
+    let send = output::forward(source, host.response_pace(), |chunk: Bytes| async move {
+        send(out, chunk).await
+    });
     let both = async {
         let (result, _) = tokio::join!(task, send);
         result
@@ -278,7 +309,7 @@ async fn receive_pack(
     }
     let push = host.push(name, principal, spooled.probe).await?;
     let truncated = spooled.truncated;
-    let ran = blocking(out, move |w| {
+    let ran = blocking(host, out, move |w| {
         push.run(&file, truncated, w)
             .map_err(|e| std::io::Error::other(e.to_string()))
     })
@@ -299,7 +330,7 @@ async fn advertise(
     let advertisement = host
         .advertisement(name, principal, service, version)
         .await?;
-    blocking(out, move |w| advertisement.write(w, false))
+    blocking(host, out, move |w| advertisement.write(w, false))
         .await?
         .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))
 }
@@ -618,18 +649,22 @@ async fn read_idle(
 }
 
 /// Runs `job` on a blocking thread, its output sent to the channel as it
-/// is written; `Err(Gone)` when the thread panicked.
+/// is written, at the pace `host` asks of clients
+/// ([`gitstow_service::output`]); `Err(Gone)` when the thread panicked.
 async fn blocking<T: Send + 'static>(
+    host: &Host,
     out: &Output,
-    job: impl FnOnce(&mut BlockingWriter) -> T + Send + 'static,
+    job: impl FnOnce(&mut output::Writer) -> T + Send + 'static,
 ) -> Result<T, Failure> {
-    let (mut writer, rx) = BlockingWriter::new();
+    let (mut writer, source) = host.response();
     let task = tokio::task::spawn_blocking(move || {
         let r = job(&mut writer);
         drop(writer);
         r
     });
-    let send = forward(rx, |chunk: Bytes| async move { send(out, chunk).await });
+    let send = output::forward(source, host.response_pace(), |chunk: Bytes| async move {
+        send(out, chunk).await
+    });
     let (result, _) = tokio::join!(task, send);
     result.map_err(|_| Failure::Gone)
 }

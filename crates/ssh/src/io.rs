@@ -1,118 +1,50 @@
-//! From the blocking threads that run upload-pack and receive-pack to an
-//! SSH channel: a [`BlockingWriter`] hands 64 KiB chunks to an async task
-//! that sends them as channel data, as fast as the client's window allows.
+//! From an SSH channel to the blocking threads that run upload-pack: a
+//! [`BlockingReader`] fed by [`pump`]. (Their output goes the other way
+//! through `gitstow_service::output`, as HTTP's does.)
 
-use std::io::Write;
 use std::time::Duration;
 
-use bytes::Bytes;
+use gitstow_service::output::{Pace, Patience};
 use tokio::sync::mpsc;
 
-const CHUNK: usize = 64 * 1024;
-
-/// A `Write` for a blocking thread whose bytes go to the channel through
-/// [`forward`]. Dropping it sends what is buffered.
-#[derive(Debug)]
-pub struct BlockingWriter {
-    tx: Option<mpsc::Sender<Bytes>>,
-    buf: Vec<u8>,
-}
-
-impl BlockingWriter {
-    /// A writer and the receiving end [`forward`] takes.
-    pub fn new() -> (Self, mpsc::Receiver<Bytes>) {
-        let (tx, rx) = mpsc::channel(16);
-        (
-            BlockingWriter {
-                tx: Some(tx),
-                buf: Vec::with_capacity(CHUNK),
-            },
-            rx,
-        )
-    }
-
-    fn send(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        let tx = self.tx.as_ref().ok_or(std::io::ErrorKind::BrokenPipe)?;
-        tx.blocking_send(chunk).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "the SSH client stopped reading",
-            )
-        })
-    }
-}
-
-impl Write for BlockingWriter {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CHUNK {
-            self.send()?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send()
-    }
-}
-
-impl Drop for BlockingWriter {
-    fn drop(&mut self) {
-        let _ = self.send();
-        self.tx = None;
-    }
-}
-
-/// Sends every chunk of `rx` with `send` until the writer is dropped;
-/// `false` when a chunk waited longer than [`gitstow_service::SEND_STALL`]
-/// (a client that stopped reading, e.g. a suspended `git clone`: the
-/// command ends, as over HTTP) or the channel
-/// failed (the writer's next send then fails with `BrokenPipe`).
-pub async fn forward<F, Fut>(mut rx: mpsc::Receiver<Bytes>, mut send: F) -> bool
-where
-    F: FnMut(Bytes) -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let stall = gitstow_service::send_stall();
-    while let Some(chunk) = rx.recv().await {
-        match tokio::time::timeout(stall, send(chunk)).await {
-            Ok(true) => {}
-            Ok(false) => return false,
-            Err(_) => {
-                tracing::info!(
-                    stall_ms = stall.as_millis() as u64,
-                    "ssh: client stopped reading the response; the command ends"
-                );
-                return false;
-            }
-        }
-    }
-    true
-}
-
 /// A `Read` for a blocking thread over the bytes an async task hands it
-/// (the client's stream, read from the channel by [`pump`]); EOF when the
-/// task ends.
-#[derive(Debug)]
+/// (the client's stream, read from the channel by [`pump`]), after a
+/// `prefix` read before (a v0 request's want list); EOF when the task
+/// ends. Each wait for the client's next bytes spends a credit of
+/// [`Pace`] that the bytes earn back: a client that paces its
+/// negotiation (one `have` every few seconds) while it holds a fetch slot
+/// gets `TimedOut` once the credit is spent.
 pub struct BlockingReader {
+    prefix: Option<Box<dyn std::io::Read + Send>>,
     rx: mpsc::Receiver<Vec<u8>>,
     buf: Vec<u8>,
     at: usize,
+    patience: Patience,
+    runtime: tokio::runtime::Handle,
+}
+
+impl std::fmt::Debug for BlockingReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockingReader")
+            .field("buffered", &(self.buf.len() - self.at))
+            .field("patience", &self.patience)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BlockingReader {
-    /// A reader that yields `first`, then what the sender sends.
-    pub fn new(first: Vec<u8>) -> (Self, mpsc::Sender<Vec<u8>>) {
+    /// A reader that yields `prefix`, then what the sender sends, waiting
+    /// for it as `pace` allows. Call it within the runtime.
+    pub fn new(prefix: Box<dyn std::io::Read + Send>, pace: Pace) -> (Self, mpsc::Sender<Vec<u8>>) {
         let (tx, rx) = mpsc::channel(4);
         (
             BlockingReader {
+                prefix: Some(prefix),
                 rx,
-                buf: first,
+                buf: Vec::new(),
                 at: 0,
+                patience: Patience::new(pace),
+                runtime: tokio::runtime::Handle::current(),
             },
             tx,
         )
@@ -121,13 +53,34 @@ impl BlockingReader {
 
 impl std::io::Read for BlockingReader {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(prefix) = &mut self.prefix {
+            match prefix.read(out)? {
+                0 => self.prefix = None,
+                n => return Ok(n),
+            }
+        }
         while self.at >= self.buf.len() {
-            match self.rx.blocking_recv() {
-                Some(chunk) => {
+            let started = tokio::time::Instant::now();
+            let allowed = self.patience.allowed();
+            let next = self
+                .runtime
+                .block_on(tokio::time::timeout(allowed, self.rx.recv()));
+            match next {
+                Ok(Some(chunk)) => {
+                    self.patience.moved(started.elapsed(), chunk.len() as u64);
                     self.buf = chunk;
                     self.at = 0;
                 }
-                None => return Ok(0),
+                Ok(None) => return Ok(0),
+                Err(_) => {
+                    tracing::info!(
+                        "ssh: the client's negotiation is slower than the minimum rate; the command ends"
+                    );
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client sent its negotiation too slowly",
+                    ));
+                }
             }
         }
         let n = out.len().min(self.buf.len() - self.at);

@@ -219,6 +219,7 @@ pub async fn serve<A: KeyAccess>(
             authenticated: Arc::new(AtomicBool::new(false)),
             pending: None,
             running: running.clone(),
+            sessions: Arc::default(),
             fingerprint: None,
             token: None,
             channels: HashMap::new(),
@@ -322,6 +323,10 @@ pub async fn serve<A: KeyAccess>(
     }
 }
 
+/// Sessions one connection may have open at once, waiting for a command
+/// or running one (sshd's `MaxSessions`).
+pub const MAX_SESSIONS: usize = 10;
+
 /// One client connection.
 struct Connection<A: KeyAccess> {
     host: Arc<Host>,
@@ -337,6 +342,8 @@ struct Connection<A: KeyAccess> {
     pending: Option<conn_caps::Held>,
     /// Commands running in the listener (drained at shutdown).
     running: Arc<std::sync::atomic::AtomicUsize>,
+    /// Commands running on this connection.
+    sessions: Arc<std::sync::atomic::AtomicUsize>,
     /// The verified key's fingerprint and its token, once authenticated.
     fingerprint: Option<String>,
     token: Option<String>,
@@ -411,8 +418,14 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         reply: russh::server::ChannelOpenHandle,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
-        // As gitlab-sshd: at most 10 sessions waiting for a command.
-        if self.channels.len() >= 10 {
+        // As sshd's `MaxSessions`: at most 10 sessions on one connection,
+        // waiting for a command or running one, so that one connection
+        // cannot hold more fetch slots (or anything else) than ten
+        // connections could. Dropping `reply` refuses the channel
+        // ("administratively prohibited", as sshd).
+        let running = self.sessions.load(Ordering::Relaxed);
+        if self.channels.len() + running >= MAX_SESSIONS {
+            tracing::info!(peer = %self.peer, limit = MAX_SESSIONS, "ssh: session refused: too many on this connection");
             return Ok(());
         }
         self.channels.insert(channel.id(), (channel, None));
@@ -485,7 +498,10 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
                 .as_deref()
                 .map_or(ProtocolVersion::V0, ProtocolVersion::from_git_protocol),
         };
-        let running = Running::new(self.running.clone());
+        let running = (
+            Running::new(self.running.clone()),
+            Running::new(self.sessions.clone()),
+        );
         tokio::spawn(async move {
             job.run(channel, exec).await;
             drop(running);
@@ -663,7 +679,8 @@ fn twin_of(
     Ok((tokio::net::TcpStream::from_std(std)?, twin))
 }
 
-/// A command counted among the running ones, until dropped.
+/// A command counted among the running ones (of the listener, or of its
+/// connection), until dropped.
 struct Running(Arc<std::sync::atomic::AtomicUsize>);
 
 impl Running {

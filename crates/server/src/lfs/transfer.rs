@@ -13,6 +13,9 @@ use gitstow_lfs::objects::{self, Hashing, ObjectError};
 use gitstow_lfs::Oid;
 
 use super::{as_lfs, json, lfs_error, now_secs, store_failed, Authorized, Call, DOWNLOAD_CHUNK};
+
+/// Bytes of a download handed to hyper at a time (of a chunk read).
+const PIECE: usize = gitstow_service::output::CHUNK;
 use crate::body::{self, BodyError};
 use crate::metrics as m;
 
@@ -300,11 +303,14 @@ impl Call {
             Ok(Err(e)) => return store_failed("finding an LFS object", &e),
             Err(e) => return store_failed("finding an LFS object", &e),
         };
-        // Read a chunk at a time on a blocking thread, sent from a task: a
-        // client that stops reading holds no thread, and is dropped after
-        // the send stall (as a stalled git fetch is).
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(2);
+        // Read a chunk at a time on a blocking thread, sent from a task in
+        // pieces of 64 KiB, one waiting for hyper at a time and the next
+        // chunk read only once this one is taken: a stalled download holds
+        // one chunk and no thread, and is dropped when the client does not
+        // keep the response pace (as a stalled git fetch is).
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
         let store = self.app.host.store().clone();
+        let mut patience = gitstow_service::output::Patience::new(self.app.host.response_pace());
         tokio::spawn(async move {
             let mut at = 0;
             while at < size {
@@ -315,31 +321,40 @@ impl Call {
                 })
                 .await;
                 let chunk = match read {
-                    Ok(Ok(c)) => Ok(Bytes::from(c)),
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, %oid, "LFS: reading an object failed");
-                        Err(std::io::Error::other("reading the object failed"))
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, %oid, "LFS: reading an object failed");
-                        Err(std::io::Error::other("reading the object failed"))
-                    }
-                };
-                let failed = chunk.is_err();
-                let sent =
-                    tokio::time::timeout(gitstow_service::send_stall(), tx.send(chunk)).await;
-                match sent {
-                    Ok(Ok(())) if !failed => {
-                        metrics::counter!(m::LFS_BYTES_SERVED, "direction" => "out")
-                            .increment(end - at);
-                        at = end;
-                    }
-                    Ok(_) => return,
-                    Err(_) => {
-                        tracing::info!(%oid, "LFS: the client stopped reading a download");
+                    Ok(Ok(c)) => Bytes::from(c),
+                    failed => {
+                        match failed {
+                            Ok(Err(e)) => {
+                                tracing::error!(error = %e, %oid, "LFS: reading an object failed")
+                            }
+                            Err(e) => {
+                                tracing::error!(error = %e, %oid, "LFS: reading an object failed")
+                            }
+                            Ok(Ok(_)) => {}
+                        }
+                        let _ = tx
+                            .send(Err(std::io::Error::other("reading the object failed")))
+                            .await;
                         return;
                     }
+                };
+                let mut piece_at = 0;
+                while piece_at < chunk.len() {
+                    let piece = chunk.slice(piece_at..chunk.len().min(piece_at + PIECE));
+                    let n = piece.len();
+                    let started = tokio::time::Instant::now();
+                    match tokio::time::timeout(patience.allowed(), tx.send(Ok(piece))).await {
+                        Ok(Ok(())) => patience.moved(started.elapsed(), n as u64),
+                        Ok(Err(_)) => return,
+                        Err(_) => {
+                            tracing::info!(%oid, "LFS: the client stopped reading a download (slower than the minimum rate)");
+                            return;
+                        }
+                    }
+                    piece_at += n;
                 }
+                metrics::counter!(m::LFS_BYTES_SERVED, "direction" => "out").increment(end - at);
+                at = end;
             }
         });
         let mut resp = Response::new(Body::from_stream(
