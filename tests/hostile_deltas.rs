@@ -290,3 +290,86 @@ fn a_deep_chain_is_stored_within_a_small_factor_of_its_pack() {
     assert_eq!(std::fs::read(dir.join("long.bin")).unwrap(), data);
     fsck(&dir);
 }
+
+/// Issue 42, finding 4: a 1 MiB blob of noise, a chain of 50 deltas on it
+/// (each appending 8 bytes) and 1,000 sibling deltas off the 50th (a
+/// 1.08 MB pack) was stored as 1.05 GB: each sibling, one past the stored
+/// depth cap, was the first object of its own path beyond it and stored
+/// whole. Now each is a delta against the chain's anchor (its object at
+/// the depth a re-basing scheme starts from, `receive::rebase`):
+/// canonical git and gitstow both answer "unpack ok"; gitstow stores the
+/// push within a small factor of its pack, fsck finds every object, and
+/// the clone has the last blob.
+#[test]
+fn a_fan_of_siblings_past_the_cap_is_stored_within_a_small_factor_of_its_pack() {
+    let s = setup("fan");
+    let mut data = noise(1 << 20, 11);
+    let mut pack = RawPack::default().whole(Kind::Blob, &data);
+    for i in 0..50u64 {
+        let tail = i.to_be_bytes();
+        let d = delta(
+            data.len(),
+            data.len() + tail.len(),
+            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
+        );
+        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        data.extend_from_slice(&tail);
+    }
+    let fiftieth = pack.entries.len() - 1;
+    let mut siblings = Vec::new();
+    for i in 0..1000u64 {
+        let tail = (1_000_000 + i).to_be_bytes();
+        let d = delta(
+            data.len(),
+            data.len() + tail.len(),
+            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
+        );
+        let dist = pack.next_offset() - pack.offset(fiftieth);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        let mut sibling = data.clone();
+        sibling.extend_from_slice(&tail);
+        siblings.push(sibling);
+    }
+    // The tree names the chain's last blob and two of the siblings.
+    let ids = [
+        object_id(Kind::Blob, &data),
+        object_id(Kind::Blob, &siblings[0]),
+        object_id(Kind::Blob, &siblings[999]),
+    ];
+    let tree = tree_data(&[
+        ("100644", "chain.bin", &ids[0]),
+        ("100644", "first.bin", &ids[1]),
+        ("100644", "last.bin", &ids[2]),
+    ]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "fan\n");
+    let id = object_id(Kind::Commit, &commit);
+    let pack = pack
+        .whole(Kind::Tree, &tree)
+        .whole(Kind::Commit, &commit)
+        .build();
+    let r = s.push_pack_to("fan", &id, &pack, Duration::from_secs(120));
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, ["ok refs/heads/fan"], "{r:?}");
+    if let Target::Gitstow(server) = &s.target {
+        let state = server.store().repo_state(&s.repo).unwrap();
+        let stored: u64 = state.containers.iter().map(|c| c.bytes).sum();
+        eprintln!("pack {} bytes, stored {stored} bytes", pack.len());
+        assert!(
+            stored <= 4 * pack.len() as u64,
+            "a {} byte pack stored as {stored} bytes",
+            pack.len()
+        );
+        let o = server.store().admin(&["fsck", "--repo", &s.repo]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    }
+    let dir = s.tmp.path().join("fan");
+    git(
+        s.tmp.path(),
+        &["clone", "--quiet", "--branch", "fan", &s.url, "fan"],
+    );
+    assert_eq!(std::fs::read(dir.join("chain.bin")).unwrap(), data);
+    assert_eq!(std::fs::read(dir.join("first.bin")).unwrap(), siblings[0]);
+    assert_eq!(std::fs::read(dir.join("last.bin")).unwrap(), siblings[999]);
+    fsck(&dir);
+}

@@ -21,6 +21,17 @@
 //! the chain is part of that many compositions. An object whose placement
 //! would still pass the cap (a chain through objects the repository already
 //! holds deep) is stored whole and starts a new scheme.
+//!
+//! A chain that *branches* past the cap needs one more thing: each of the
+//! siblings past the cap would be the first object of its own path beyond
+//! it, each stored whole (a 1 MiB blob, a chain 50 deep on it and 1,000
+//! siblings off the 50th were stored as 1.05 GB). So a path whose subtree
+//! can reach past the cap keeps an [`Anchor`]: from its last object at the
+//! depth a scheme's first head needs (`cap - block`), the composition of
+//! the chain's deltas down to the current object. The first object past
+//! the cap on the path is stored as a delta against the anchor instead of
+//! whole, and its scheme starts there; every sibling does the same, so a
+//! fan costs its own deltas plus the composition, not a whole object each.
 
 use gitstow_odb::delta::compose::Composed;
 use gitstow_odb::delta::DeltaError;
@@ -75,13 +86,101 @@ const MAX_COMPOSED_OBJECT: u64 = u32::MAX as u64;
 /// open on a path, so a path holds at most a few tens of MiB.
 const MAX_HEAD_BYTES: u64 = 1 << 20;
 
+/// The re-basing state of one path down a chain: a scheme once it
+/// passed the stored depth cap, and before that, the anchor its first
+/// object past the cap goes to (cloned where the chain branches).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PathRebase {
+    /// The scheme, once the path passed the cap.
+    pub(crate) scheme: Option<Rebase>,
+    /// The anchor, while no scheme runs and the path's subtree may pass
+    /// the cap.
+    pub(crate) anchor: Option<Anchor>,
+}
+
+impl PathRebase {
+    /// Bytes the state holds (its compositions).
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.scheme.as_ref().map_or(0, Rebase::held_bytes)
+            + self
+                .anchor
+                .as_ref()
+                .map_or(0, |a| a.composed.encoded_bound())
+    }
+}
+
+/// An object of a path at most `cap - block` deep (a scheme's first head
+/// fits there) and the composition from it to the path's current object.
+#[derive(Debug, Clone)]
+pub(crate) struct Anchor {
+    oid: ObjectId,
+    depth: u32,
+    composed: Composed,
+}
+
+/// The deepest an anchor may be for a cap of `cap`: where a scheme's first
+/// head leaves room for a block after it.
+pub(crate) fn anchor_depth(cap: u32) -> u32 {
+    cap.saturating_sub(block_of(cap) as u32)
+}
+
+/// A scheme's block for a cap of `cap`.
+fn block_of(cap: u32) -> u64 {
+    u64::from(cap * 2 / 3).max(1)
+}
+
+impl Anchor {
+    /// An anchor at the object `oid` of `size` bytes stored at `depth`;
+    /// `None` when the object is too large to compose deltas from.
+    pub(crate) fn start(oid: ObjectId, size: u64, depth: u32) -> Option<Anchor> {
+        (size <= MAX_COMPOSED_OBJECT).then(|| Anchor {
+            oid,
+            depth,
+            composed: Composed::identity(size),
+        })
+    }
+
+    /// Follows the path one object down (`delta` makes the object of
+    /// `size` bytes from the current one); `None` when the composition
+    /// grew past what is worth keeping (the object's size, or 1 MiB).
+    ///
+    /// # Errors
+    /// `delta` does not apply to the current object.
+    pub(crate) fn step(self, delta: &[u8], size: u64) -> Result<Option<Anchor>, DeltaError> {
+        let composed = self.composed.then(delta)?;
+        Ok((composed.encoded_bound() <= size.clamp(64, MAX_HEAD_BYTES))
+            .then_some(Anchor { composed, ..self }))
+    }
+
+    /// Where the object that `delta` makes from the current one (of `size`
+    /// bytes) goes instead of whole: a delta against the anchor, one
+    /// deeper than it; `None` when that delta would be larger than the
+    /// object or 1 MiB.
+    ///
+    /// # Errors
+    /// `delta` does not apply to the current object.
+    pub(crate) fn place(&self, delta: &[u8], size: u64) -> Result<Option<Placement>, DeltaError> {
+        let composed = self.composed.then(delta)?;
+        if composed.encoded_bound() > size.clamp(64, MAX_HEAD_BYTES) {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        composed.encode(&mut out);
+        Ok(Some(Placement::Rebased {
+            base: self.oid,
+            depth: self.depth + 1,
+            delta: out,
+        }))
+    }
+}
+
 impl Rebase {
     /// A scheme starting at the object `oid` of `size` bytes stored whole
     /// (or already held at depth `depth`), for a depth cap of `cap`; `None`
     /// when the object is too large to compose deltas from.
     pub(crate) fn start(oid: ObjectId, size: u64, depth: u32, cap: u32) -> Option<Rebase> {
         (size <= MAX_COMPOSED_OBJECT).then(|| Rebase {
-            block: u64::from(cap * 2 / 3).max(1),
+            block: block_of(cap),
             steps: 0,
             heads: vec![Head {
                 j: 0,
@@ -291,5 +390,45 @@ mod tests {
         assert_eq!(placements[3], Placement::Parent(6), "held at its depth");
         // Objects 5-7 after a head at 6 pass the cap: whole.
         assert_eq!(placements[4], Placement::Whole);
+    }
+
+    /// An anchor follows a path down and places a child past the cap as a
+    /// delta against itself that rebuilds the child; a composition that
+    /// grows past the object's size is dropped.
+    #[test]
+    fn an_anchor_places_a_child_past_the_cap_as_a_delta_against_itself() {
+        let cap = 50;
+        assert_eq!(anchor_depth(cap), 17);
+        let mut objects: Vec<Vec<u8>> = vec![vec![3u8; 4000]];
+        let mut anchor = Anchor::start(oid(0), 4000, 17).unwrap();
+        for i in 1..=33u8 {
+            let base = objects.last().unwrap().clone();
+            let d = append(base.len() as u64, &[i; 8]);
+            let mut next = base.clone();
+            next.extend_from_slice(&[i; 8]);
+            anchor = anchor.step(&d, next.len() as u64).unwrap().expect("kept");
+            objects.push(next);
+        }
+        // Two siblings off the last object, both from the anchor at 18.
+        for tail in [b"sibling-a", b"sibling-b"] {
+            let parent = objects.last().unwrap();
+            let d = append(parent.len() as u64, tail);
+            let mut child = parent.clone();
+            child.extend_from_slice(tail);
+            let Some(Placement::Rebased { base, depth, delta }) =
+                anchor.place(&d, child.len() as u64).unwrap()
+            else {
+                panic!("not re-based on the anchor");
+            };
+            assert_eq!((base, depth), (oid(0), 18));
+            assert!(delta.len() < 1000, "{} bytes of delta", delta.len());
+            let mut out = Vec::new();
+            apply(&objects[0], &delta, u64::MAX, &mut out).unwrap();
+            assert_eq!(out, child);
+        }
+        // Past the object's size, the composition is not worth keeping.
+        let small = Anchor::start(oid(0), 10, 0).unwrap();
+        let d = append(10, &[9u8; 100]);
+        assert!(small.step(&d, 12).unwrap().is_none());
     }
 }

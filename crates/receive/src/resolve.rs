@@ -20,7 +20,7 @@ use gix_hash::ObjectId;
 use gix_object::Kind;
 
 use crate::check::{check_object, Collected};
-use crate::rebase::{Placement, Rebase};
+use crate::rebase::{anchor_depth, Anchor, PathRebase, Placement, Rebase};
 use crate::scan::{EntryKind, ScannedPack};
 use crate::window::ReadWindow;
 
@@ -126,6 +126,10 @@ struct Shared<'a> {
     children: Vec<u32>,
     /// Entries in each entry's OFS subtree, itself included.
     subtree: Vec<u32>,
+    /// How many OFS deltas deep each entry's subtree goes below it
+    /// (saturating): a path keeps a re-basing anchor only where it can
+    /// pass the stored depth cap.
+    height: Vec<u16>,
     ref_children: Mutex<gix_hashtable::HashMap<ObjectId, Vec<u32>>>,
     /// What pushed objects name, from every thread ([`Collected::flush_references`]).
     references: Mutex<gix_hashtable::HashSet>,
@@ -188,11 +192,15 @@ pub fn resolve(
         }
     }
     drop(fill);
-    // OFS bases come before their deltas: one backward pass sums subtrees.
+    // OFS bases come before their deltas: one backward pass sums subtrees
+    // and measures their heights.
     let mut subtree = vec![1u32; n];
+    let mut height = vec![0u16; n];
     for i in (0..n).rev() {
         if let EntryKind::OfsDelta(base) = pack.entries[i].kind {
-            subtree[base as usize] = subtree[base as usize].saturating_add(subtree[i]);
+            let b = base as usize;
+            subtree[b] = subtree[b].saturating_add(subtree[i]);
+            height[b] = height[b].max(height[i].saturating_add(1));
         }
     }
     let roots: Vec<u32> = (0..n as u32)
@@ -211,6 +219,7 @@ pub fn resolve(
         child_start,
         children,
         subtree,
+        height,
         ref_children: Mutex::new(ref_children),
         references: Mutex::default(),
         counters,
@@ -439,7 +448,7 @@ impl Shared<'_> {
             self.staged.fetch_add(1, Ordering::Relaxed);
         }
         self.counters.objects.fetch_add(1, Ordering::Relaxed);
-        self.descend(w, Some(i), oid, kind, data, 0, 0, None)
+        self.descend(w, Some(i), oid, kind, data, 0, 0, PathRebase::default())
     }
 
     fn resolve_thin_base(&self, w: &mut Worker, base: ObjectId) -> Result<(), ResolveError> {
@@ -460,7 +469,7 @@ impl Shared<'_> {
         let mut data = take_buf(w, obj.data.len());
         data.extend_from_slice(&obj.data);
         drop(obj);
-        self.descend(w, None, base, kind, data, depth, 0, None)
+        self.descend(w, None, base, kind, data, depth, 0, PathRebase::default())
     }
 
     /// Resolves the children of the object `base_oid` (pack entry `base_index`,
@@ -472,7 +481,7 @@ impl Shared<'_> {
     /// only the other children hold their parent (at most log2(entries) levels
     /// for OFS deltas). What parents hold while their other children are
     /// resolved is bounded by `max_held_bytes`. `rebase`: the re-basing
-    /// state of the path, once it passed the stored depth cap.
+    /// state of the path ([`PathRebase`]).
     #[allow(clippy::too_many_arguments)]
     fn descend(
         &self,
@@ -483,7 +492,7 @@ impl Shared<'_> {
         mut data: Vec<u8>,
         mut stored_depth: u32,
         mut chain: u32,
-        mut rebase: Option<Rebase>,
+        mut rebase: PathRebase,
     ) -> Result<(), ResolveError> {
         loop {
             let mut children: Vec<u32> = match base_index {
@@ -520,7 +529,7 @@ impl Shared<'_> {
             if !children.is_empty() {
                 // A base held for its other children, and the re-basing
                 // state each of them starts from.
-                let held = data.len() as u64 + rebase.as_ref().map_or(0, Rebase::held_bytes);
+                let held = data.len() as u64 + rebase.held_bytes();
                 if w.held > 0 && w.held + held > self.opts.max_held_bytes {
                     recycle(w, data);
                     return Err(ResolveError::Invalid(format!(
@@ -583,8 +592,9 @@ impl Shared<'_> {
     /// Inflates the delta entry `c`, applies it to `base`, hashes, checks and
     /// stages the result; returns its id, bytes and stored depth. Within
     /// the depth cap the result is stored as the pack's delta against its
-    /// parent; past it, where `rebase` places it (its state updated, or
-    /// started at an object stored whole).
+    /// parent; past it, where `rebase` places it: its scheme (updated, or
+    /// started at an object stored whole), or, before one runs, the
+    /// path's anchor (`crate::rebase`).
     #[allow(clippy::too_many_arguments)]
     fn resolve_child(
         &self,
@@ -594,7 +604,7 @@ impl Shared<'_> {
         kind: Kind,
         base: &[u8],
         stored_depth: u32,
-        rebase: &mut Option<Rebase>,
+        rebase: &mut PathRebase,
     ) -> Result<(ObjectId, Vec<u8>, u32), ResolveError> {
         let e = self.pack.entries[c];
         self.read_compressed(w, c)?;
@@ -631,15 +641,29 @@ impl Shared<'_> {
                 .map_or(stored_depth + 1, |l| l.entry.depth)
         });
         let size = data.len() as u64;
-        let placement = match rebase.as_mut() {
+        let placement = match rebase.scheme.as_mut() {
             Some(r) => r
                 .step(&w.delta, oid, size, stored_depth, existing, cap)
                 .map_err(|err| self.invalid(c, err))?,
             None => match existing.unwrap_or(stored_depth + 1) {
                 depth if depth <= cap => Placement::Parent(depth),
-                _ => Placement::Whole,
+                _ => match &rebase.anchor {
+                    Some(anchor) => anchor
+                        .place(&w.delta, size)
+                        .map_err(|err| self.invalid(c, err))?
+                        .unwrap_or(Placement::Whole),
+                    None => Placement::Whole,
+                },
             },
         };
+        // Past the cap a scheme runs and the anchor has served; before, the
+        // anchor follows the path, restarting at each object shallow
+        // enough to be one, when its subtree goes past the cap (never in
+        // a pack made with a depth of at most the cap, as git's are).
+        let starts_scheme = matches!(
+            (&placement, &rebase.scheme),
+            (Placement::Whole, _) | (Placement::Rebased { .. }, None)
+        );
         let depth = match (placement, existing) {
             (Placement::Whole, held) => {
                 let depth = held.unwrap_or(0);
@@ -654,7 +678,6 @@ impl Shared<'_> {
                     })?;
                     self.staged.fetch_add(1, Ordering::Relaxed);
                 }
-                *rebase = Rebase::start(oid, size, depth, cap);
                 depth
             }
             (Placement::Parent(depth), Some(_)) | (Placement::Rebased { depth, .. }, Some(_)) => {
@@ -700,6 +723,22 @@ impl Shared<'_> {
                 depth
             }
         };
+        if starts_scheme {
+            rebase.scheme = Rebase::start(oid, size, depth, cap);
+            rebase.anchor = None;
+        } else if rebase.scheme.is_none() {
+            rebase.anchor = if depth <= anchor_depth(cap) {
+                let room = cap.saturating_sub(depth);
+                (u32::from(self.height[c]) > room)
+                    .then(|| Anchor::start(oid, size, depth))
+                    .flatten()
+            } else {
+                match rebase.anchor.take() {
+                    Some(a) => a.step(&w.delta, size).map_err(|err| self.invalid(c, err))?,
+                    None => None,
+                }
+            };
+        }
         self.counters.objects.fetch_add(1, Ordering::Relaxed);
         self.counters.deltas.fetch_add(1, Ordering::Relaxed);
         Ok((oid, data, depth))
