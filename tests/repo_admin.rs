@@ -285,3 +285,80 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
         assert!(missing.is_dir());
     }
 }
+
+/// Issue 42, finding 5: `gitstow repo delete` while a push that creates a
+/// branch on top of the repository's history runs (here from its
+/// pre-receive hook, so the deletion lands between the push's start and
+/// its commit). The push relies on the history's objects, which went with
+/// the repository: it is refused in git's words (`! [remote rejected] …
+/// (the repository was deleted during the push)`), and the repository
+/// stays deleted. Before, the client was told `* [new branch]` and the
+/// repository was re-created with only the push's container: a clone
+/// failed on a missing commit.
+#[test]
+fn a_push_into_a_repository_deleted_meanwhile_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(tmp.path());
+    let bin = option_env!("CARGO_BIN_EXE_gitstow").expect("the gitstow binary");
+    let quoted: Vec<String> = store
+        .args()
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let hook = tmp.path().join("pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nif grep -q refs/heads/topic; then '{bin}' repo delete doomed {} >&2; fi\nexit 0\n",
+            quoted.join(" ")
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let server = Server::start_on(
+        Some(&store),
+        &["--pre-receive-hook", hook.to_str().unwrap()],
+        &[],
+    );
+    let url = server.url("doomed");
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    for i in 0..5 {
+        commit_files(&work, &[("file.txt", &format!("version {i}\n"))], "edit");
+    }
+    git(&work, &["push", "--quiet", &url, "HEAD:refs/heads/main"]);
+    commit_files(&work, &[("file.txt", "on topic\n")], "topic");
+    let o = git_cmd(&work)
+        .args(["push", &url, "HEAD:refs/heads/topic"])
+        .output()
+        .unwrap();
+    let said = out(&o);
+    assert!(!o.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "[remote rejected] HEAD -> topic (the repository was deleted during the push)"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("[new branch]"), "{said}");
+    // Deleted, not broken: not found.
+    let o = git_cmd(tmp.path())
+        .args(["ls-remote", &url])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not found"),
+        "{}",
+        out(&o)
+    );
+    let o = store.admin(&["repo", "list"]);
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("doomed"),
+        "{}",
+        out(&o)
+    );
+}

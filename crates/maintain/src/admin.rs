@@ -70,6 +70,7 @@ pub fn summary(repo: &Repository) -> Result<Option<Summary>> {
 pub fn create(repo: &Repository, head: &str) -> Result<(), Refused> {
     let fresh = RepoState {
         head: Some(format!("refs/heads/{head}")),
+        incarnation: gitstow_odb::state::new_incarnation(),
         ..Default::default()
     };
     loop {

@@ -244,6 +244,12 @@ pub struct RepoState {
     /// started in between, so its upload is intact; otherwise it checks its
     /// containers are still in the store ([`crate::Repository::uploads_intact`]).
     pub deletions: u64,
+    /// Which life of the repository this is: a new number each time a push
+    /// creates it, from nothing or from a deletion. A writer that read one
+    /// incarnation and finds another (or a deletion) at its commit would
+    /// name objects of a repository that is gone, and refuses. 0 in states
+    /// written before it was kept.
+    pub incarnation: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -281,6 +287,29 @@ struct StateFile {
     /// Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     deletions: u64,
+    /// Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    incarnation: u64,
+}
+
+/// A new [`RepoState::incarnation`]: never 0, and different from any
+/// other a process makes (the time in nanoseconds, the process id and a
+/// counter, mixed).
+pub fn new_incarnation() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos
+        ^ (u64::from(std::process::id()) << 40)
+        ^ COUNTER
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // splitmix64's finalizer
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)).max(1)
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -359,6 +388,7 @@ impl RepoState {
             deleted: self.deleted,
             deleting: self.deleting.clone(),
             deletions: self.deletions,
+            incarnation: self.incarnation,
         };
         encode_json(&file)
     }
@@ -446,6 +476,7 @@ impl RepoState {
             deleted: file.deleted,
             deleting: file.deleting,
             deletions: file.deletions,
+            incarnation: file.incarnation,
         })
     }
 
@@ -503,6 +534,7 @@ mod tests {
         assert_eq!(s.live_closure().unwrap().1, vec![0]);
         s.deleting.push("cd".into());
         s.deletions = 3;
+        s.incarnation = 0x1234_5678_9abc;
         assert_eq!(RepoState::decode(&s.encode()).unwrap(), s);
         s.closure.as_mut().unwrap().containers.push("gone".into());
         assert!(s.live_closure().is_none());

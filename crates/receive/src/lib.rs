@@ -761,6 +761,10 @@ fn decide(
         containers,
         // Read before anything was uploaded (0 for a new repository).
         deletions_at_start: state.deletions,
+        // A push into a repository with objects may rely on them.
+        incarnation_at_start: (!state.deleted
+            && !(state.containers.is_empty() && state.garbage.is_empty()))
+        .then_some(state.incarnation),
         tag_targets: &unpacked.tag_targets,
         db,
         atomic: push.capabilities.contains("atomic"),

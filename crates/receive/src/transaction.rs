@@ -19,6 +19,9 @@ pub const ATOMIC_FAILED: &str = "atomic push failure";
 pub const ATOMIC_TRANSACTION_FAILED: &str = "atomic transaction failed";
 /// Reason given when objects the push relies on were pruned by maintenance meanwhile.
 pub const PRUNED: &str = "objects this push relies on were pruned by maintenance; push again";
+/// Reason given when the repository the push read was deleted (or deleted
+/// and created again) before its commit: what it relies on is gone.
+pub const DELETED: &str = "the repository was deleted during the push";
 /// Reason git gives for deleting the branch HEAD points at.
 pub const DELETE_CURRENT: &str = "deletion of the current branch prohibited";
 
@@ -43,6 +46,12 @@ pub struct Transaction<'a> {
     /// checks its uploads are intact when maintenance started a deletion
     /// since ([`Repository::uploads_intact`]).
     pub deletions_at_start: u64,
+    /// [`RepoState::incarnation`] of the state the push read at its start,
+    /// when that state had objects the push may rely on (`None`: it had
+    /// none, or the push creates the repository). A commit into a deleted
+    /// repository, or into another incarnation of it, is then refused
+    /// ([`DELETED`]): the objects it relied on are gone.
+    pub incarnation_at_start: Option<u64>,
     /// Annotated tags of the push: tag → target.
     pub tag_targets: &'a HashMap<ObjectId, ObjectId>,
     /// The repository's objects as of the push's start (to peel tags it already had).
@@ -133,10 +142,27 @@ impl Transaction<'_> {
                     None,
                 ),
             };
+            if let Some(start) = self.incarnation_at_start {
+                if state.deleted || current.is_none() || state.incarnation != start {
+                    return Ok(TransactionOutcome {
+                        statuses: vec![
+                            RefStatus::Rejected(DELETED.to_owned());
+                            self.commands.len()
+                        ],
+                        retries,
+                        committed: false,
+                        messages: vec![DELETED.to_owned()],
+                    });
+                }
+            }
             let refs = repo.refs(&state)?;
             let (mut statuses, mut new_state, mut messages) = self.plan(&state, &refs)?;
             drop(refs);
             if let Some(next) = &mut new_state {
+                // A push to a deleted repository, or to none, creates it.
+                if current.is_none() || state.deleted {
+                    next.incarnation = gitstow_odb::state::new_incarnation();
+                }
                 // Inline refs past their bound go to a ref table first (a
                 // table written after `state` was read cannot be deleted
                 // before a commit conditional on `state`: plan 0009).
@@ -454,7 +480,8 @@ impl Transaction<'_> {
                 }
             }
         }
-        // A push to a deleted repository re-creates it.
+        // A push to a deleted repository re-creates it (a new incarnation:
+        // `run`).
         next.deleted = false;
         next.containers.extend(self.containers.iter().cloned());
         if !brought_back.is_empty() {
