@@ -762,9 +762,10 @@ fn decide(
         // Read before anything was uploaded (0 for a new repository).
         deletions_at_start: state.deletions,
         // A push into a repository with objects may rely on them.
-        incarnation_at_start: (!state.deleted
-            && !(state.containers.is_empty() && state.garbage.is_empty()))
-        .then_some(state.incarnation),
+        incarnation_at_start: {
+            let has_objects = !(state.containers.is_empty() && state.garbage.is_empty());
+            (has_objects && !state.deleted).then_some(state.incarnation)
+        },
         tag_targets: &unpacked.tag_targets,
         db,
         atomic: push.capabilities.contains("atomic"),
