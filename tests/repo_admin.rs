@@ -299,7 +299,7 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
 fn a_push_into_a_repository_deleted_meanwhile_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = TestStore::from_env(tmp.path());
-    let bin = option_env!("CARGO_BIN_EXE_gitstow").expect("the gitstow binary");
+    let bin = env!("CARGO_BIN_EXE_gitstow");
     let quoted: Vec<String> = store
         .args()
         .iter()
