@@ -42,6 +42,7 @@ pub struct Advertisement {
     version: ProtocolVersion,
     hidden: HiddenRefs,
     _slot: Option<Slot>,
+    _writer: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// An upload-pack request ready to run: the state it answers from, its
@@ -55,6 +56,7 @@ pub struct Fetch {
     token: Option<String>,
     arena: crate::arena::WorkArena,
     _slot: Option<Slot>,
+    _writer: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Host {
@@ -94,6 +96,10 @@ impl Host {
         } else {
             None
         };
+        let writer = match (v2_capabilities, &slot) {
+            (false, None) => self.admit_listing(state.refs.len()).await,
+            _ => None,
+        };
         let hidden = match service {
             Service::UploadPack => &self.config.upload.hidden,
             Service::ReceivePack => &self.config.receive.hidden,
@@ -105,6 +111,7 @@ impl Host {
             service,
             version,
             _slot: slot,
+            _writer: writer,
         })
     }
 
@@ -135,6 +142,10 @@ impl Host {
         if ls_refs && state.refs.len() > LARGE_LISTING as u64 {
             slot = Some(self.admit_fetch(name).await?);
         }
+        let writer = match (ls_refs, &slot) {
+            (true, None) => self.admit_listing(state.refs.len()).await,
+            _ => None,
+        };
         let mut opts = self.config.upload.clone();
         opts.hidden = self.hidden(&opts.hidden, name, &principal.hide_refs);
         Ok(Fetch {
@@ -145,6 +156,7 @@ impl Host {
             token: principal.token.clone(),
             arena: self.fetch_arena,
             _slot: slot,
+            _writer: writer,
         })
     }
 }

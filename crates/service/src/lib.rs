@@ -52,6 +52,10 @@ use queue::{Work, WorkQueue};
 /// fetch slots with clones.
 pub const LARGE_LISTING: usize = 100_000;
 
+/// Refs up to which a listing is written without waiting for a listing
+/// writer ([`Host::admit_listing`]): about 100 KB, made in a millisecond.
+pub const SMALL_LISTING: usize = 1_000;
+
 /// The longest a response waits for the client to take a chunk (16 chunks
 /// of 64 KiB are queued ahead of it): a client reading at 1 KiB/s still
 /// takes one in time; one that stopped reading (a suspended `git clone`)
@@ -175,6 +179,8 @@ pub struct Host {
     webhooks: Option<gitstow_hooks::deliver::Deliverer>,
     /// Where responses spill, shared by all of them.
     spill: Arc<output::Spill>,
+    /// Listings of more than [`SMALL_LISTING`] refs written at once.
+    listings: Arc<tokio::sync::Semaphore>,
     config: Config,
 }
 
@@ -209,9 +215,11 @@ impl Host {
             config.responses.spill_per_response,
             config.responses.spill_total,
         );
+        let writers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         Arc::new(Host {
             webhooks,
             spill,
+            listings: Arc::new(tokio::sync::Semaphore::new(writers)),
             states: StateCache::with_limit(config.state_cache_bytes),
             maintenance,
             pushes: WorkQueue::new(
@@ -300,6 +308,19 @@ impl Host {
             );
         }
         hidden
+    }
+
+    /// Waits for a listing writer when a listing of `refs` refs is more
+    /// than [`SMALL_LISTING`]: as many are written at once as there are
+    /// cores (at least 2), each in milliseconds to its response's spill,
+    /// so that a flood of listings nobody reads takes neither the blocking
+    /// threads nor the memory of as many producers at once, and a small
+    /// listing (another user's `ls-remote`) never waits behind them.
+    pub async fn admit_listing(&self, refs: u64) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if refs <= SMALL_LISTING as u64 {
+            return None;
+        }
+        self.listings.clone().acquire_owned().await.ok()
     }
 
     /// Waits for a fetch slot.

@@ -39,8 +39,10 @@ use crate::body;
 /// Largest batch or verify request body, in bytes (100 objects take ~10 KiB).
 const MAX_REQUEST: u64 = 1 << 20;
 
-/// Bytes read from the store per step of a download.
-pub(super) const DOWNLOAD_CHUNK: u64 = 1 << 20;
+/// Bytes read from the store per step of a download: what a download
+/// holds while its client takes it (400 stalled downloads held 1.6 GB
+/// with 1 MiB steps and two of them queued).
+pub(super) const DOWNLOAD_CHUNK: u64 = 256 << 10;
 
 /// Settings of the LFS endpoints.
 #[derive(Debug, Clone)]

@@ -14,6 +14,9 @@ use gitstow_lfs::Oid;
 
 use super::{as_lfs, json, lfs_error, now_secs, store_failed, Authorized, Call, DOWNLOAD_CHUNK};
 
+/// Downloads reading a chunk from the store at once.
+static STORE_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(16);
+
 /// Bytes of a download handed to hyper at a time (of a chunk read).
 const PIECE: usize = gitstow_service::output::CHUNK;
 use crate::body::{self, BodyError};
@@ -316,10 +319,17 @@ impl Call {
             while at < size {
                 let end = size.min(at + DOWNLOAD_CHUNK);
                 let store = store.clone();
+                // A few reads at once: 400 downloads starting together took
+                // as many blocking threads.
+                let Ok(reading) = STORE_READS.acquire().await else {
+                    return;
+                };
                 let read = tokio::task::spawn_blocking(move || {
                     objects::read(store.as_ref(), &oid, at..end)
                 })
                 .await;
+                // Given back before the chunk waits for the client.
+                drop(reading);
                 let chunk = match read {
                     Ok(Ok(c)) => Bytes::from(c),
                     failed => {
