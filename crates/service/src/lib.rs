@@ -56,11 +56,11 @@ pub const LARGE_LISTING: usize = 100_000;
 /// writer ([`Host::admit_listing`]): about 100 KB, made in a millisecond.
 pub const SMALL_LISTING: usize = 1_000;
 
-/// The longest a response waits for the client to take a chunk (16 chunks
-/// of 64 KiB are queued ahead of it): a client reading at 1 KiB/s still
-/// takes one in time; one that stopped reading (a suspended `git clone`)
-/// loses its response, so it cannot hold a fetch slot and a thread forever.
-/// HTTP and SSH alike.
+/// The longest a client may take nothing of a response, and the most
+/// credit of waiting it can hold ([`output::Pace::stall`]): a client that
+/// stopped reading (a suspended `git clone`) loses its response, so it
+/// cannot hold a fetch slot, a thread or a spill for ever. HTTP and SSH
+/// alike.
 pub const SEND_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// [`SEND_STALL`], or `GITSTOW_TEST_SEND_STALL_MS` (tests only: a stalled
