@@ -296,7 +296,9 @@ fn a_deep_chain_is_stored_within_a_small_factor_of_its_pack() {
 /// 1.08 MB pack) was stored as 1.05 GB: each sibling, one past the stored
 /// depth cap, was the first object of its own path beyond it and stored
 /// whole. Now each is a delta against the chain's anchor (its object at
-/// the depth a re-basing scheme starts from, `receive::rebase`):
+/// the depth a re-basing scheme starts from, `receive::rebase`), and so
+/// is each of 20 siblings that carry chains of 40 more (each was a whole
+/// object a block past the cap when the anchor sat one level too deep):
 /// canonical git and gitstow both answer "unpack ok"; gitstow stores the
 /// push within a small factor of its pack, fsck finds every object, and
 /// the clone has the last blob.
@@ -331,16 +333,47 @@ fn a_fan_of_siblings_past_the_cap_is_stored_within_a_small_factor_of_its_pack() 
         sibling.extend_from_slice(&tail);
         siblings.push(sibling);
     }
-    // The tree names the chain's last blob and two of the siblings.
+    // And 20 siblings that each carry a chain of 40 more deltas: their
+    // paths run a block past the cap, where a re-basing scheme started at
+    // the sibling must find room for its heads.
+    let mut long_tail = Vec::new();
+    for i in 0..20u64 {
+        let mut obj = data.clone();
+        let tail = (2_000_000 + i).to_be_bytes();
+        let d = delta(
+            obj.len(),
+            obj.len() + tail.len(),
+            &[Op::Copy(0, obj.len()), Op::Insert(&tail)],
+        );
+        let dist = pack.next_offset() - pack.offset(fiftieth);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        obj.extend_from_slice(&tail);
+        for k in 0..40u64 {
+            let tail = (3_000_000 + i * 100 + k).to_be_bytes();
+            let d = delta(
+                obj.len(),
+                obj.len() + tail.len(),
+                &[Op::Copy(0, obj.len()), Op::Insert(&tail)],
+            );
+            let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+            pack = pack.entry(ofs_delta(dist as u64, &d));
+            obj.extend_from_slice(&tail);
+        }
+        long_tail = obj;
+    }
+    // The tree names the chain's last blob, two of the siblings and the
+    // end of the last long one.
     let ids = [
         object_id(Kind::Blob, &data),
         object_id(Kind::Blob, &siblings[0]),
         object_id(Kind::Blob, &siblings[999]),
+        object_id(Kind::Blob, &long_tail),
     ];
     let tree = tree_data(&[
         ("100644", "chain.bin", &ids[0]),
         ("100644", "first.bin", &ids[1]),
         ("100644", "last.bin", &ids[2]),
+        ("100644", "tail.bin", &ids[3]),
     ]);
     let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "fan\n");
     let id = object_id(Kind::Commit, &commit);
@@ -371,5 +404,6 @@ fn a_fan_of_siblings_past_the_cap_is_stored_within_a_small_factor_of_its_pack() 
     assert_eq!(std::fs::read(dir.join("chain.bin")).unwrap(), data);
     assert_eq!(std::fs::read(dir.join("first.bin")).unwrap(), siblings[0]);
     assert_eq!(std::fs::read(dir.join("last.bin")).unwrap(), siblings[999]);
+    assert_eq!(std::fs::read(dir.join("tail.bin")).unwrap(), long_tail);
     fsck(&dir);
 }

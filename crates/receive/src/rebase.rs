@@ -26,9 +26,10 @@
 //! siblings past the cap would be the first object of its own path beyond
 //! it, each stored whole (a 1 MiB blob, a chain 50 deep on it and 1,000
 //! siblings off the 50th were stored as 1.05 GB). So a path whose subtree
-//! can reach past the cap keeps an [`Anchor`]: from its last object at the
-//! depth a scheme's first head needs (`cap - block`), the composition of
-//! the chain's deltas down to the current object. The first object past
+//! can reach past the cap keeps an [`Anchor`]: its last object at a depth
+//! that leaves the object placed against it room to be a scheme's first
+//! head (`cap - block - 1`), and the composition of the chain's deltas
+//! from it down to the current object. The first object past
 //! the cap on the path is stored as a delta against the anchor instead of
 //! whole, and its scheme starts there; every sibling does the same, so a
 //! fan costs its own deltas plus the composition, not a whole object each.
@@ -109,7 +110,7 @@ impl PathRebase {
     }
 }
 
-/// An object of a path at most `cap - block` deep (a scheme's first head
+/// An object of a path at most [`anchor_depth`] deep (a scheme's first head
 /// fits there) and the composition from it to the path's current object.
 #[derive(Debug, Clone)]
 pub(crate) struct Anchor {
@@ -118,10 +119,12 @@ pub(crate) struct Anchor {
     composed: Composed,
 }
 
-/// The deepest an anchor may be for a cap of `cap`: where a scheme's first
-/// head leaves room for a block after it.
+/// The deepest an anchor may be for a cap of `cap`: the object placed
+/// against it, one deeper, is a scheme's first head, which needs room for
+/// a block after it (`Rebase::step`: a head's depth + block within the
+/// cap).
 pub(crate) fn anchor_depth(cap: u32) -> u32 {
-    cap.saturating_sub(block_of(cap) as u32)
+    cap.saturating_sub(block_of(cap) as u32 + 1)
 }
 
 /// A scheme's block for a cap of `cap`.
@@ -398,10 +401,10 @@ mod tests {
     #[test]
     fn an_anchor_places_a_child_past_the_cap_as_a_delta_against_itself() {
         let cap = 50;
-        assert_eq!(anchor_depth(cap), 17);
+        assert_eq!(anchor_depth(cap), 16);
         let mut objects: Vec<Vec<u8>> = vec![vec![3u8; 4000]];
-        let mut anchor = Anchor::start(oid(0), 4000, 17).unwrap();
-        for i in 1..=33u8 {
+        let mut anchor = Anchor::start(oid(0), 4000, 16).unwrap();
+        for i in 1..=34u8 {
             let base = objects.last().unwrap().clone();
             let d = append(base.len() as u64, &[i; 8]);
             let mut next = base.clone();
@@ -409,7 +412,7 @@ mod tests {
             anchor = anchor.step(&d, next.len() as u64).unwrap().expect("kept");
             objects.push(next);
         }
-        // Two siblings off the last object, both from the anchor at 18.
+        // Two siblings off the last object (at 50), both from the anchor, at 17.
         for tail in [b"sibling-a", b"sibling-b"] {
             let parent = objects.last().unwrap();
             let d = append(parent.len() as u64, tail);
@@ -420,7 +423,9 @@ mod tests {
             else {
                 panic!("not re-based on the anchor");
             };
-            assert_eq!((base, depth), (oid(0), 18));
+            assert_eq!((base, depth), (oid(0), 17));
+            // A scheme started there has room for a block of heads.
+            assert!(depth + block_of(cap) as u32 <= cap);
             assert!(delta.len() < 1000, "{} bytes of delta", delta.len());
             let mut out = Vec::new();
             apply(&objects[0], &delta, u64::MAX, &mut out).unwrap();

@@ -647,7 +647,8 @@ impl Shared<'_> {
                 .map_err(|err| self.invalid(c, err))?,
             None => match existing.unwrap_or(stored_depth + 1) {
                 depth if depth <= cap => Placement::Parent(depth),
-                _ => match &rebase.anchor {
+                // An object the repository holds deep keeps its place.
+                _ => match rebase.anchor.as_ref().filter(|_| existing.is_none()) {
                     Some(anchor) => anchor
                         .place(&w.delta, size)
                         .map_err(|err| self.invalid(c, err))?

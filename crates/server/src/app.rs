@@ -369,7 +369,7 @@ async fn info_refs(
             ),
         };
     };
-    let advertisement = match app
+    let mut advertisement = match app
         .host
         .advertisement(&name, &principal, service, protocol_version(headers))
         .await
@@ -385,7 +385,10 @@ async fn info_refs(
         &app.host,
         "info/refs",
         content_type,
-        move |out| advertisement.write(out, true),
+        move |out| {
+            out.release_before_waiting(advertisement.take_listing_permit());
+            advertisement.write(out, true)
+        },
         |e| server_error("writing the advertisement", e.as_ref()),
     )
     .await
@@ -427,7 +430,7 @@ async fn upload_pack(
     // unless the repository has so many refs that the listing is not cheap.
     let ls_refs = v2 && gitstow_service::fetch::is_ls_refs(&mut request);
     metrics::counter!(m::RECEIVED_BYTES, "service" => "upload-pack").increment(received);
-    let fetch = match app.host.fetch(&name, &principal, v2, ls_refs).await {
+    let mut fetch = match app.host.fetch(&name, &principal, v2, ls_refs).await {
         Ok(f) => f,
         // Said in the protocol: git shows nothing of a POST's error body.
         Err(Refusal::Busy(busy)) => {
@@ -439,7 +442,10 @@ async fn upload_pack(
         &app.host,
         "upload-pack",
         "application/x-git-upload-pack-result",
-        move |out| fetch.run(&mut request, out),
+        move |out| {
+            out.release_before_waiting(fetch.take_listing_permit());
+            fetch.run(&mut request, out)
+        },
         |e: gitstow_upload::Error| match e {
             gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => {
                 error(StatusCode::BAD_REQUEST, e.to_string())

@@ -162,6 +162,13 @@ impl Host {
 }
 
 impl Advertisement {
+    /// The listing writer's permit this advertisement holds, if any, for
+    /// the transport to hand to its [`crate::output::Writer`]
+    /// (`release_before_waiting`).
+    pub fn take_listing_permit(&mut self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self._writer.take()
+    }
+
     /// Writes the advertisement to `out` (pkt-lines, ending in a flush-pkt),
     /// after smart HTTP's `# service=` header when `service_header` (v0
     /// only: git http-backend sends none before v2's capabilities). Runs on
@@ -224,6 +231,12 @@ impl Advertisement {
 }
 
 impl Fetch {
+    /// The listing writer's permit this `ls-refs` holds, if any (see
+    /// [`Advertisement::take_listing_permit`]).
+    pub fn take_listing_permit(&mut self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self._writer.take()
+    }
+
     /// The repository.
     pub fn repo(&self) -> &Repository {
         &self.repo

@@ -206,6 +206,8 @@ pub struct Writer {
     spilled: u64,
     buf: Vec<u8>,
     runtime: tokio::runtime::Handle,
+    /// Given back before the writer first waits for its client.
+    until_waiting: Option<OwnedSemaphorePermit>,
 }
 
 /// The transport's end: the chunks in order.
@@ -231,6 +233,7 @@ pub fn channel(spill: Arc<Spill>) -> (Writer, Source) {
             spilled: 0,
             buf: Vec::with_capacity(CHUNK),
             runtime: tokio::runtime::Handle::current(),
+            until_waiting: None,
         },
         Source {
             rx,
@@ -245,6 +248,14 @@ fn gone() -> std::io::Error {
 }
 
 impl Writer {
+    /// Holds `permit` (a listing writer's, `crate::Host::admit_listing`)
+    /// while this writer makes progress, and gives it back before the
+    /// writer first waits for its client: a client that reads nothing
+    /// never keeps a permit others wait for.
+    pub fn release_before_waiting(&mut self, permit: Option<OwnedSemaphorePermit>) {
+        self.until_waiting = permit;
+    }
+
     fn send(&mut self) -> std::io::Result<()> {
         if self.buf.is_empty() {
             return Ok(());
@@ -257,6 +268,7 @@ impl Writer {
                 // No room on disk: wait for the client (it is dropped by
                 // `forward` when it does not move, which closes the window).
                 None => {
+                    drop(self.until_waiting.take());
                     let permit = self
                         .runtime
                         .block_on(self.window.clone().acquire_owned())

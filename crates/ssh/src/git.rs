@@ -192,8 +192,9 @@ async fn upload_pack_v2(
             ));
         }
         let ls_refs = gitstow_service::fetch::is_ls_refs(&mut request);
-        let fetch = host.fetch(name, principal, true, ls_refs).await?;
+        let mut fetch = host.fetch(name, principal, true, ls_refs).await?;
         let served = blocking(host, out, move |w| {
+            w.release_before_waiting(fetch.take_listing_permit());
             use std::io::Seek;
             request.rewind()?;
             fetch
@@ -327,12 +328,15 @@ async fn advertise(
     version: ProtocolVersion,
     out: &Output,
 ) -> Result<(), Failure> {
-    let advertisement = host
+    let mut advertisement = host
         .advertisement(name, principal, service, version)
         .await?;
-    blocking(host, out, move |w| advertisement.write(w, false))
-        .await?
-        .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))
+    blocking(host, out, move |w| {
+        w.release_before_waiting(advertisement.take_listing_permit());
+        advertisement.write(w, false)
+    })
+    .await?
+    .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))
 }
 
 /// What [`spool_push`] read.

@@ -342,9 +342,9 @@ impl Call {
                             }
                             Ok(Ok(_)) => {}
                         }
-                        let _ = tx
-                            .send(Err(std::io::Error::other("reading the object failed")))
-                            .await;
+                        let failed =
+                            tx.send(Err(std::io::Error::other("reading the object failed")));
+                        let _ = tokio::time::timeout(patience.allowed(), failed).await;
                         return;
                     }
                 };
