@@ -237,6 +237,37 @@ fn very_deep_delta_chain_does_not_overflow() {
     }
 }
 
+/// Pushes `pack` to `branch` (at `commit`), which must be accepted; on
+/// gitstow, stored within 4 times the pack and passing `gitstow fsck`;
+/// then clones the branch and returns the clone's directory.
+fn push_stored_and_cloned(
+    s: &Setup,
+    branch: &str,
+    commit: &str,
+    pack: &[u8],
+) -> std::path::PathBuf {
+    let r = s.push_pack_to(branch, commit, pack, Duration::from_secs(120));
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, [format!("ok refs/heads/{branch}")], "{r:?}");
+    if let Target::Gitstow(server) = &s.target {
+        let state = server.store().repo_state(&s.repo).unwrap();
+        let stored: u64 = state.containers.iter().map(|c| c.bytes).sum();
+        eprintln!("pack {} bytes, stored {stored} bytes", pack.len());
+        assert!(
+            stored <= 4 * pack.len() as u64,
+            "a {} byte pack stored as {stored} bytes",
+            pack.len()
+        );
+        let o = server.store().admin(&["fsck", "--repo", &s.repo]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    }
+    git(
+        s.tmp.path(),
+        &["clone", "--quiet", "--branch", branch, &s.url, branch],
+    );
+    s.tmp.path().join(branch)
+}
+
 /// Finding 5 of the hardening issue: a 64 KiB blob of noise and 3,000
 /// chained OFS deltas each appending 8 bytes (a 115 KB pack) were
 /// stored as ~190 MB, every object past the stored depth cap (50) whole.
@@ -267,26 +298,7 @@ fn a_deep_chain_is_stored_within_a_small_factor_of_its_pack() {
         .whole(Kind::Tree, &tree)
         .whole(Kind::Commit, &commit)
         .build();
-    let r = s.push_pack_to("rebased", &id, &pack, Duration::from_secs(120));
-    assert_eq!(r.unpack, "ok", "{r:?}");
-    assert_eq!(r.refs, ["ok refs/heads/rebased"], "{r:?}");
-    if let Target::Gitstow(server) = &s.target {
-        let state = server.store().repo_state(&s.repo).unwrap();
-        let stored: u64 = state.containers.iter().map(|c| c.bytes).sum();
-        eprintln!("pack {} bytes, stored {stored} bytes", pack.len());
-        assert!(
-            stored <= 4 * pack.len() as u64,
-            "a {} byte pack stored as {stored} bytes",
-            pack.len()
-        );
-        let o = server.store().admin(&["fsck", "--repo", &s.repo]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
-    }
-    let dir = s.tmp.path().join("rebased");
-    git(
-        s.tmp.path(),
-        &["clone", "--quiet", "--branch", "rebased", &s.url, "rebased"],
-    );
+    let dir = push_stored_and_cloned(&s, "rebased", &id, &pack);
     assert_eq!(std::fs::read(dir.join("long.bin")).unwrap(), data);
     fsck(&dir);
 }
@@ -381,26 +393,7 @@ fn a_fan_of_siblings_past_the_cap_is_stored_within_a_small_factor_of_its_pack() 
         .whole(Kind::Tree, &tree)
         .whole(Kind::Commit, &commit)
         .build();
-    let r = s.push_pack_to("fan", &id, &pack, Duration::from_secs(120));
-    assert_eq!(r.unpack, "ok", "{r:?}");
-    assert_eq!(r.refs, ["ok refs/heads/fan"], "{r:?}");
-    if let Target::Gitstow(server) = &s.target {
-        let state = server.store().repo_state(&s.repo).unwrap();
-        let stored: u64 = state.containers.iter().map(|c| c.bytes).sum();
-        eprintln!("pack {} bytes, stored {stored} bytes", pack.len());
-        assert!(
-            stored <= 4 * pack.len() as u64,
-            "a {} byte pack stored as {stored} bytes",
-            pack.len()
-        );
-        let o = server.store().admin(&["fsck", "--repo", &s.repo]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
-    }
-    let dir = s.tmp.path().join("fan");
-    git(
-        s.tmp.path(),
-        &["clone", "--quiet", "--branch", "fan", &s.url, "fan"],
-    );
+    let dir = push_stored_and_cloned(&s, "fan", &id, &pack);
     assert_eq!(std::fs::read(dir.join("chain.bin")).unwrap(), data);
     assert_eq!(std::fs::read(dir.join("first.bin")).unwrap(), siblings[0]);
     assert_eq!(std::fs::read(dir.join("last.bin")).unwrap(), siblings[999]);

@@ -41,6 +41,25 @@ fn push_noise(dir: &Path, url: &str, mib: usize) -> String {
     git_out(&work, &["rev-parse", "HEAD"])
 }
 
+/// `git clone --bare URL next.git` in `dir` (over SSH with `key`), which
+/// must succeed and pass fsck.
+fn clone_checked(dir: &Path, url: &str, key: Option<&Path>) {
+    let mut clone = git_cmd(dir);
+    if let Some(key) = key {
+        clone.env("GIT_SSH_COMMAND", ssh_command(key));
+    }
+    let out = clone
+        .args(["clone", "--quiet", "--bare", url, "next.git"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the clone behind the slow client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fsck(&dir.join("next.git"));
+}
+
 /// A v2 fetch of everything from `repo`, sent raw on a connection whose
 /// answer is never read.
 fn stalled_http_fetch(server: &Server, repo: &str, tip: &str) -> TcpStream {
@@ -94,16 +113,7 @@ fn an_answer_nobody_reads_spills_and_frees_the_fetch_slot() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = git_cmd(tmp.path())
-        .args(["clone", "--quiet", "--bare", &url, "next.git"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    fsck(&tmp.path().join("next.git"));
+    clone_checked(tmp.path(), &url, None);
     let logs = server.logs();
     assert!(!logs.contains("fetch refused"), "{logs}");
     assert!(!logs.contains("client stopped reading"), "{logs}");
@@ -362,17 +372,7 @@ fn a_v0_negotiation_paced_to_hold_a_fetch_slot_loses_it() {
         40
     });
     std::thread::sleep(Duration::from_secs(1));
-    let out = git_cmd(tmp.path())
-        .env("GIT_SSH_COMMAND", ssh_command(&key))
-        .args(["clone", "--quiet", "--bare", &url, "next.git"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the clone behind the paced negotiation: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    fsck(&tmp.path().join("next.git"));
+    clone_checked(tmp.path(), &url, Some(&key));
     let _ = paced.kill();
     let _ = paced.wait();
     let sent = pacer.join().unwrap();

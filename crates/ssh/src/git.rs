@@ -169,28 +169,10 @@ async fn upload_pack_v2(
     )
     .await?;
     loop {
-        let mut request = match &limits.staging_dir {
-            Some(dir) => tempfile::spooled_tempfile_in(64 << 10, dir),
-            None => tempfile::spooled_tempfile(64 << 10),
-        };
-        let read = read_section(
-            input,
-            &mut request,
-            limits.max_fetch_request_bytes,
-            SectionCap::NONE,
-            limits.idle,
-            |_| {},
-        )
-        .await?;
         // The client ends the session with a lone flush-pkt or EOF.
-        if read.bytes <= 4 {
+        let Some(mut request) = read_request(input, limits, "the request").await? else {
             return Ok(());
-        }
-        if !read.flushed {
-            return Err(Failure::Protocol(
-                "the request ended before its flush-pkt".into(),
-            ));
-        }
+        };
         let ls_refs = gitstow_service::fetch::is_ls_refs(&mut request);
         let mut fetch = host.fetch(name, principal, true, ls_refs).await?;
         let served = blocking(host, out, move |w| {
@@ -226,31 +208,9 @@ async fn upload_pack_v0(
     // to 64 KiB and in a file beyond: a client that trickles it holds no
     // slot. A client that wants nothing (`git ls-remote`) sends a lone
     // flush-pkt and hangs up: it takes no slot at all.
-    let mut wants = match &limits.staging_dir {
-        Some(dir) => tempfile::spooled_tempfile_in(64 << 10, dir),
-        None => tempfile::spooled_tempfile(64 << 10),
-    };
-    let read = read_section(
-        input,
-        &mut wants,
-        limits.max_fetch_request_bytes,
-        SectionCap::NONE,
-        limits.idle,
-        |_| {},
-    )
-    .await?;
-    if read.bytes <= 4 {
+    let Some(wants) = read_request(input, limits, "the want list").await? else {
         return Ok(());
-    }
-    if !read.flushed {
-        return Err(Failure::Protocol(
-            "the want list ended before its flush-pkt".into(),
-        ));
-    }
-    {
-        use std::io::Seek;
-        wants.rewind().map_err(|_| Failure::Gone)?;
-    }
+    };
     let fetch = host.fetch(name, principal, false, false).await?;
     // Then the rounds of haves, read as the negotiation asks for them:
     // each wait for the client spends a credit its bytes earn back.
@@ -317,6 +277,45 @@ async fn receive_pack(
     .await?;
     ran.map(|_| ())
         .map_err(|e| Failure::Protocol(e.to_string()))
+}
+
+/// Reads one upload-pack request (`what`, for the error: a v2 command, a
+/// v0 want list) up to its flush-pkt into a file spooled in memory up to
+/// 64 KiB and in the staging directory beyond, rewound; `None` when the
+/// client sent only a flush-pkt, or nothing, and hung up.
+///
+/// # Errors
+/// [`Failure::Protocol`] for a request that ends before its flush-pkt or
+/// breaks a limit; [`Failure::Gone`] when the spool fails.
+async fn read_request(
+    input: &mut (impl AsyncRead + Unpin + Send),
+    limits: &Limits,
+    what: &str,
+) -> Result<Option<tempfile::SpooledTempFile>, Failure> {
+    use std::io::Seek;
+    let mut request = match &limits.staging_dir {
+        Some(dir) => tempfile::spooled_tempfile_in(64 << 10, dir),
+        None => tempfile::spooled_tempfile(64 << 10),
+    };
+    let read = read_section(
+        input,
+        &mut request,
+        limits.max_fetch_request_bytes,
+        SectionCap::NONE,
+        limits.idle,
+        |_| {},
+    )
+    .await?;
+    if read.bytes <= 4 {
+        return Ok(None);
+    }
+    if !read.flushed {
+        return Err(Failure::Protocol(format!(
+            "{what} ended before its flush-pkt"
+        )));
+    }
+    request.rewind().map_err(|_| Failure::Gone)?;
+    Ok(Some(request))
 }
 
 /// Sends the advertisement of `service` in `version` (no HTTP header).
