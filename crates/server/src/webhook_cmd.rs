@@ -43,9 +43,10 @@ pub enum WebhookCommand {
         /// newline is dropped). Default: a new random secret.
         #[arg(long)]
         secret_file: Option<std::path::PathBuf>,
-        /// Allow a target on this machine or a link-local address
-        /// (`localhost`, 127.0.0.0/8, ::1, 169.254.0.0/16 where cloud
-        /// metadata services answer, fe80::/10, 0.0.0.0), refused otherwise.
+        /// Allow a target on this machine, link-local or a cloud metadata
+        /// service (`localhost`, 127.0.0.0/8, ::1, 0.0.0.0/8,
+        /// 169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, and
+        /// these written as IPv6), refused otherwise.
         #[arg(long)]
         allow_internal: bool,
     },
@@ -84,11 +85,39 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}://{host}{path}")
 }
 
+/// An IPv4 address a pushing server reaches but its users should not:
+/// loopback, link-local (169.254/16: AWS, GCP, Azure and Oracle metadata),
+/// "this network" (0/8, which Linux sends to this machine) and Alibaba
+/// Cloud's metadata (100.100.100.200).
+fn internal_v4(v4: std::net::Ipv4Addr) -> bool {
+    v4.is_loopback()
+        || v4.is_link_local()
+        || v4.octets()[0] == 0
+        || v4 == std::net::Ipv4Addr::new(100, 100, 100, 200)
+}
+
+/// An IPv6 address a pushing server reaches but its users should not:
+/// loopback, unspecified, link-local (fe80::/10), AWS's metadata
+/// (fd00:ec2::254), and an internal IPv4 address written as IPv6 (mapped
+/// `::ffff:a.b.c.d`, compatible `::a.b.c.d`, or NAT64's `64:ff9b::/96`).
+fn internal_v6(v6: std::net::Ipv6Addr) -> bool {
+    let s = v6.segments();
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+    let embedded = nat64.then(|| std::net::Ipv4Addr::from(u128::from(v6) as u32));
+    v6.is_loopback()
+        || v6.is_unspecified()
+        || (s[0] & 0xffc0) == 0xfe80
+        || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+        || v6.to_ipv4().is_some_and(internal_v4)
+        || embedded.is_some_and(internal_v4)
+}
+
 /// Checks `url` as a webhook target: `http://` or `https://`, a host, a
-/// port within 1–65535. A target on this machine or link-local (a literal
-/// address or `localhost`: what a pushing server can reach but its users
-/// should not, such as cloud metadata at 169.254.169.254 or a database on
-/// 127.0.0.1) is refused unless `allow_internal`; a private address
+/// port within 1–65535. A target on this machine, link-local or a cloud
+/// metadata service (a literal address or `localhost`: what a pushing
+/// server can reach but its users should not, such as metadata at
+/// 169.254.169.254 or a database on 127.0.0.1; [`internal_v4`],
+/// [`internal_v6`]) is refused unless `allow_internal`; a private address
 /// (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) is allowed with a
 /// warning, returned. Host names are not resolved here: one that resolves
 /// to such an address at delivery time is the operator's to control.
@@ -135,17 +164,8 @@ pub fn check_target(url: &str, allow_internal: bool) -> Result<Option<String>, S
     let internal = name == "localhost"
         || name.ends_with(".localhost")
         || ip.is_some_and(|ip| match ip {
-            std::net::IpAddr::V4(v4) => {
-                v4.is_loopback() || v4.is_link_local() || v4.is_unspecified()
-            }
-            std::net::IpAddr::V6(v6) => {
-                v6.is_loopback()
-                    || v6.is_unspecified()
-                    || (v6.segments()[0] & 0xffc0) == 0xfe80
-                    || v6
-                        .to_ipv4_mapped()
-                        .is_some_and(|v4| v4.is_loopback() || v4.is_link_local())
-            }
+            std::net::IpAddr::V4(v4) => internal_v4(v4),
+            std::net::IpAddr::V6(v6) => internal_v6(v6),
         });
     if internal && !allow_internal {
         return Err(format!(
@@ -303,6 +323,12 @@ mod tests {
             "http://0177.0.0.1/",
             "http://0/",
             "http://2852039166/",
+            "http://[fd00:ec2::254]/latest/meta-data",
+            "http://[::127.0.0.1]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[64:ff9b::169.254.169.254]/",
+            "http://0.1.2.3/",
+            "http://100.100.100.200/latest/meta-data",
         ] {
             let err = check_target(bad, false).unwrap_err();
             assert!(err.contains("--allow-internal"), "{bad}: {err}");
