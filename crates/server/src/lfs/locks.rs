@@ -87,12 +87,14 @@ impl Call {
         body: Body,
         logged: &mut crate::request_log::Logged,
     ) -> Response {
-        let req: CreateRequest = match self.read_json(body).await {
-            Ok(r) => r,
-            Err(resp) => return resp,
-        };
+        // Credentials before the body: nobody without them makes the
+        // server read a request.
         let me = match self.credentials(Level::Write, logged).await {
             Ok(t) => owner(t),
+            Err(resp) => return resp,
+        };
+        let req: CreateRequest = match self.read_json(body).await {
+            Ok(r) => r,
             Err(resp) => return resp,
         };
         // A lock belongs to a repository that exists.
@@ -173,12 +175,12 @@ impl Call {
         body: Body,
         logged: &mut crate::request_log::Logged,
     ) -> Response {
-        let req: VerifyRequest = match self.read_json(body).await {
-            Ok(r) => r,
-            Err(resp) => return resp,
-        };
         let me = match self.credentials(Level::Write, logged).await {
             Ok(t) => owner(t),
+            Err(resp) => return resp,
+        };
+        let req: VerifyRequest = match self.read_json(body).await {
+            Ok(r) => r,
             Err(resp) => return resp,
         };
         let all = match self.on_store(|s, repo| locks::all(s, repo)).await {
@@ -208,19 +210,21 @@ impl Call {
         body: Body,
         logged: &mut crate::request_log::Logged,
     ) -> Response {
+        // Every unlock needs `write`, checked before the body is read; a
+        // forced one `admin`, checked once the body says so.
+        let me = match self.credentials(Level::Write, logged).await {
+            Ok(t) => owner(t),
+            Err(resp) => return resp,
+        };
         let req: UnlockRequest = match self.read_json(body).await {
             Ok(r) => r,
             Err(resp) => return resp,
         };
-        let needed = if req.force {
-            Level::Admin
-        } else {
-            Level::Write
-        };
-        let me = match self.credentials(needed, logged).await {
-            Ok(t) => owner(t),
-            Err(resp) => return resp,
-        };
+        if req.force {
+            if let Err(resp) = self.credentials(Level::Admin, logged).await {
+                return resp;
+            }
+        }
         let id = id.to_owned();
         let force = req.force;
         let by = me.clone();
