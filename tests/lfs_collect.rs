@@ -152,3 +152,83 @@ fn a_retried_push_renews_the_claim_collection_would_drop() {
         .iter()
         .any(|k| k.ends_with(&sha256_hex(&big))));
 }
+
+/// Issue 42, finding 7: pointers git-lfs reads but the collector did not
+/// (CRLF line ends, as a Windows checkout with `core.autocrlf` commits
+/// them; the alpha `git-media` version line) lost their objects to
+/// collection, and fresh clones got empty files. Now the collector reads
+/// them as git-lfs does, and keeps their objects.
+#[test]
+fn collection_keeps_the_objects_of_pointers_git_lfs_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, writer, _reader) = start();
+    let work = tmp.path().join("work");
+    init_repo(&work);
+    commit_files(&work, &[("README", "one\n")], "one");
+    let url = server.url("org/app");
+    let as_writer = git_as(&server, tmp.path(), &writer);
+    git_ok(&work, &as_writer, &["push", "--quiet", &url, "main"]);
+    let mut oids = Vec::new();
+    let mut files = Vec::new();
+    for (i, version) in [
+        "https://git-lfs.github.com/spec/v1",
+        "http://git-media.io/v/2",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let data = noise(3000 + i, 31 + i as u64);
+        let oid = sha256_hex(&data);
+        let up = json(&post_batch(
+            &server,
+            "org/app",
+            Some(&writer),
+            &batch("upload", &[(&oid, data.len() as u64)]),
+        ));
+        assert_eq!(
+            Act::of(&up, 0, "upload").send("PUT", true, &data).status,
+            200
+        );
+        if up["objects"][0]["actions"].get("verify").is_some() {
+            let verify =
+                serde_json::to_vec(&serde_json::json!({"oid": oid, "size": data.len()})).unwrap();
+            assert_eq!(
+                Act::of(&up, 0, "verify").send("POST", true, &verify).status,
+                200
+            );
+        }
+        // Committed as a plain blob, its lines ending in CRLF.
+        let pointer = format!(
+            "version {version}\r\noid sha256:{oid}\r\nsize {}\r\n",
+            data.len()
+        );
+        files.push((format!("f{i}.bin"), pointer));
+        oids.push(oid);
+    }
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, p)| (n.as_str(), p.as_str()))
+        .collect();
+    commit_files(&work, &named, "pointers with CRLF");
+    git_ok(&work, &as_writer, &["push", "--quiet", &url, "main"]);
+    for _ in 0..2 {
+        let out = server
+            .store()
+            .maintain(&["--all", "--grace", "0", "--gc"], &[]);
+        assert_maintained(&out);
+    }
+    let claimed = lfs_keys(&server, "org/app").1;
+    for oid in &oids {
+        assert!(
+            claimed.contains(&format!("org/app.git/lfs/objects/{oid}")),
+            "{oid}: {claimed:?}"
+        );
+        assert!(
+            server
+                .store_keys()
+                .iter()
+                .any(|k| k.starts_with(".gitstow/lfs/objects/") && k.ends_with(oid.as_str())),
+            "{oid} was collected"
+        );
+    }
+}

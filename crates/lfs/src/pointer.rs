@@ -8,7 +8,13 @@
 //! ```
 //!
 //! At most [`MAX_POINTER`] bytes, `version` first, then keys in order, one
-//! `key value` a line ending in `\n`.
+//! `key value` a line ending in `\n`. Read as git-lfs reads them
+//! (`lfs/pointer.go`, lines by `bufio.Scanner`): a line's trailing `\r` is
+//! dropped, blank lines are skipped, and the three v1 version URLs are
+//! accepted (`http://git-media.io/v/2`, `https://hawser.github.com/spec/v1`,
+//! `https://git-lfs.github.com/spec/v1`). What git-lfs takes for a pointer,
+//! a clone downloads: collection must keep its object, so this errs toward
+//! reading a blob as a pointer (other keys and their order are not checked).
 
 use crate::Oid;
 
@@ -22,11 +28,17 @@ pub fn parse(blob: &[u8]) -> Option<(Oid, u64)> {
         return None;
     }
     let text = std::str::from_utf8(blob).ok()?;
-    let mut lines = text.split_terminator('\n');
+    let mut lines = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .filter(|l| !l.is_empty());
     let version = lines.next()?;
-    if version != "version https://git-lfs.github.com/spec/v1"
-        && version != "version https://hawser.github.com/spec/v1"
-    {
+    if !matches!(
+        version,
+        "version https://git-lfs.github.com/spec/v1"
+            | "version https://hawser.github.com/spec/v1"
+            | "version http://git-media.io/v/2"
+    ) {
         return None;
     }
     let (mut oid, mut size) = (None, None);
@@ -55,6 +67,19 @@ mod tests {
             "version https://git-lfs.github.com/spec/v1\next-0-foo sha256:{hex}\noid sha256:{hex}\nsize 1\n"
         );
         assert!(parse(ext.as_bytes()).is_some());
+        // As git-lfs reads them: CRLF line ends, blank lines, the alpha
+        // version URL.
+        let want = Some((Oid::parse(hex).unwrap(), 12345));
+        for also in [
+            p.replace('\n', "\r\n"),
+            format!("version https://git-lfs.github.com/spec/v1\n\noid sha256:{hex}\nsize 12345"),
+            format!("version http://git-media.io/v/2\noid sha256:{hex}\nsize 12345\n"),
+            format!(
+                "version https://hawser.github.com/spec/v1\r\noid sha256:{hex}\r\nsize 12345\r\n"
+            ),
+        ] {
+            assert_eq!(parse(also.as_bytes()), want, "{also:?}");
+        }
         for not in [
             "".to_owned(),
             "hello\n".to_owned(),
