@@ -9,7 +9,9 @@
 //! - [`command`]: the command of an `exec` request, as git sends it.
 //! - [`git`]: git's commands over a channel, framed around the service
 //!   layer (`gitstow_service`).
-//! - [`io`]: from the blocking threads that run the services to a channel.
+//! - [`request`]: the client's request read from a channel, bounded and
+//!   spooled.
+//! - [`io`]: from a channel to the blocking thread of a v0 negotiation.
 //! - [`proxy`]: the PROXY protocol header a load balancer sends first.
 #![deny(missing_docs)]
 
@@ -19,6 +21,7 @@ pub mod host_key;
 pub mod io;
 pub mod listener;
 pub mod proxy;
+pub mod request;
 
 pub use host_key::{HostKeyError, HostKeys};
 pub use listener::{serve, Denied, KeyAccess, SshConfig};
