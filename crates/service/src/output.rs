@@ -109,6 +109,28 @@ impl Patience {
         self.credit
     }
 
+    /// Waits for `send` to hand `bytes` to the client (true: taken) as
+    /// long as the credit allows, then spends the wait and earns the bytes.
+    ///
+    /// # Errors
+    /// [`Ended::Gone`] when `send` fails, [`Ended::TooSlow`] when the
+    /// credit ran out first.
+    pub async fn send(
+        &mut self,
+        bytes: u64,
+        send: impl std::future::Future<Output = bool>,
+    ) -> Result<(), Ended> {
+        let started = tokio::time::Instant::now();
+        match tokio::time::timeout(self.allowed(), send).await {
+            Ok(true) => {
+                self.moved(started.elapsed(), bytes);
+                Ok(())
+            }
+            Ok(false) => Err(Ended::Gone),
+            Err(_) => Err(Ended::TooSlow),
+        }
+    }
+
     /// A wait of `waited` ended with `bytes` taken (or sent, for input).
     pub fn moved(&mut self, waited: Duration, bytes: u64) {
         if self.pace.min_rate == 0 {
@@ -436,21 +458,17 @@ where
             return Err(Ended::Failed);
         };
         let n = chunk.len() as u64;
-        let started = tokio::time::Instant::now();
-        match tokio::time::timeout(patience.allowed(), send(chunk)).await {
-            Ok(true) => {}
-            Ok(false) => return Err(Ended::Gone),
-            Err(_) => {
+        if let Err(ended) = patience.send(n, send(chunk)).await {
+            if ended == Ended::TooSlow {
                 tracing::info!(
                     sent,
                     stall_ms = pace.stall.as_millis() as u64,
                     min_rate = pace.min_rate,
                     "client stopped reading the response (slower than the minimum rate); the response ends"
                 );
-                return Err(Ended::TooSlow);
             }
+            return Err(ended);
         }
-        patience.moved(started.elapsed(), n);
         sent += n;
         drop(taken);
     }

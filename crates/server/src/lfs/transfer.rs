@@ -352,14 +352,14 @@ impl Call {
                 while piece_at < chunk.len() {
                     let piece = chunk.slice(piece_at..chunk.len().min(piece_at + PIECE));
                     let n = piece.len();
-                    let started = tokio::time::Instant::now();
-                    match tokio::time::timeout(patience.allowed(), tx.send(Ok(piece))).await {
-                        Ok(Ok(())) => patience.moved(started.elapsed(), n as u64),
-                        Ok(Err(_)) => return,
-                        Err(_) => {
+                    let taken = patience.send(n as u64, async { tx.send(Ok(piece)).await.is_ok() });
+                    match taken.await {
+                        Ok(()) => {}
+                        Err(gitstow_service::output::Ended::TooSlow) => {
                             tracing::info!(%oid, "LFS: the client stopped reading a download (slower than the minimum rate)");
                             return;
                         }
+                        Err(_) => return,
                     }
                     piece_at += n;
                 }
