@@ -100,6 +100,85 @@ pub(crate) struct PathRebase {
 }
 
 impl PathRebase {
+    /// Where the object that `delta` makes from the path's current object
+    /// goes (`oid`, `size` bytes; the parent stored at `parent_depth`;
+    /// `existing`: its depth when the repository holds it already, which
+    /// it keeps): the scheme's placement once one runs; else its parent's
+    /// delta within `cap`, past it a delta against the anchor, or whole.
+    ///
+    /// # Errors
+    /// `delta` does not apply to the current object.
+    pub(crate) fn place(
+        &mut self,
+        delta: &[u8],
+        oid: ObjectId,
+        size: u64,
+        parent_depth: u32,
+        existing: Option<u32>,
+        cap: u32,
+    ) -> Result<Placement, DeltaError> {
+        if let Some(scheme) = self.scheme.as_mut() {
+            return scheme.step(delta, oid, size, parent_depth, existing, cap);
+        }
+        let depth = existing.unwrap_or(parent_depth + 1);
+        if depth <= cap {
+            return Ok(Placement::Parent(depth));
+        }
+        match self.anchor.as_ref().filter(|_| existing.is_none()) {
+            Some(anchor) => Ok(anchor.place(delta, size)?.unwrap_or(Placement::Whole)),
+            None => Ok(Placement::Whole),
+        }
+    }
+
+    /// Whether `placement` (from [`PathRebase::place`]) starts a scheme:
+    /// an object stored whole, or the first one past the cap, placed
+    /// against the anchor.
+    pub(crate) fn starts_scheme(&self, placement: &Placement) -> bool {
+        matches!(
+            (placement, &self.scheme),
+            (Placement::Whole, _) | (Placement::Rebased { .. }, None)
+        )
+    }
+
+    /// Follows the path to the object just placed (`oid`, `size` bytes,
+    /// stored at `depth`, made by `delta`; `height`: how deep its subtree
+    /// goes in the pack). A scheme starts at it when `starts_scheme`, and
+    /// the anchor has served; before a scheme runs, the anchor restarts
+    /// at each object shallow enough to be one whose subtree goes past
+    /// the cap (never in a pack made with a depth of at most the cap, as
+    /// git's are), and follows the path down from there.
+    ///
+    /// # Errors
+    /// `delta` does not apply to the anchor's current object.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn follow(
+        &mut self,
+        starts_scheme: bool,
+        delta: &[u8],
+        oid: ObjectId,
+        size: u64,
+        depth: u32,
+        height: u16,
+        cap: u32,
+    ) -> Result<(), DeltaError> {
+        if starts_scheme {
+            self.scheme = Rebase::start(oid, size, depth, cap);
+            self.anchor = None;
+        } else if self.scheme.is_none() {
+            self.anchor = if depth <= anchor_depth(cap) {
+                (u32::from(height) > cap.saturating_sub(depth))
+                    .then(|| Anchor::start(oid, size, depth))
+                    .flatten()
+            } else {
+                match self.anchor.take() {
+                    Some(anchor) => anchor.step(delta, size)?,
+                    None => None,
+                }
+            };
+        }
+        Ok(())
+    }
+
     /// Bytes the state holds (its compositions).
     pub(crate) fn held_bytes(&self) -> u64 {
         self.scheme.as_ref().map_or(0, Rebase::held_bytes)

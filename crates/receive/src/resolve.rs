@@ -20,7 +20,7 @@ use gix_hash::ObjectId;
 use gix_object::Kind;
 
 use crate::check::{check_object, Collected};
-use crate::rebase::{anchor_depth, Anchor, PathRebase, Placement, Rebase};
+use crate::rebase::{PathRebase, Placement};
 use crate::scan::{EntryKind, ScannedPack};
 use crate::window::ReadWindow;
 
@@ -641,30 +641,10 @@ impl Shared<'_> {
                 .map_or(stored_depth + 1, |l| l.entry.depth)
         });
         let size = data.len() as u64;
-        let placement = match rebase.scheme.as_mut() {
-            Some(r) => r
-                .step(&w.delta, oid, size, stored_depth, existing, cap)
-                .map_err(|err| self.invalid(c, err))?,
-            None => match existing.unwrap_or(stored_depth + 1) {
-                depth if depth <= cap => Placement::Parent(depth),
-                // An object the repository holds deep keeps its place.
-                _ => match rebase.anchor.as_ref().filter(|_| existing.is_none()) {
-                    Some(anchor) => anchor
-                        .place(&w.delta, size)
-                        .map_err(|err| self.invalid(c, err))?
-                        .unwrap_or(Placement::Whole),
-                    None => Placement::Whole,
-                },
-            },
-        };
-        // Past the cap a scheme runs and the anchor has served; before, the
-        // anchor follows the path, restarting at each object shallow
-        // enough to be one, when its subtree goes past the cap (never in
-        // a pack made with a depth of at most the cap, as git's are).
-        let starts_scheme = matches!(
-            (&placement, &rebase.scheme),
-            (Placement::Whole, _) | (Placement::Rebased { .. }, None)
-        );
+        let placement = rebase
+            .place(&w.delta, oid, size, stored_depth, existing, cap)
+            .map_err(|err| self.invalid(c, err))?;
+        let starts_scheme = rebase.starts_scheme(&placement);
         let depth = match (placement, existing) {
             (Placement::Whole, held) => {
                 let depth = held.unwrap_or(0);
@@ -724,22 +704,17 @@ impl Shared<'_> {
                 depth
             }
         };
-        if starts_scheme {
-            rebase.scheme = Rebase::start(oid, size, depth, cap);
-            rebase.anchor = None;
-        } else if rebase.scheme.is_none() {
-            rebase.anchor = if depth <= anchor_depth(cap) {
-                let room = cap.saturating_sub(depth);
-                (u32::from(self.height[c]) > room)
-                    .then(|| Anchor::start(oid, size, depth))
-                    .flatten()
-            } else {
-                match rebase.anchor.take() {
-                    Some(a) => a.step(&w.delta, size).map_err(|err| self.invalid(c, err))?,
-                    None => None,
-                }
-            };
-        }
+        rebase
+            .follow(
+                starts_scheme,
+                &w.delta,
+                oid,
+                size,
+                depth,
+                self.height[c],
+                cap,
+            )
+            .map_err(|err| self.invalid(c, err))?;
         self.counters.objects.fetch_add(1, Ordering::Relaxed);
         self.counters.deltas.fetch_add(1, Ordering::Relaxed);
         Ok((oid, data, depth))
