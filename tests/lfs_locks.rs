@@ -150,3 +150,116 @@ fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
     );
     git_ok(&bob, &as_bob, &["push", "--quiet", "origin", "main"]);
 }
+
+/// A locked change cannot be parked where no branch sees it and
+/// fast-forwarded onto a branch later (issue 42, finding 6): not under a tag
+/// (lightweight or annotated) or any other ref namespace, and not in the
+/// pack of a push whose update of it was refused while another update of
+/// the same push landed. A tag of commits the repository already reaches
+/// passes.
+#[test]
+fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, alice_secret, _reader) = start();
+    let bob_secret = server.store().create_token("bob", &["org/*:write"], &[]);
+    await_token(&server, &bob_secret);
+    let (work, _, _) = lfs_work(tmp.path(), "work");
+    let url = server.url("org/app");
+    let as_alice = git_as(&server, tmp.path(), &alice_secret);
+    git_ok(&work, &as_alice, &["remote", "add", "origin", &url]);
+    git_ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
+    git_ok(&work, &as_alice, &["lfs", "lock", "big.bin"]);
+
+    let (bob, as_bob) = clone_as(&server, tmp.path(), &bob_secret, &url, "bob");
+    // a tag of what the repository has is fine
+    git_ok(&bob, &as_bob, &["tag", "v1"]);
+    git_ok(&bob, &as_bob, &["push", "--quiet", "origin", "v1"]);
+
+    std::fs::write(bob.join("big.bin"), noise(4096, 21)).unwrap();
+    git_ok(
+        &bob,
+        &as_bob,
+        &["commit", "--quiet", "-am", "bob edits big.bin"],
+    );
+    git_ok(
+        &bob,
+        &as_bob,
+        &["tag", "-a", "-m", "parked", "parked-annotated"],
+    );
+    for target in [
+        "HEAD:refs/tags/parked",
+        "parked-annotated",
+        "HEAD:refs/notes/parked",
+        "HEAD:refs/heads/sneak",
+    ] {
+        let out = git_run(&bob, &as_bob, &["push", "--no-verify", "origin", target]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{target}: {err}");
+        assert!(
+            err.contains("remote: error: 'big.bin' is locked by dev (git lfs locks); commit "),
+            "{target}: {err}"
+        );
+        assert!(err.contains("(locked by dev: big.bin)"), "{target}: {err}");
+    }
+
+    // one push: the locked change refused, another branch taken, so the
+    // change's objects are stored although no ref reaches them ...
+    git_ok(&bob, &as_bob, &["branch", "unrelated", "origin/main"]);
+    git_ok(&bob, &as_bob, &["checkout", "--quiet", "unrelated"]);
+    commit_files(&bob, &[("notes", "bob's notes\n")], "bob's notes");
+    git_ok(&bob, &as_bob, &["checkout", "--quiet", "main"]);
+    let out = git_run(
+        &bob,
+        &as_bob,
+        &[
+            "push",
+            "--no-verify",
+            "--porcelain",
+            "origin",
+            "main",
+            "unrelated",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("*\trefs/heads/unrelated:refs/heads/unrelated\t[new branch]"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "!\trefs/heads/main:refs/heads/main\t[remote rejected] (locked by dev: big.bin)"
+        ),
+        "{said}"
+    );
+    // ... and a later push that brings no object still may not make a ref
+    // reach it
+    let out = git_run(
+        &bob,
+        &as_bob,
+        &["push", "--no-verify", "origin", "HEAD:refs/heads/later"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("(locked by dev: big.bin)"), "{err}");
+
+    // nothing of it reached a ref
+    let listed =
+        String::from_utf8(git_run(&bob, &as_bob, &["ls-remote", "origin"]).stdout).unwrap();
+    let edit = String::from_utf8(git_run(&bob, &as_bob, &["rev-parse", "HEAD"]).stdout).unwrap();
+    assert!(!listed.contains(edit.trim()), "{listed}");
+    for name in ["parked", "sneak", "later"] {
+        assert!(!listed.contains(name), "{listed}");
+    }
+    // the lock holder may tag her own change of the file
+    std::fs::write(work.join("big.bin"), noise(4096, 22)).unwrap();
+    git_ok(
+        &work,
+        &as_alice,
+        &["commit", "--quiet", "-am", "alice edits big.bin"],
+    );
+    git_ok(
+        &work,
+        &as_alice,
+        &["push", "--quiet", "origin", "HEAD:refs/tags/alice"],
+    );
+}

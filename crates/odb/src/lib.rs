@@ -22,6 +22,7 @@ pub mod container;
 pub mod delta;
 mod error;
 pub mod graph;
+pub mod limit;
 pub mod mapped;
 pub mod objects;
 pub mod recent;

@@ -119,8 +119,8 @@ pub struct Options {
     /// Refs no push may create, update or delete (see
     /// [`gitstow_protocol::hidden`]).
     pub hidden: gitstow_protocol::HiddenRefs,
-    /// Paths locked (Git LFS) by others than the pusher: a branch update
-    /// that changes one is refused ([`locked`]).
+    /// Paths locked (Git LFS) by others than the pusher: a ref update
+    /// that newly reaches a commit changing one is refused ([`locked`]).
     pub locked: Vec<locked::LockedPath>,
     /// Called once pass 2 of a push of at least [`RELEASE_AFTER_OBJECTS`]
     /// objects is done and its tables are dropped, before the last
@@ -596,40 +596,46 @@ fn refuse_rewrites(
     Ok(())
 }
 
-/// Refuses each branch update that brings a commit changing a path another
-/// user has locked (see [`locked`]), with `remote: error: …` saying whose
-/// lock and which commit.
+/// Refuses each ref update that newly reaches a commit changing a path
+/// another user has locked (see [`locked`]), with `remote: error: …` saying
+/// whose lock and which commit.
 #[allow(clippy::too_many_arguments)]
 fn refuse_locked(
     repo: &Repository,
     state: &gitstow_odb::RepoState,
     containers: &[gitstow_odb::state::ContainerRef],
     push: &PushRequest,
-    pushed: &[(gix_hash::ObjectId, gix_object::Kind)],
     rejected: &mut [Option<String>],
     locked: &[locked::LockedPath],
     outcome: &mut Outcome,
 ) -> Result<(), UnpackFailure> {
-    let commits: gix_hashtable::HashSet<gix_hash::ObjectId> = pushed
-        .iter()
-        .filter(|(_, k)| *k == gix_object::Kind::Commit)
-        .map(|(o, _)| *o)
+    let checked: Vec<usize> = (0..push.commands.len())
+        .filter(|&i| rejected[i].is_none() && !push.commands[i].new.is_null())
         .collect();
-    if commits.is_empty() {
+    if checked.is_empty() {
         return Ok(());
     }
     let db = objects_with_push(repo, state, containers)?;
-    for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
-        if refused.is_some() || cmd.new.is_null() || !cmd.name.starts_with("refs/heads/") {
-            continue;
-        }
-        if let Some((l, commit)) = locked::changed_lock(&db, &cmd.new, &commits, locked) {
-            outcome.remote_errors.push(format!(
-                "'{}' is locked by {} (git lfs locks); commit {commit} changes it, so {} may not take it",
-                l.path, l.owner, cmd.name
-            ));
-            *refused = Some(format!("locked by {}: {}", l.owner, l.path));
-        }
+    let mut tips = Vec::new();
+    let refs = repo
+        .refs(state)
+        .map_err(|e| UnpackFailure::server("reading the refs for the lock check", &e))?;
+    refs.for_each("", |_, value| {
+        tips.extend(value.peeled().or(value.oid()));
+        Ok(())
+    })
+    .map_err(|e| UnpackFailure::server("reading the refs for the lock check", &e))?;
+    let updates: Vec<gix_hash::ObjectId> = checked.iter().map(|&i| push.commands[i].new).collect();
+    let breaches = locked::changed_locks(&db, &tips, &updates, locked)
+        .map_err(|e| UnpackFailure::server("walking the pushed commits for the lock check", &e))?;
+    for (&i, breach) in checked.iter().zip(breaches) {
+        let Some(b) = breach else { continue };
+        let cmd = &push.commands[i];
+        outcome.remote_errors.push(format!(
+            "'{}' is locked by {} (git lfs locks); commit {} changes it, so {} may not take it",
+            b.lock.path, b.lock.owner, b.commit, cmd.name
+        ));
+        rejected[i] = Some(format!("locked by {}: {}", b.lock.owner, b.lock.path));
     }
     Ok(())
 }
@@ -728,7 +734,6 @@ fn decide(
             state,
             &containers,
             push,
-            &unpacked.oids,
             &mut rejected,
             &opts.locked,
             outcome,

@@ -13,7 +13,6 @@ pub mod advertise;
 pub mod bitmaps;
 mod closure;
 pub mod filter;
-pub mod limit;
 pub mod negotiate;
 pub mod pack;
 mod session;

@@ -2,7 +2,7 @@
 //!
 //! As git's `rev-list --objects wants --not haves` does: commits reachable from
 //! the wants but not from the haves (walked by date and stopped early, see
-//! [`crate::limit`]), their trees and blobs minus those reachable from the trees
+//! [`gitstow_odb::limit`]), their trees and blobs minus those reachable from the trees
 //! of the boundary commits (the haves' side of the edge), plus tags named by
 //! the wants.
 
@@ -41,6 +41,17 @@ pub enum WalkError {
     /// Reading failed.
     #[error(transparent)]
     Odb(#[from] gitstow_odb::Error),
+}
+
+impl From<gitstow_odb::limit::LimitError> for WalkError {
+    fn from(e: gitstow_odb::limit::LimitError) -> Self {
+        use gitstow_odb::limit::LimitError;
+        match e {
+            LimitError::Missing { oid, context } => WalkError::Missing { oid, context },
+            LimitError::Corrupt { oid, reason } => WalkError::Corrupt { oid, reason },
+            LimitError::Odb(e) => WalkError::Odb(e),
+        }
+    }
 }
 
 /// The objects to send and what the walk saw.
@@ -94,23 +105,14 @@ impl Via {
     }
 }
 
-/// Commit `oid`'s row ([`gitstow_odb::ObjectDb::commit_row`]: from its
-/// container's commit graph when there is one, otherwise read and parsed);
-/// `context` names who asked, for the error when it is missing.
+/// Commit `oid`'s row, as [`gitstow_odb::limit::read_commit`] reads it.
 pub(crate) fn read_commit(
     db: &ObjectDb,
     cache: &mut ObjectCache,
     oid: &ObjectId,
     context: &'static str,
 ) -> Result<CommitRow, WalkError> {
-    match db.commit_row(oid, cache) {
-        Ok(Some(row)) => Ok(row),
-        Ok(None) => Err(WalkError::Missing { oid: *oid, context }),
-        Err(gitstow_odb::Error::CorruptObject { oid, reason }) => {
-            Err(WalkError::Corrupt { oid, reason })
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(gitstow_odb::limit::read_commit(db, cache, oid, context)?)
 }
 
 pub(crate) struct Walker<'a> {
@@ -475,7 +477,7 @@ pub(crate) fn walk_objects(
         let (_, parents) = w.commit_links(u)?;
         deepened_parents.extend(parents);
     }
-    let limited = crate::limit::limit(
+    let limited = gitstow_odb::limit::limit(
         db,
         &want_commits,
         &have_commits,

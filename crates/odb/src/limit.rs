@@ -17,11 +17,57 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use gitstow_odb::{ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
 use gix_hashtable::{HashMap, HashSet};
 
-use crate::walk::WalkError;
+use crate::graph::CommitRow;
+use crate::{ObjectCache, ObjectDb};
+
+/// Why a limited walk stopped short.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitError {
+    /// A commit the walk reaches is missing.
+    #[error("missing object {oid} ({context})")]
+    Missing {
+        /// The commit.
+        oid: ObjectId,
+        /// Who names it (`want`, `have`, `parent`).
+        context: &'static str,
+    },
+    /// A commit does not parse.
+    #[error("object {oid} does not parse: {reason}")]
+    Corrupt {
+        /// The commit.
+        oid: ObjectId,
+        /// The parser's message.
+        reason: String,
+    },
+    /// Reading failed.
+    #[error(transparent)]
+    Odb(#[from] crate::Error),
+}
+
+/// Commit `oid`'s row ([`ObjectDb::commit_row`]: from its container's
+/// commit graph when there is one, otherwise read and parsed); `context`
+/// names who asked, for the error when it is missing.
+///
+/// # Errors
+/// [`LimitError`]: the commit is missing, does not parse, or reading failed.
+pub fn read_commit(
+    db: &ObjectDb,
+    cache: &mut ObjectCache,
+    oid: &ObjectId,
+    context: &'static str,
+) -> Result<CommitRow, LimitError> {
+    match db.commit_row(oid, cache) {
+        Ok(Some(row)) => Ok(row),
+        Ok(None) => Err(LimitError::Missing { oid: *oid, context }),
+        Err(crate::Error::CorruptObject { oid, reason }) => {
+            Err(LimitError::Corrupt { oid, reason })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// git's `SLOP`: steps taken after the queue holds only uninteresting commits.
 const SLOP: u32 = 5;
@@ -63,11 +109,11 @@ struct Limiter<'a> {
 }
 
 impl Limiter<'_> {
-    fn load(&mut self, oid: ObjectId, context: &'static str) -> Result<(), WalkError> {
+    fn load(&mut self, oid: ObjectId, context: &'static str) -> Result<(), LimitError> {
         if self.nodes.contains_key(&oid) {
             return Ok(());
         }
-        let c = crate::walk::read_commit(self.db, &mut self.cache, &oid, context)?;
+        let c = read_commit(self.db, &mut self.cache, &oid, context)?;
         self.nodes.insert(
             oid,
             Node {
@@ -86,7 +132,7 @@ impl Limiter<'_> {
         oid: ObjectId,
         uninteresting: bool,
         context: &'static str,
-    ) -> Result<(), WalkError> {
+    ) -> Result<(), LimitError> {
         self.load(oid, context)?;
         let uninteresting = uninteresting
             || self
@@ -149,7 +195,7 @@ pub fn limit(
     boundary: &HashSet,
     known: &[usize],
     cache_bytes: usize,
-) -> Result<Limited, WalkError> {
+) -> Result<Limited, LimitError> {
     let mut l = Limiter {
         db,
         cache: ObjectCache::new(cache_bytes),
