@@ -18,6 +18,7 @@
 //! Nothing is visible to readers until step 5's compare-and-swap succeeds.
 #![deny(missing_docs)]
 
+pub mod big;
 pub mod check;
 pub mod conflict;
 pub mod hooks;

@@ -19,6 +19,7 @@ use gitstow_odb::{delta, record, zlib, ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
 use gix_object::Kind;
 
+use crate::big::{Turn, BIG_OBJECTS, BIG_OBJECT_BYTES};
 use crate::check::{check_object, Collected};
 use crate::rebase::{PathRebase, Placement};
 use crate::scan::{EntryKind, ScannedPack};
@@ -154,6 +155,8 @@ struct Worker {
     held: u64,
     deflated: Vec<u8>,
     cache: ObjectCache,
+    /// The process's turn for big objects, while this job holds it.
+    turn: Option<Turn<'static>>,
 }
 
 /// Resolves every entry of `pack` (spooled in `file`), staging objects the
@@ -303,6 +306,7 @@ where
                             held: 0,
                             deflated: Vec::new(),
                             cache: ObjectCache::new(16 << 20),
+                            turn: None,
                         };
                         loop {
                             if shared.failed.load(Ordering::Relaxed) {
@@ -312,7 +316,10 @@ where
                             if k >= jobs {
                                 break;
                             }
-                            if let Err(e) = job(shared, &mut w, k) {
+                            let result = job(shared, &mut w, k);
+                            // A big object's turn lasts one job (a base's subtree).
+                            w.turn = None;
+                            if let Err(e) = result {
                                 shared.fail(e);
                                 break;
                             }
@@ -388,6 +395,14 @@ impl Shared<'_> {
         Ok(())
     }
 
+    /// Takes the process's turn for big objects ([`crate::big`]) before
+    /// an object of `bytes` is held whole, unless this job has it already.
+    fn hold_big(&self, w: &mut Worker, bytes: u64) {
+        if bytes >= BIG_OBJECT_BYTES && w.turn.is_none() {
+            w.turn = Some(BIG_OBJECTS.take());
+        }
+    }
+
     fn invalid(&self, i: usize, what: impl std::fmt::Display) -> ResolveError {
         let off = self.pack.entries[i].data_offset;
         ResolveError::Invalid(format!("entry at spool offset {off}: {what}"))
@@ -428,6 +443,7 @@ impl Shared<'_> {
             self.counters.objects.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        self.hold_big(w, e.decompressed_size);
         self.read_compressed(w, i)?;
         // Pass 1 held the declared size to the object limit.
         let need = e.decompressed_size as usize + 1;
@@ -460,15 +476,22 @@ impl Shared<'_> {
         {
             return Ok(());
         }
-        let depth = self.db.lookup(&base).map(|l| l.entry.depth).unwrap_or(0);
+        let depth = self.db.lookup(&base).map_or(0, |l| {
+            self.hold_big(w, l.entry.size);
+            l.entry.depth
+        });
         let Some(obj) = self.db.read(&base, &mut w.cache)? else {
             return Ok(());
         };
         self.thin_bases.fetch_add(1, Ordering::Relaxed);
         let kind = obj.kind;
-        let mut data = take_buf(w, obj.data.len());
-        data.extend_from_slice(&obj.data);
-        drop(obj);
+        // An object the cache did not keep is this read's alone: taken, not
+        // copied (a big base is held once).
+        let data = std::sync::Arc::try_unwrap(obj.data).unwrap_or_else(|shared| {
+            let mut data = take_buf(w, shared.len());
+            data.extend_from_slice(&shared);
+            data
+        });
         self.descend(w, None, base, kind, data, depth, 0, PathRebase::default())
     }
 
@@ -623,6 +646,7 @@ impl Shared<'_> {
                 ),
             ));
         }
+        self.hold_big(w, result_size.min(self.opts.max_object_bytes));
         let mut data = take_buf(w, result_size.min(self.opts.max_object_bytes) as usize);
         if result_size <= self.opts.max_object_bytes {
             gitstow_odb::reserve_rounded(&mut data, result_size as usize);
