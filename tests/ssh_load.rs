@@ -114,9 +114,11 @@ fn clone_from(dir: &Path, key: &Path, source: &str, url: &str, name: &str) -> st
 fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, key) = store_with_ssh_key(tmp.path());
+    let ops = store.create_token("ops", &["*:admin"], &[]);
     // The defaults: 100 connections not authenticated yet in all, 10 from
     // one address, 60 s to log in.
     let (server, port) = start_ssh(&store, &[], &[]);
+    let flood_started = Instant::now();
     let url = format!("ssh://git@127.0.0.1:{port}/flood.git");
     let work = push_history(tmp.path(), &key, &url, 40, 0);
     let tip = git_out(&work, &["rev-parse", "HEAD"]);
@@ -157,6 +159,7 @@ fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
     let took = started.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let tricklers = trickle.join().unwrap();
+    let flood_took = flood_started.elapsed();
     assert!(
         out.status.success(),
         "clone during the flood: {}",
@@ -170,16 +173,37 @@ fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
     fsck(&tmp.path().join("clone.git"));
     assert_eq!(tricklers, 100);
 
-    // Each flooding address holds 10 slots; the rest were closed at once.
-    let logs = server.logs();
-    let refused = logs
+    // Each flooding address holds 10 slots; the rest were closed at once,
+    // each counted in the metric, and the log warns once every 10 s, not
+    // once a connection.
+    let metrics = http(
+        server.port(),
+        "GET",
+        "/metrics",
+        &[("Authorization", &format!("Bearer {ops}"))],
+        b"",
+    )
+    .text();
+    let refused: usize = metrics
         .lines()
-        .filter(|l| l.contains("too many not authenticated yet from this address"))
-        .count();
+        .find_map(|l| l.strip_prefix("gitstow_ssh_connections_refused_total "))
+        .unwrap_or_else(|| panic!("no refusal count in {metrics}"))
+        .trim()
+        .parse()
+        .unwrap();
     assert!(
         refused >= silent.len() - 10 + tricklers - 10,
         "{refused} refused of {} silent and {tricklers} trickling",
         silent.len()
+    );
+    let warned = server
+        .logs()
+        .lines()
+        .filter(|l| l.contains("too many not authenticated yet from this address"))
+        .count();
+    assert!(
+        (1..=1 + flood_took.as_secs() as usize / 10).contains(&warned),
+        "{warned} warnings of {refused} refusals in {flood_took:?}"
     );
     drop(silent);
 }

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -690,17 +690,42 @@ impl Running {
     }
 }
 
-/// Says (log, metric) that a connection from `peer` met a startup cap; the
-/// connection is then closed without a word (as sshd does).
+/// Seconds between two warnings of refused connections: a flood of
+/// thousands a second is one log line every this many seconds (with how
+/// many since the last), and every one is counted in the metric.
+const REFUSED_WARN_EVERY_SECS: u64 = 10;
+
+/// When the last warning of refused connections was logged (seconds since
+/// the Unix epoch), and how many were refused since.
+static REFUSED_WARNED_AT: AtomicU64 = AtomicU64::new(0);
+static REFUSED_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// Says (metric, and a warning at most every
+/// [`REFUSED_WARN_EVERY_SECS`]) that a connection from `peer` met a
+/// startup cap; the connection is then closed without a word (as sshd
+/// does).
 fn refused(peer: SocketAddr, cap: conn_caps::CapReached, config: &SshConfig) {
     metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
+    let since = REFUSED_SINCE.fetch_add(1, Ordering::Relaxed) + 1;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = REFUSED_WARNED_AT.load(Ordering::Relaxed);
+    if now < last + REFUSED_WARN_EVERY_SECS
+        || REFUSED_WARNED_AT
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    REFUSED_SINCE.fetch_sub(since, Ordering::Relaxed);
     let (limit, whence) = match cap {
         conn_caps::CapReached::Total => (config.max_unauthenticated, ""),
         conn_caps::CapReached::Source => {
             (config.max_unauthenticated_per_source, " from this address")
         }
     };
-    tracing::warn!(%peer, limit, "ssh: connection refused: too many not authenticated yet{whence}");
+    tracing::warn!(%peer, limit, refused = since, "ssh: connection refused: too many not authenticated yet{whence} ({since} refused since the last such warning, at most one every {REFUSED_WARN_EVERY_SECS} s; all counted in {})", m::SSH_CONNECTIONS_REFUSED);
 }
 
 impl Drop for Running {
