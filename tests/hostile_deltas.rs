@@ -468,3 +468,103 @@ fn big_objects_with_delta_children_are_resolved_one_at_a_time() {
     let o = server.store().admin(&["fsck", "--repo", &s.repo]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+/// A thin pack of 1,000 REF_DELTA siblings off an object the repository
+/// holds at the depth cap (issue 42, finding 4's thin case): each sibling
+/// would be one past the cap with no anchor above it, and was stored whole
+/// (1,000 × 1 MiB). The base is stored again whole with the push, as git's
+/// `index-pack --fix-thin` appends thin bases, and the siblings are deltas
+/// against it.
+#[test]
+fn a_thin_fan_off_a_stored_object_at_the_cap_is_stored_within_a_small_factor_of_its_pack() {
+    let s = setup("thin-fan");
+    let Target::Gitstow(server) = &s.target else {
+        return; // the stored bytes of a canonical server are not ours to count
+    };
+    // A 1 MiB blob and a chain of 50 deltas on it: the 50th is stored at
+    // the cap.
+    let mut data = noise(1 << 20, 12);
+    let mut pack = RawPack::default().whole(Kind::Blob, &data);
+    for i in 0..50u64 {
+        let tail = i.to_be_bytes();
+        let d = delta(
+            data.len(),
+            data.len() + tail.len(),
+            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
+        );
+        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        data.extend_from_slice(&tail);
+    }
+    let top = object_id(Kind::Blob, &data);
+    let tree = tree_data(&[("100644", "chain.bin", &top)]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "chain\n");
+    let chain = object_id(Kind::Commit, &commit);
+    let pack = pack
+        .whole(Kind::Tree, &tree)
+        .whole(Kind::Commit, &commit)
+        .build();
+    let r = s.push_pack_to("chain", &chain, &pack, Duration::from_secs(120));
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    let stored = |server: &Server| -> u64 {
+        let state = server.store().repo_state(&s.repo).unwrap();
+        state.containers.iter().map(|c| c.bytes).sum()
+    };
+    let before = stored(server);
+
+    // 1,000 siblings off the 50th, named by REF_DELTA: a thin pack.
+    let mut thin = RawPack::default();
+    let mut siblings = Vec::new();
+    for i in 0..1000u64 {
+        let tail = (1_000_000 + i).to_be_bytes();
+        let d = delta(
+            data.len(),
+            data.len() + tail.len(),
+            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
+        );
+        thin = thin.entry(ref_delta(&top, &d));
+        let mut sibling = data.clone();
+        sibling.extend_from_slice(&tail);
+        siblings.push(sibling);
+    }
+    let ids = [
+        object_id(Kind::Blob, &siblings[0]),
+        object_id(Kind::Blob, &siblings[999]),
+    ];
+    let tree = tree_data(&[
+        ("100644", "chain.bin", &top),
+        ("100644", "first.bin", &ids[0]),
+        ("100644", "last.bin", &ids[1]),
+    ]);
+    let commit = commit_data(&object_id(Kind::Tree, &tree), &[&chain], "fan\n");
+    let id = object_id(Kind::Commit, &commit);
+    let thin = thin
+        .whole(Kind::Tree, &tree)
+        .whole(Kind::Commit, &commit)
+        .build();
+    let r = s.push_pack_to("fan", &id, &thin, Duration::from_secs(120));
+    assert_eq!(r.unpack, "ok", "{r:?}");
+    assert_eq!(r.refs, ["ok refs/heads/fan"], "{r:?}");
+    let added = stored(server) - before;
+    eprintln!(
+        "a {} byte thin pack of 1,000 siblings off a 1 MiB object at the cap: stored {added} bytes",
+        thin.len()
+    );
+    // Its deltas and one whole copy of the 1 MiB base (noise: ~1 MiB).
+    assert!(
+        added <= 4 * thin.len() as u64 + (3 << 19),
+        "a {} byte thin pack stored as {added} bytes",
+        thin.len()
+    );
+    let o = server.store().admin(&["fsck", "--repo", &s.repo]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    git(
+        s.tmp.path(),
+        &["clone", "--quiet", "--branch", "fan", &s.url, "fan"],
+    );
+    let dir = s.tmp.path().join("fan");
+    assert_eq!(std::fs::read(dir.join("chain.bin")).unwrap(), data);
+    assert_eq!(std::fs::read(dir.join("first.bin")).unwrap(), siblings[0]);
+    assert_eq!(std::fs::read(dir.join("last.bin")).unwrap(), siblings[999]);
+    fsck(&dir);
+}

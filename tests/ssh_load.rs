@@ -610,3 +610,52 @@ fn connections_that_do_not_log_in_are_capped_and_dropped() {
         "{logs}"
     );
 }
+
+/// Past half of `--ssh-max-startups`, new connections are refused at
+/// random, as sshd's `MaxStartups 10:30:100` does (issue 42, low item):
+/// with 60 of 100 held by six addresses, a seventh meets some refusals and
+/// some logins, never all of one; below half, one address at its own cap
+/// costs nobody a login.
+#[test]
+fn past_half_the_startup_cap_new_connections_are_dropped_at_random() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _key) = store_with_ssh_key(tmp.path());
+    let (_server, port) = start_ssh(&store, &[], &[]);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Whether a new connection from `source` gets the server's version
+    // line (admitted) or is closed without a word (refused).
+    let admitted = |source: &str| -> bool {
+        let mut c = connect_from(source, addr).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 8];
+        let mut got = 0;
+        while got < buf.len() {
+            match std::io::Read::read(&mut c, &mut buf[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        got == buf.len() && &buf == b"SSH-2.0-"
+    };
+    let silent_from = |source: &str, n: usize| -> Vec<TcpStream> {
+        let held: Vec<TcpStream> = (0..n)
+            .map(|_| connect_from(source, addr).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        held
+    };
+    let one = silent_from("127.0.0.10", 10);
+    let below: usize = (0..30).filter(|_| admitted("127.0.0.20")).count();
+    assert_eq!(below, 30, "refused below half the cap");
+    let mut held = vec![one];
+    for i in 11..16 {
+        held.push(silent_from(&format!("127.0.0.{i}"), 10));
+    }
+    let past: usize = (0..50).filter(|_| admitted("127.0.0.20")).count();
+    // 60 held: a 44 % chance of a drop each
+    assert!(
+        (5..=45).contains(&past),
+        "{past} of 50 admitted with 60 of 100 startups held"
+    );
+    drop(held);
+}

@@ -467,15 +467,31 @@ impl Shared<'_> {
         self.descend(w, Some(i), oid, kind, data, 0, 0, PathRebase::default())
     }
 
+    /// Resolves the REF_DELTA children of `base`, an object the repository
+    /// holds (a thin pack's base), and everything below them.
+    ///
+    /// A base stored so deep that its children's paths would pass the
+    /// depth cap with no room for an anchor (`crate::rebase`) is first
+    /// stored again, whole, with the push, as git's `index-pack
+    /// --fix-thin` appends every thin base to the pack: its children are
+    /// then placed against a base at depth 0, and a fan of siblings off a
+    /// base at the cap costs their deltas and one whole copy, not a whole
+    /// object each. Maintenance keeps the shallower copy.
     fn resolve_thin_base(&self, w: &mut Worker, base: ObjectId) -> Result<(), ResolveError> {
-        if !self
+        // How deep the children's subtrees go below the base.
+        let below = match self
             .ref_children
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&base)
+            .get(&base)
         {
-            return Ok(());
-        }
+            Some(children) => children
+                .iter()
+                .map(|&c| u32::from(self.height[c as usize]) + 1)
+                .max()
+                .unwrap_or(1),
+            None => return Ok(()),
+        };
         let depth = self.db.lookup(&base).map_or(0, |l| {
             self.hold_big(w, l.entry.size);
             l.entry.depth
@@ -492,6 +508,21 @@ impl Shared<'_> {
             data.extend_from_slice(&shared);
             data
         });
+        let cap = self.opts.max_stored_depth;
+        let depth = if depth > crate::rebase::anchor_depth(cap) && depth + below > cap {
+            w.deflated.clear();
+            zlib::deflate(&data, &mut w.deflated);
+            self.sink.stage(EncodedObject {
+                id: base,
+                kind,
+                size: data.len() as u64,
+                encoding: Encoding::Whole { zlib: &w.deflated },
+            })?;
+            self.staged.fetch_add(1, Ordering::Relaxed);
+            0
+        } else {
+            depth
+        };
         self.descend(w, None, base, kind, data, depth, 0, PathRebase::default())
     }
 

@@ -4,6 +4,11 @@
 //! (`--ssh-max-startups`, `--ssh-max-startups-per-source`, as sshd's
 //! `MaxStartups` and `PerSourceMaxStartups`).
 //!
+//! SSH also drops at random before its total cap, as sshd's `MaxStartups
+//! start:rate:full` does ([`EarlyDrop`]): a flood that nears the cap meets
+//! refusals it cannot predict, on its own connections too, rather than one
+//! hard edge that shuts everyone out at once.
+//!
 //! A client address is counted by its network block as sshd's
 //! `PerSourceNetBlockSize` and most rate limiters count it: an IPv4 address
 //! alone, an IPv6 address by its /64 (one host, or one customer's link,
@@ -32,6 +37,42 @@ impl CapReached {
     }
 }
 
+/// sshd's random early drop (`MaxStartups start:rate:full`, sshd_config(5)):
+/// with `start` connections held, a new one is refused with a probability
+/// of `rate_percent` %, rising linearly to all at the total cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlyDrop {
+    /// Connections held from which new ones may be dropped.
+    pub start: usize,
+    /// The chance of a drop at `start`, in percent.
+    pub rate_percent: u32,
+}
+
+impl EarlyDrop {
+    /// The drop sshd's defaults (10:30:100) make for a total cap of
+    /// `total`, started at half the cap rather than a tenth: one address at
+    /// its own cap (10 of 100 by default) leaves everyone else's logins
+    /// alone; five or more addresses flooding together start the drops.
+    pub fn half_of(total: usize) -> EarlyDrop {
+        EarlyDrop {
+            start: total / 2,
+            rate_percent: 30,
+        }
+    }
+
+    /// The chance, in percent, that a new connection is dropped when
+    /// `held` of a total cap of `total` are held.
+    pub fn chance_percent(&self, held: usize, total: usize) -> u32 {
+        if held < self.start || total <= self.start {
+            return 0;
+        }
+        let over = (held - self.start).min(total - self.start) as u64;
+        let span = (total - self.start) as u64;
+        let rate = u64::from(self.rate_percent.min(100));
+        (rate + (100 - rate) * over / span) as u32
+    }
+}
+
 /// The counts behind a set of caps.
 #[derive(Debug, Default)]
 struct Open {
@@ -46,6 +87,7 @@ pub struct ConnCaps {
     open: Arc<Mutex<Open>>,
     total: usize,
     per_source: usize,
+    early_drop: Option<EarlyDrop>,
 }
 
 impl ConnCaps {
@@ -56,7 +98,15 @@ impl ConnCaps {
             open: Arc::default(),
             total,
             per_source,
+            early_drop: None,
         }
+    }
+
+    /// These caps, with connections dropped at random before the total cap
+    /// is reached ([`ConnCaps::admit_rolled`]).
+    pub fn with_early_drop(mut self, drop: EarlyDrop) -> Self {
+        self.early_drop = Some(drop);
+        self
     }
 
     /// Takes a slot for a connection from `source` (`None`: counted in the
@@ -64,9 +114,22 @@ impl ConnCaps {
     /// header names the client), or says which cap is reached. The slot is
     /// given back when the [`Held`] is dropped.
     pub fn admit(&self, source: Option<IpAddr>) -> Result<Held, CapReached> {
+        self.admit_rolled(source, 100)
+    }
+
+    /// [`ConnCaps::admit`], where `roll` (uniform in 0..100) decides an
+    /// early drop: the connection is refused ([`CapReached::Total`]) when
+    /// `roll` is below [`EarlyDrop::chance_percent`]. A roll of 100 never
+    /// drops.
+    pub fn admit_rolled(&self, source: Option<IpAddr>, roll: u32) -> Result<Held, CapReached> {
         let mut o = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if o.total >= self.total {
             return Err(CapReached::Total);
+        }
+        if let Some(drop) = &self.early_drop {
+            if roll < drop.chance_percent(o.total, self.total) {
+                return Err(CapReached::Total);
+            }
         }
         let block = source.map(block_of);
         if let Some(block) = block {
@@ -174,6 +237,39 @@ mod tests {
         drop(a1);
         assert_eq!(caps.open(), 2);
         let _a3 = caps.admit(Some(ip("10.0.0.1"))).unwrap();
+    }
+
+    #[test]
+    fn early_drops_start_at_half_the_cap_and_rise_to_all_at_the_cap() {
+        let early = EarlyDrop::half_of(100);
+        assert_eq!(early.chance_percent(0, 100), 0);
+        assert_eq!(early.chance_percent(49, 100), 0);
+        assert_eq!(early.chance_percent(50, 100), 30);
+        assert_eq!(early.chance_percent(75, 100), 65);
+        assert_eq!(early.chance_percent(100, 100), 100);
+        let caps = ConnCaps::new(100, 10).with_early_drop(early);
+        // one address at its own cap: no drop for anyone else
+        let held: Vec<Held> = (0..10)
+            .map(|_| caps.admit_rolled(Some(ip("10.0.0.1")), 0).unwrap())
+            .collect();
+        let other = caps.admit_rolled(Some(ip("10.0.0.2")), 0).unwrap();
+        drop(other);
+        // five more addresses: half the cap, a roll under 30 is dropped
+        let more: Vec<Held> = (0..40)
+            .map(|i| {
+                caps.admit_rolled(Some(ip(&format!("10.0.1.{}", i / 10))), 99)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(caps.open(), 50);
+        assert_eq!(
+            caps.admit_rolled(Some(ip("10.0.0.9")), 29).err(),
+            Some(CapReached::Total)
+        );
+        let _kept = caps.admit_rolled(Some(ip("10.0.0.9")), 30).unwrap();
+        // and admit() (a roll of 100) never drops early
+        let _also = caps.admit(Some(ip("10.0.0.8"))).unwrap();
+        drop((held, more));
     }
 
     #[test]

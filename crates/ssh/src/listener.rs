@@ -183,7 +183,8 @@ pub async fn serve<A: KeyAccess>(
     let startups = ConnCaps::new(
         config.max_unauthenticated,
         config.max_unauthenticated_per_source,
-    );
+    )
+    .with_early_drop(conn_caps::EarlyDrop::half_of(config.max_unauthenticated));
     let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
@@ -201,7 +202,8 @@ pub async fn serve<A: KeyAccess>(
         // A balancer's connection is counted against the client its header
         // names, once read; any other against its own address.
         let proxied = config.proxy.trusts(accepted_from.ip());
-        let mut pending = match startups.admit((!proxied).then_some(accepted_from.ip())) {
+        let source = (!proxied).then_some(accepted_from.ip());
+        let mut pending = match startups.admit_rolled(source, rand::random_range(0..100)) {
             Ok(held) => held,
             Err(cap) => {
                 refused(accepted_from, cap, &config);
