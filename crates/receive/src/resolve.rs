@@ -696,9 +696,12 @@ impl Shared<'_> {
                 .map_or(stored_depth + 1, |l| l.entry.depth)
         });
         let size = data.len() as u64;
-        let placement = rebase
+        let mut placement = rebase
             .place(&w.delta, oid, size, stored_depth, existing, cap)
             .map_err(|err| self.invalid(c, err))?;
+        if existing.is_none() && crate::rebase::too_small_for_its_base(size, base.len()) {
+            placement = Placement::Whole;
+        }
         let starts_scheme = rebase.starts_scheme(&placement);
         let depth = match (placement, existing) {
             (Placement::Whole, held) => {
