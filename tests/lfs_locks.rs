@@ -250,7 +250,60 @@ fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
     for name in ["parked", "sneak", "later"] {
         assert!(!listed.contains(name), "{listed}");
     }
-    // the lock holder may tag her own change of the file
+    // nor under a chain of 65 annotated tags (the check follows 64; git
+    // any number), nor as a tree a ref names (refs/replace/* makes clients
+    // see one in place of another)
+    let mut tip = "parked-annotated".to_owned();
+    for i in 0..65 {
+        let name = format!("chain{i}");
+        git_ok(
+            &bob,
+            &as_bob,
+            &[
+                "-c",
+                "advice.nestedTag=false",
+                "tag",
+                "-a",
+                "-m",
+                "chain",
+                &name,
+                &tip,
+            ],
+        );
+        tip = name;
+    }
+    let out = git_run(
+        &bob,
+        &as_bob,
+        &["push", "--no-verify", "origin", "refs/tags/chain64"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("(tag chain too deep for the lock check)"),
+        "{err}"
+    );
+    let main_tree =
+        String::from_utf8(git_run(&bob, &as_bob, &["rev-parse", "origin/main^{tree}"]).stdout)
+            .unwrap();
+    let out = git_run(
+        &bob,
+        &as_bob,
+        &[
+            "push",
+            "--no-verify",
+            "origin",
+            &format!("HEAD^{{tree}}:refs/replace/{}", main_tree.trim()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("; tree ") && err.contains("(locked by dev: big.bin)"),
+        "{err}"
+    );
+
+    // the lock holder may tag her own change of the file, and push it
     std::fs::write(work.join("big.bin"), noise(4096, 22)).unwrap();
     git_ok(
         &work,
@@ -260,6 +313,78 @@ fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
     git_ok(
         &work,
         &as_alice,
-        &["push", "--quiet", "origin", "HEAD:refs/tags/alice"],
+        &[
+            "push",
+            "--quiet",
+            "origin",
+            "HEAD:refs/tags/alice",
+            "HEAD:main",
+        ],
+    );
+    git_ok(&bob, &as_bob, &["fetch", "--quiet", "origin"]);
+    // a merge whose other parent is an ancestor of the first (no git merge
+    // makes one) would bring her old version back: refused
+    let first = String::from_utf8(
+        git_run(
+            &bob,
+            &as_bob,
+            &["rev-list", "--max-parents=0", "origin/main"],
+        )
+        .stdout,
+    )
+    .unwrap();
+    let first = first.trim();
+    let old_tree = format!("{first}^{{tree}}");
+    let merge = String::from_utf8(
+        git_run(
+            &bob,
+            &as_bob,
+            &[
+                "commit-tree",
+                &old_tree,
+                "-p",
+                "origin/main",
+                "-p",
+                first,
+                "-m",
+                "merge",
+            ],
+        )
+        .stdout,
+    )
+    .unwrap();
+    let out = git_run(
+        &bob,
+        &as_bob,
+        &[
+            "push",
+            "--no-verify",
+            "origin",
+            &format!("{}:refs/heads/main", merge.trim()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("(locked by dev: big.bin)"), "{err}");
+    // a new root commit of a tree the repository has changes nothing
+    let root = String::from_utf8(
+        git_run(
+            &bob,
+            &as_bob,
+            &["commit-tree", "origin/main^{tree}", "-m", "a new root"],
+        )
+        .stdout,
+    )
+    .unwrap();
+    git_ok(
+        &bob,
+        &as_bob,
+        &[
+            "push",
+            "--quiet",
+            "--no-verify",
+            "origin",
+            &format!("{}:refs/heads/rooted", root.trim()),
+        ],
     );
 }

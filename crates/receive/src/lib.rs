@@ -630,13 +630,25 @@ fn refuse_locked(
     let breaches = locked::changed_locks(&db, &tips, &updates, locked)
         .map_err(|e| UnpackFailure::server("walking the pushed commits for the lock check", &e))?;
     for (&i, breach) in checked.iter().zip(breaches) {
-        let Some(b) = breach else { continue };
         let cmd = &push.commands[i];
-        outcome.remote_errors.push(format!(
-            "'{}' is locked by {} (git lfs locks); commit {} changes it, so {} may not take it",
-            b.lock.path, b.lock.owner, b.commit, cmd.name
-        ));
-        rejected[i] = Some(format!("locked by {}: {}", b.lock.owner, b.lock.path));
+        match breach {
+            None => {}
+            Some(locked::Breach::Changes { lock, object, kind }) => {
+                outcome.remote_errors.push(format!(
+                    "'{}' is locked by {} (git lfs locks); {kind} {object} changes it, so {} may not take it",
+                    lock.path, lock.owner, cmd.name
+                ));
+                rejected[i] = Some(format!("locked by {}: {}", lock.owner, lock.path));
+            }
+            Some(locked::Breach::TagChainTooDeep { tag }) => {
+                outcome.remote_errors.push(format!(
+                    "{}: tag {tag} starts a chain of more than {} annotated tags, which the LFS lock check does not follow",
+                    cmd.name,
+                    locked::MAX_TAG_CHAIN
+                ));
+                rejected[i] = Some("tag chain too deep for the lock check".to_owned());
+            }
+        }
     }
     Ok(())
 }

@@ -15,9 +15,16 @@
 //!   later. A branch created or moved onto commits some ref already reaches
 //!   brings nothing to check.
 //! - **What changes a path**: a commit whose entry at the path (mode and oid,
-//!   or absence) differs from that in every one of its parents (a root
-//!   commit: when the path exists). So a merge that takes the lock holder's
-//!   version from one parent changes nothing.
+//!   or absence) differs from that in every one of its parents. So a merge
+//!   that takes the lock holder's version from one parent changes nothing;
+//!   a parent that is an ancestor of another does not count (no `git
+//!   merge` makes one, and it would bring back an older version as if
+//!   nothing changed). A commit without parents, and a tree a ref names
+//!   (`refs/replace/*` makes clients see one), change the path when they
+//!   hold it with an entry no ref reaches there yet.
+//! - **Tags**: a ref's value is followed through at most
+//!   [`MAX_TAG_CHAIN`] annotated tags; a longer chain is refused, not let
+//!   past unchecked.
 //!
 //! Cost: each new commit is compared once with each parent, against all
 //! locks at once ([`LockSet`]): the two trees are read only where they
@@ -163,8 +170,56 @@ impl<'a> LockSet<'a> {
         out
     }
 
-    /// The first lock (by index) that commit `c` changes: its entry differs
-    /// from that of every parent (a root commit: the path exists).
+    /// The entries (mode and oid) of `tree` at the locked paths it holds,
+    /// as (lock, entry), into `out`.
+    fn entries_at(
+        &self,
+        db: &ObjectDb,
+        tree: ObjectId,
+        cache: &mut ObjectCache,
+        out: &mut std::collections::HashSet<(usize, Entry)>,
+    ) {
+        let mut stack = vec![(&self.root, tree)];
+        while let Some((node, tree)) = stack.pop() {
+            let data = read_tree(db, Some(tree), cache);
+            let listed = entries(data.as_deref().map(Vec::as_slice));
+            for (name, child) in &node.children {
+                let Some(&e) = listed.get(name.as_slice()) else {
+                    continue;
+                };
+                if let Some(i) = child.lock {
+                    out.insert((i, e));
+                }
+                if let Some(t) = subtree(Some(e)) {
+                    if !child.children.is_empty() {
+                        stack.push((child, t));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The first lock (by index) that the tree `tree` of a commit without
+    /// parents (or a ref's tree) changes: it holds the path with an entry
+    /// that no ref of the repository reaches there (`known`; `None`: not
+    /// known, so any entry there counts).
+    fn new_at_root(
+        &self,
+        db: &ObjectDb,
+        tree: ObjectId,
+        known: Option<&std::collections::HashSet<(usize, Entry)>>,
+        cache: &mut ObjectCache,
+    ) -> Option<usize> {
+        let mut here = std::collections::HashSet::new();
+        self.entries_at(db, tree, cache, &mut here);
+        here.into_iter()
+            .filter(|e| known.is_none_or(|k| !k.contains(e)))
+            .map(|(i, _)| i)
+            .min()
+    }
+
+    /// The first lock (by index) that a commit of tree `tree` changes: its
+    /// entry differs from that of every parent (of `parent_trees`).
     fn changed_by(
         &self,
         db: &ObjectDb,
@@ -172,9 +227,7 @@ impl<'a> LockSet<'a> {
         parent_trees: &[ObjectId],
         cache: &mut ObjectCache,
     ) -> Option<usize> {
-        let Some((first, rest)) = parent_trees.split_first() else {
-            return self.differing(db, Some(tree), None, cache).first().copied();
-        };
+        let (first, rest) = parent_trees.split_first()?;
         let mut changed = self.differing(db, Some(tree), Some(*first), cache);
         for p in rest {
             if changed.is_empty() {
@@ -187,30 +240,63 @@ impl<'a> LockSet<'a> {
     }
 }
 
+/// Most annotated tags followed from a ref to what they tag; an update
+/// naming a longer chain is refused when locks are to be checked.
+pub const MAX_TAG_CHAIN: usize = 64;
+
+/// Most distinct trees of the repository's ref tips read to learn which
+/// entries at the locked paths it already has (for commits without parents
+/// and refs to trees); beyond, every entry there counts as new.
+const MAX_KNOWN_TREES: usize = 10_000;
+
 /// What [`changed_locks`] found for one update.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Breach<'a> {
-    /// The lock the update would pass.
-    pub lock: &'a LockedPath,
-    /// A commit the update newly reaches that changes the locked path.
-    pub commit: ObjectId,
+pub enum Breach<'a> {
+    /// An object the update newly reaches changes a locked path.
+    Changes {
+        /// The lock the update would pass.
+        lock: &'a LockedPath,
+        /// The commit (or the tree a ref names) that changes the path.
+        object: ObjectId,
+        /// `commit` or `tree`.
+        kind: &'static str,
+    },
+    /// The update names a chain of more than [`MAX_TAG_CHAIN`] annotated
+    /// tags, which is not followed: refused rather than let past unchecked.
+    TagChainTooDeep {
+        /// The tag the update names.
+        tag: ObjectId,
+    },
 }
 
-/// Follows `oid` through annotated tags to the first non-tag object.
-fn peel(db: &ObjectDb, oid: ObjectId, cache: &mut ObjectCache) -> ObjectId {
+/// What a ref's value is, through its annotated tags.
+enum Peeled {
+    Commit(ObjectId),
+    Tree(ObjectId),
+    Other,
+    TooDeep,
+}
+
+/// Follows `oid` through at most [`MAX_TAG_CHAIN`] annotated tags.
+fn peel(db: &ObjectDb, oid: ObjectId, cache: &mut ObjectCache) -> Peeled {
     let mut cur = oid;
-    for _ in 0..64 {
-        match db.read(&cur, cache) {
-            Ok(Some(obj)) if obj.kind == gix_object::Kind::Tag => {
+    for _ in 0..=MAX_TAG_CHAIN {
+        let Ok(Some(obj)) = db.read(&cur, cache) else {
+            return Peeled::Other;
+        };
+        match obj.kind {
+            gix_object::Kind::Tag => {
                 match gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
                     Ok(tag) => cur = tag.target(),
-                    Err(_) => break,
+                    Err(_) => return Peeled::Other,
                 }
             }
-            _ => break,
+            gix_object::Kind::Commit => return Peeled::Commit(cur),
+            gix_object::Kind::Tree => return Peeled::Tree(cur),
+            gix_object::Kind::Blob => return Peeled::Other,
         }
     }
-    cur
+    Peeled::TooDeep
 }
 
 /// Whether `oid` is a commit `db` holds.
@@ -219,11 +305,54 @@ fn is_commit(db: &ObjectDb, oid: &ObjectId) -> bool {
         .is_some_and(|l| l.entry.kind == gitstow_odb::record::COMMIT)
 }
 
+/// The entries at the locked paths of the trees of `haves` (commits), as
+/// (lock, entry); `None` past [`MAX_KNOWN_TREES`] trees.
+fn known_entries(
+    db: &ObjectDb,
+    set: &LockSet<'_>,
+    haves: &[ObjectId],
+    cache: &mut ObjectCache,
+) -> Result<Option<std::collections::HashSet<(usize, Entry)>>, LimitError> {
+    let mut trees: HashSet = HashSet::default();
+    for h in haves {
+        trees.insert(gitstow_odb::limit::read_commit(db, cache, h, "have")?.tree);
+        if trees.len() > MAX_KNOWN_TREES {
+            return Ok(None);
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    for t in trees {
+        set.entries_at(db, t, cache, &mut out);
+    }
+    Ok(Some(out))
+}
+
+/// The parents of a commit that count for the lock check: all but one that
+/// is an ancestor of another (a merge `git merge` never makes, which would
+/// bring back an older version of a locked file as if it changed nothing).
+fn counted_parents(db: &ObjectDb, parents: &[ObjectId]) -> Vec<ObjectId> {
+    if parents.len() < 2 {
+        return parents.to_vec();
+    }
+    parents
+        .iter()
+        .enumerate()
+        .filter(|&(i, p)| {
+            !parents
+                .iter()
+                .enumerate()
+                .any(|(j, q)| j != i && p != q && crate::protect::is_ancestor(db, p, q))
+        })
+        .map(|(_, p)| *p)
+        .collect()
+}
+
 /// For each of `updates` (the new values of the ref updates to check, tags
-/// included), the first lock of `locked` that a commit it newly reaches
-/// changes, or `None`. `tips` are the values (peeled) of every ref of the
-/// repository as the push found it; `db` holds the repository's objects and
-/// the push's.
+/// included), whether it would pass a lock of `locked` ([`Breach`]): a
+/// commit it newly reaches changes a locked path (see the module's doc), or
+/// the tree it names holds a locked path with an entry no ref reaches.
+/// `tips` are the values (peeled) of every ref of the repository as the
+/// push found it; `db` holds the repository's objects and the push's.
 ///
 /// # Errors
 /// A commit on the way is missing or does not parse ([`LimitError`]): the
@@ -235,58 +364,95 @@ pub fn changed_locks<'a>(
     locked: &'a [LockedPath],
 ) -> Result<Vec<Option<Breach<'a>>>, LimitError> {
     let mut cache = ObjectCache::new(8 << 20);
+    let set = LockSet::new(locked);
     let haves: Vec<ObjectId> = tips.iter().filter(|t| is_commit(db, t)).copied().collect();
-    let wants: Vec<Option<ObjectId>> = updates
+    let peeled: Vec<Peeled> = updates.iter().map(|u| peel(db, *u, &mut cache)).collect();
+    let mut out: Vec<Option<Breach<'a>>> = vec![None; updates.len()];
+    // What the repository's refs already reach at the locked paths, read
+    // once the first root commit or tree needs it.
+    let mut known: Option<Option<std::collections::HashSet<(usize, Entry)>>> = None;
+    for (k, p) in peeled.iter().enumerate() {
+        match p {
+            Peeled::TooDeep => out[k] = Some(Breach::TagChainTooDeep { tag: updates[k] }),
+            Peeled::Tree(t) => {
+                let known = match &known {
+                    Some(k) => k,
+                    None => known.insert(known_entries(db, &set, &haves, &mut cache)?),
+                };
+                if let Some(i) = set.new_at_root(db, *t, known.as_ref(), &mut cache) {
+                    out[k] = Some(Breach::Changes {
+                        lock: &set.paths[i],
+                        object: *t,
+                        kind: "tree",
+                    });
+                }
+            }
+            Peeled::Commit(_) | Peeled::Other => {}
+        }
+    }
+    let wants: Vec<Option<ObjectId>> = peeled
         .iter()
-        .map(|u| Some(peel(db, *u, &mut cache)).filter(|c| is_commit(db, c)))
+        .map(|p| match p {
+            Peeled::Commit(c) => Some(*c),
+            _ => None,
+        })
         .collect();
     let want_list: Vec<ObjectId> = wants.iter().flatten().copied().collect();
     if want_list.is_empty() {
-        return Ok(vec![None; updates.len()]);
+        return Ok(out);
     }
     let empty = HashSet::default();
     let limited =
         gitstow_odb::limit::limit(db, &want_list, &haves, &[], &empty, &empty, &[], 8 << 20)?;
     // Every newly reached commit is compared once against every lock.
-    let set = LockSet::new(locked);
     let mut parents: HashMap<ObjectId, Vec<ObjectId>> = HashMap::default();
     let mut breached: HashMap<ObjectId, usize> = HashMap::default();
     for (c, tree) in &limited.commits {
         let row = gitstow_odb::limit::read_commit(db, &mut cache, c, "commit")?;
-        let mut parent_trees = Vec::with_capacity(row.parents.len());
-        for p in &row.parents {
-            parent_trees.push(gitstow_odb::limit::read_commit(db, &mut cache, p, "parent")?.tree);
-        }
-        if let Some(i) = set.changed_by(db, *tree, &parent_trees, &mut cache) {
+        let counted = counted_parents(db, &row.parents);
+        let changed = if counted.is_empty() {
+            let known = match &known {
+                Some(k) => k,
+                None => known.insert(known_entries(db, &set, &haves, &mut cache)?),
+            };
+            set.new_at_root(db, *tree, known.as_ref(), &mut cache)
+        } else {
+            let mut parent_trees = Vec::with_capacity(counted.len());
+            for p in &counted {
+                parent_trees
+                    .push(gitstow_odb::limit::read_commit(db, &mut cache, p, "parent")?.tree);
+            }
+            set.changed_by(db, *tree, &parent_trees, &mut cache)
+        };
+        if let Some(i) = changed {
             breached.insert(*c, i);
         }
         parents.insert(*c, row.parents);
     }
     if breached.is_empty() {
-        return Ok(vec![None; updates.len()]);
+        return Ok(out);
     }
     // Which update reaches which breach: a walk through the new commits.
-    Ok(wants
-        .iter()
-        .map(|want| {
-            let mut seen: HashSet = HashSet::default();
-            let mut stack: Vec<ObjectId> = want.iter().copied().collect();
-            while let Some(c) = stack.pop() {
-                if !seen.insert(c) {
-                    continue;
-                }
-                let Some(ps) = parents.get(&c) else {
-                    continue;
-                };
-                if let Some(&i) = breached.get(&c) {
-                    return Some(Breach {
-                        lock: &set.paths[i],
-                        commit: c,
-                    });
-                }
-                stack.extend(ps.iter().copied());
+    for (k, want) in wants.iter().enumerate() {
+        let mut seen: HashSet = HashSet::default();
+        let mut stack: Vec<ObjectId> = want.iter().copied().collect();
+        while let Some(c) = stack.pop() {
+            if !seen.insert(c) {
+                continue;
             }
-            None
-        })
-        .collect())
+            let Some(ps) = parents.get(&c) else {
+                continue;
+            };
+            if let Some(&i) = breached.get(&c) {
+                out[k] = Some(Breach::Changes {
+                    lock: &set.paths[i],
+                    object: c,
+                    kind: "commit",
+                });
+                break;
+            }
+            stack.extend(ps.iter().copied());
+        }
+    }
+    Ok(out)
 }

@@ -225,7 +225,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 60, value_name = "SECS")]
     pub ssh_login_grace: u64,
     /// SSH connections not authenticated yet above which new ones are
-    /// closed at once (sshd's MaxStartups).
+    /// closed at once; past half of it (and at least 10), new ones are refused at random,
+    /// 30 % rising to all at the cap (sshd's MaxStartups 10:30:100).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub ssh_max_startups: usize,
     /// SSH connections not authenticated yet from one client address (an

@@ -50,12 +50,13 @@ pub struct EarlyDrop {
 
 impl EarlyDrop {
     /// The drop sshd's defaults (10:30:100) make for a total cap of
-    /// `total`, started at half the cap rather than a tenth: one address at
-    /// its own cap (10 of 100 by default) leaves everyone else's logins
-    /// alone; five or more addresses flooding together start the drops.
+    /// `total`, started at half the cap rather than a tenth, and never
+    /// below sshd's 10: one address at its own cap (10 of 100 by default)
+    /// leaves everyone else's logins alone; five or more addresses flooding
+    /// together start the drops; a cap of 10 or less is a plain cap.
     pub fn half_of(total: usize) -> EarlyDrop {
         EarlyDrop {
-            start: total / 2,
+            start: (total / 2).max(10),
             rate_percent: 30,
         }
     }
@@ -247,6 +248,12 @@ mod tests {
         assert_eq!(early.chance_percent(50, 100), 30);
         assert_eq!(early.chance_percent(75, 100), 65);
         assert_eq!(early.chance_percent(100, 100), 100);
+        // small caps are plain caps; drops start at 10 held at the earliest
+        assert_eq!(EarlyDrop::half_of(1).chance_percent(0, 1), 0);
+        assert_eq!(EarlyDrop::half_of(2).chance_percent(1, 2), 0);
+        assert_eq!(EarlyDrop::half_of(10).chance_percent(9, 10), 0);
+        assert_eq!(EarlyDrop::half_of(12).chance_percent(9, 12), 0);
+        assert_eq!(EarlyDrop::half_of(12).chance_percent(10, 12), 30);
         let caps = ConnCaps::new(100, 10).with_early_drop(early);
         // one address at its own cap: no drop for anyone else
         let held: Vec<Held> = (0..10)
