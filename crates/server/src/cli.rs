@@ -19,8 +19,9 @@ Start here:
 Every command that reads the store takes --store and the --s3-* flags.
 Environment: GITSTOW_LOG (log filter, default info), and for S3 the AWS
 variables, profiles and roles (see `gitstow serve --help`).
-`gitstow help COMMAND` or `gitstow COMMAND --help` for each command; the
-README covers deployment, TLS, backups and what the store holds."
+`gitstow help COMMAND` or `gitstow COMMAND --help` for each command;
+docs/ in the source covers deployment, TLS, backups and what the store
+holds (docs/deployment.md, docs/operations.md)."
 )]
 pub struct Cli {
     /// What to do.

@@ -1,0 +1,140 @@
+//! The crate graph keeps the layers of `docs/design.md` and the design of
+//! record: the two transports (`gitstow-server`'s HTTP side, `gitstow-ssh`)
+//! are siblings over `gitstow-service`; neither imports the other, and
+//! neither reaches an engine crate (`receive`, `upload`, `odb`, `maintain`,
+//! `hooks`) or the access decisions (`access`) except through `service`.
+//! The engines never reach up into the service or a transport.
+//!
+//! Edges that break a rule today are listed in [`DEBTS`], each with the
+//! step of plan 0015 that removes it: the test fails on any other edge, and
+//! on a debt that is gone (so the list only shrinks).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+/// The workspace's crates and what each depends on (normal dependencies
+/// among workspace crates), from `cargo metadata`.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let names: BTreeSet<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null()) // normal, not dev or build
+                .map(|d| d["name"].as_str().unwrap().to_owned())
+                .filter(|d| names.contains(d))
+                .collect();
+            (p["name"].as_str().unwrap().to_owned(), deps)
+        })
+        .collect()
+}
+
+const TRANSPORTS: &[&str] = &["gitstow-server", "gitstow-ssh"];
+const ENGINES: &[&str] = &[
+    "gitstow-receive",
+    "gitstow-upload",
+    "gitstow-odb",
+    "gitstow-maintain",
+    "gitstow-hooks",
+];
+
+/// Edges that break a rule today, and the step of plan 0015 that removes
+/// each.
+const DEBTS: &[(&str, &str, &str)] = &[
+    (
+        "gitstow-server",
+        "gitstow-ssh",
+        "step 2: the CLI leaves the HTTP crate, and starts both",
+    ),
+    (
+        "gitstow-server",
+        "gitstow-receive",
+        "step 3: the access gate and fault taxonomy in service",
+    ),
+    ("gitstow-server", "gitstow-upload", "step 3"),
+    (
+        "gitstow-server",
+        "gitstow-odb",
+        "step 2: admin commands with the CLI",
+    ),
+    (
+        "gitstow-server",
+        "gitstow-maintain",
+        "step 2: admin commands with the CLI",
+    ),
+    ("gitstow-server", "gitstow-hooks", "step 3"),
+    (
+        "gitstow-server",
+        "gitstow-access",
+        "step 3: one access gate in service",
+    ),
+    (
+        "gitstow-ssh",
+        "gitstow-access",
+        "step 3: one access gate in service",
+    ),
+];
+
+#[test]
+fn transports_are_siblings_over_the_service_and_engines_never_reach_up() {
+    let g = graph();
+    assert!(g.contains_key("gitstow-service") && g.contains_key("gitstow-ssh"));
+    let mut broken = BTreeSet::new();
+    for (from, deps) in &g {
+        for to in deps {
+            let rule = if TRANSPORTS.contains(&from.as_str()) && TRANSPORTS.contains(&to.as_str()) {
+                Some("a transport imports the other")
+            } else if TRANSPORTS.contains(&from.as_str()) && ENGINES.contains(&to.as_str()) {
+                Some("a transport reaches an engine crate, not through service")
+            } else if TRANSPORTS.contains(&from.as_str()) && to == "gitstow-access" {
+                Some("a transport decides access itself, not through service's gate")
+            } else if ENGINES.contains(&from.as_str())
+                && (to == "gitstow-service" || TRANSPORTS.contains(&to.as_str()))
+            {
+                Some("an engine crate reaches up")
+            } else {
+                None
+            };
+            if let Some(rule) = rule {
+                broken.insert((from.clone(), to.clone(), rule));
+            }
+        }
+    }
+    let new: Vec<_> = broken
+        .iter()
+        .filter(|(f, t, _)| !DEBTS.iter().any(|(a, b, _)| a == f && b == t))
+        .collect();
+    assert!(new.is_empty(), "edges that break the layers: {new:?}");
+    let paid: Vec<_> = DEBTS
+        .iter()
+        .filter(|(a, b, _)| !broken.iter().any(|(f, t, _)| a == f && b == t))
+        .collect();
+    assert!(
+        paid.is_empty(),
+        "debts no longer in the graph (remove them from DEBTS): {paid:?}"
+    );
+}
