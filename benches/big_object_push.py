@@ -12,45 +12,12 @@ usage: python3 benches/big_object_push.py BINARY [SIZE_MIB] [BLOBS]
 """
 import hashlib, http.client, os, re, struct, subprocess, sys, tempfile, time, zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rawpack import header, ofs, oid, push_raw, varint  # noqa: E402
+
 binary = sys.argv[1]
 size = (int(sys.argv[2]) if len(sys.argv) > 2 else 1024) << 20
 blobs = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-
-
-def oid(kind, data):
-    h = hashlib.sha1(b"%s %d\0" % (kind, len(data)))
-    h.update(data)
-    return h.digest()
-
-
-def header(t, n):
-    b = [(t << 4) | (n & 15)]
-    n >>= 4
-    while n:
-        b[-1] |= 0x80
-        b.append(n & 127)
-        n >>= 7
-    return bytes(b)
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 127
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def ofs(dist):
-    b = [dist & 127]
-    dist >>= 7
-    while dist:
-        dist -= 1
-        b.append(0x80 | (dist & 127))
-        dist >>= 7
-    return bytes(reversed(b))
 
 
 entries, ids = [], []
@@ -59,7 +26,8 @@ for k in range(blobs):
     tail = bytes([k]) * 8
     d = varint(size) + varint(size + 8)
     for o in range(0, size, 8 << 20):
-        d += bytes([0x80 | 0x0f | 0x40]) + struct.pack("<I", o) + bytes([0x80])
+        n = min(8 << 20, size - o)  # a copy moves at most 2^24 - 1 bytes
+        d += bytes([0x80 | 0x0f | 0x70]) + struct.pack("<I", o) + struct.pack("<I", n)[:3]
     d += bytes([8]) + tail
     entries.append(("base", header(3, size) + zlib.compress(base, 1)))
     entries.append(("delta", d))
@@ -99,21 +67,11 @@ def kb(field):
     return int(re.search(field + r":\s+(\d+)", open("/proc/%d/status" % p.pid).read()).group(1))
 
 
-def pkt(b):
-    return b"%04x" % (len(b) + 4) + b
-
-
 open("/proc/%d/clear_refs" % p.pid, "w").write("5")
 idle = kb("VmRSS")
 t0 = time.time()
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
-c.request("POST", "/big.git/git-receive-pack",
-          pkt(b"%s %s refs/heads/main\0report-status" % (b"0" * 40, tip.encode())) + b"0000" + bytes(body),
-          {"Content-Type": "application/x-git-receive-pack-request"})
-r = c.getresponse()
-answer = r.read()
+push_raw(port, "big", tip, body)
 wall = time.time() - t0
-assert r.status == 200 and b"unpack ok" in answer, answer[:300]
 print("gitstow receive-pack: %.1f s, peak %d MiB above idle (VmHWM)" % (wall, (kb("VmHWM") - idle) >> 10))
 p.terminate()
 subprocess.run(["git", "init", "-q", "--bare", d + "/git.git"], check=True)

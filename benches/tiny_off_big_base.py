@@ -12,43 +12,12 @@ usage: python3 benches/tiny_off_big_base.py BINARY [BASE_MIB] [TINY]
 """
 import hashlib, http.client, os, re, struct, subprocess, sys, tempfile, time, zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rawpack import header, ofs, oid, push_raw, varint  # noqa: E402
+
 binary = sys.argv[1]
 base_size = (int(sys.argv[2]) if len(sys.argv) > 2 else 256) << 20
 tiny = int(sys.argv[3]) if len(sys.argv) > 3 else 200
-
-
-def oid(kind, data):
-    return hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).digest()
-
-
-def header(t, n):
-    b = [(t << 4) | (n & 15)]
-    n >>= 4
-    while n:
-        b[-1] |= 0x80
-        b.append(n & 127)
-        n >>= 7
-    return bytes(b)
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 127
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def ofs(dist):
-    b = [dist & 127]
-    dist >>= 7
-    while dist:
-        dist -= 1
-        b.append(0x80 | (dist & 127))
-        dist >>= 7
-    return bytes(reversed(b))
 
 
 base = os.urandom(base_size)
@@ -79,17 +48,7 @@ url = re.search(r"(http://\S+)", p.stdout.readline()).group(1)
 port = int(url.rsplit(":", 1)[1])
 
 
-def pkt(b):
-    return b"%04x" % (len(b) + 4) + b
-
-
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
-c.request("POST", "/tiny.git/git-receive-pack",
-          pkt(b"%s %s refs/heads/main\0report-status" % (b"0" * 40, tip.encode())) + b"0000" + bytes(body),
-          {"Content-Type": "application/x-git-receive-pack-request"})
-r = c.getresponse()
-answer = r.read()
-assert r.status == 200 and b"unpack ok" in answer, answer[:300]
+push_raw(port, "tiny", tip, body)
 p.terminate()
 p.wait()
 for args in (["fsck", "--repo", "tiny"], ["maintain", "--all"], ["fsck", "--repo", "tiny"]):

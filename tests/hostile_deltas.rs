@@ -10,6 +10,25 @@ use common::raw_target::*;
 use common::*;
 use std::time::Duration;
 
+/// A delta that makes a `len`-byte base followed by `tail`.
+fn appending(len: usize, tail: &[u8]) -> Vec<u8> {
+    delta(len, len + tail.len(), &[Op::Copy(0, len), Op::Insert(tail)])
+}
+
+/// `pack` with a chain of OFS deltas on its last entry (whose bytes are
+/// `data`), one per number of `tails`, each appending the number's 8
+/// bytes; `data` follows to the chain's last object.
+fn chain(mut pack: RawPack, data: &mut Vec<u8>, tails: impl IntoIterator<Item = u64>) -> RawPack {
+    for t in tails {
+        let tail = t.to_be_bytes();
+        let d = appending(data.len(), &tail);
+        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
+        pack = pack.entry(ofs_delta(dist as u64, &d));
+        data.extend_from_slice(&tail);
+    }
+    pack
+}
+
 // ---------------------------------------------------------------------------
 // deltas
 
@@ -279,17 +298,7 @@ fn a_deep_chain_is_stored_within_a_small_factor_of_its_pack() {
     let s = setup("rebased");
     let mut data = noise(64 << 10, 5);
     let mut pack = RawPack::default().whole(Kind::Blob, &data);
-    for i in 0..3000u64 {
-        let tail = i.to_be_bytes();
-        let d = delta(
-            data.len(),
-            data.len() + tail.len(),
-            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
-        );
-        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
-        pack = pack.entry(ofs_delta(dist as u64, &d));
-        data.extend_from_slice(&tail);
-    }
+    pack = chain(pack, &mut data, 0..3000u64);
     let blob_id = object_id(Kind::Blob, &data);
     let tree = tree_data(&[("100644", "long.bin", &blob_id)]);
     let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "long\n");
@@ -319,26 +328,12 @@ fn a_fan_of_siblings_past_the_cap_is_stored_within_a_small_factor_of_its_pack() 
     let s = setup("fan");
     let mut data = noise(1 << 20, 11);
     let mut pack = RawPack::default().whole(Kind::Blob, &data);
-    for i in 0..50u64 {
-        let tail = i.to_be_bytes();
-        let d = delta(
-            data.len(),
-            data.len() + tail.len(),
-            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
-        );
-        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
-        pack = pack.entry(ofs_delta(dist as u64, &d));
-        data.extend_from_slice(&tail);
-    }
+    pack = chain(pack, &mut data, 0..50u64);
     let fiftieth = pack.entries.len() - 1;
     let mut siblings = Vec::new();
     for i in 0..1000u64 {
         let tail = (1_000_000 + i).to_be_bytes();
-        let d = delta(
-            data.len(),
-            data.len() + tail.len(),
-            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
-        );
+        let d = appending(data.len(), &tail);
         let dist = pack.next_offset() - pack.offset(fiftieth);
         pack = pack.entry(ofs_delta(dist as u64, &d));
         let mut sibling = data.clone();
@@ -352,25 +347,11 @@ fn a_fan_of_siblings_past_the_cap_is_stored_within_a_small_factor_of_its_pack() 
     for i in 0..20u64 {
         let mut obj = data.clone();
         let tail = (2_000_000 + i).to_be_bytes();
-        let d = delta(
-            obj.len(),
-            obj.len() + tail.len(),
-            &[Op::Copy(0, obj.len()), Op::Insert(&tail)],
-        );
+        let d = appending(obj.len(), &tail);
         let dist = pack.next_offset() - pack.offset(fiftieth);
         pack = pack.entry(ofs_delta(dist as u64, &d));
         obj.extend_from_slice(&tail);
-        for k in 0..40u64 {
-            let tail = (3_000_000 + i * 100 + k).to_be_bytes();
-            let d = delta(
-                obj.len(),
-                obj.len() + tail.len(),
-                &[Op::Copy(0, obj.len()), Op::Insert(&tail)],
-            );
-            let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
-            pack = pack.entry(ofs_delta(dist as u64, &d));
-            obj.extend_from_slice(&tail);
-        }
+        pack = chain(pack, &mut obj, (0..40u64).map(|k| 3_000_000 + i * 100 + k));
         long_tail = obj;
     }
     // The tree names the chain's last blob, two of the siblings and the
@@ -485,17 +466,7 @@ fn a_thin_fan_off_a_stored_object_at_the_cap_is_stored_within_a_small_factor_of_
     // the cap.
     let mut data = noise(1 << 20, 12);
     let mut pack = RawPack::default().whole(Kind::Blob, &data);
-    for i in 0..50u64 {
-        let tail = i.to_be_bytes();
-        let d = delta(
-            data.len(),
-            data.len() + tail.len(),
-            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
-        );
-        let dist = pack.next_offset() - pack.offset(pack.entries.len() - 1);
-        pack = pack.entry(ofs_delta(dist as u64, &d));
-        data.extend_from_slice(&tail);
-    }
+    pack = chain(pack, &mut data, 0..50u64);
     let top = object_id(Kind::Blob, &data);
     let tree = tree_data(&[("100644", "chain.bin", &top)]);
     let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "chain\n");
@@ -517,11 +488,7 @@ fn a_thin_fan_off_a_stored_object_at_the_cap_is_stored_within_a_small_factor_of_
     let mut siblings = Vec::new();
     for i in 0..1000u64 {
         let tail = (1_000_000 + i).to_be_bytes();
-        let d = delta(
-            data.len(),
-            data.len() + tail.len(),
-            &[Op::Copy(0, data.len()), Op::Insert(&tail)],
-        );
+        let d = appending(data.len(), &tail);
         thin = thin.entry(ref_delta(&top, &d));
         let mut sibling = data.clone();
         sibling.extend_from_slice(&tail);

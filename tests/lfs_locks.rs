@@ -7,21 +7,54 @@ mod common;
 
 use common::*;
 
-#[test]
-fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
+/// A server with the tokens `dev` (alice: `org/*:write`), `ro` (`org/*:read`)
+/// and `bob` (`org/*:write`); `org/app` pushed from alice's LFS work tree
+/// (`work`, remote `origin`), and `big.bin` locked by alice.
+struct Locked {
+    tmp: tempfile::TempDir,
+    server: Server,
+    reader: String,
+    bob_secret: String,
+    work: std::path::PathBuf,
+    url: String,
+    as_alice: Vec<String>,
+}
+
+fn locked_repo() -> Locked {
     let tmp = tempfile::tempdir().unwrap();
     let (server, alice_secret, reader) = start();
     let bob_secret = server.store().create_token("bob", &["org/*:write"], &[]);
-    let root_secret = server.store().create_token("root", &["*:admin"], &[]);
     await_token(&server, &bob_secret);
-    await_token(&server, &root_secret);
     let (work, _, _) = lfs_work(tmp.path(), "work");
     let url = server.url("org/app");
     let as_alice = git_as(&server, tmp.path(), &alice_secret);
     git_ok(&work, &as_alice, &["remote", "add", "origin", &url]);
     git_ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
-
     git_ok(&work, &as_alice, &["lfs", "lock", "big.bin"]);
+    Locked {
+        tmp,
+        server,
+        reader,
+        bob_secret,
+        work,
+        url,
+        as_alice,
+    }
+}
+
+#[test]
+fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
+    let Locked {
+        tmp,
+        server,
+        reader,
+        bob_secret,
+        work,
+        url,
+        as_alice,
+    } = locked_repo();
+    let root_secret = server.store().create_token("root", &["*:admin"], &[]);
+    await_token(&server, &root_secret);
     let listed = String::from_utf8(git_run(&work, &as_alice, &["lfs", "locks"]).stdout).unwrap();
     assert!(
         listed.contains("big.bin") && listed.contains("dev"),
@@ -159,18 +192,30 @@ fn locks_are_listed_enforced_on_push_and_removed_by_their_owner_or_an_admin() {
 /// passes.
 #[test]
 fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (server, alice_secret, _reader) = start();
-    let bob_secret = server.store().create_token("bob", &["org/*:write"], &[]);
-    await_token(&server, &bob_secret);
-    let (work, _, _) = lfs_work(tmp.path(), "work");
-    let url = server.url("org/app");
-    let as_alice = git_as(&server, tmp.path(), &alice_secret);
-    git_ok(&work, &as_alice, &["remote", "add", "origin", &url]);
-    git_ok(&work, &as_alice, &["push", "--quiet", "origin", "main"]);
-    git_ok(&work, &as_alice, &["lfs", "lock", "big.bin"]);
+    let Locked {
+        tmp,
+        server,
+        bob_secret,
+        work,
+        url,
+        as_alice,
+        ..
+    } = locked_repo();
 
     let (bob, as_bob) = clone_as(&server, tmp.path(), &bob_secret, &url, "bob");
+    // bob's push of `refspec`, which must be refused: its stderr
+    let refused = |refspec: &str| -> String {
+        let out = git_run(&bob, &as_bob, &["push", "--no-verify", "origin", refspec]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{refspec}: {err}");
+        err
+    };
+    // what git prints for bob, trimmed
+    let said = |args: &[&str]| -> String {
+        let out = git_run(&bob, &as_bob, args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
     // a tag of what the repository has is fine
     git_ok(&bob, &as_bob, &["tag", "v1"]);
     git_ok(&bob, &as_bob, &["push", "--quiet", "origin", "v1"]);
@@ -192,9 +237,7 @@ fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
         "HEAD:refs/notes/parked",
         "HEAD:refs/heads/sneak",
     ] {
-        let out = git_run(&bob, &as_bob, &["push", "--no-verify", "origin", target]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{target}: {err}");
+        let err = refused(target);
         assert!(
             err.contains("remote: error: 'big.bin' is locked by dev (git lfs locks); commit "),
             "{target}: {err}"
@@ -220,33 +263,26 @@ fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
             "unrelated",
         ],
     );
-    let said = String::from_utf8_lossy(&out.stdout);
+    let porcelain = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("*\trefs/heads/unrelated:refs/heads/unrelated\t[new branch]"),
-        "{said}"
+        porcelain.contains("*\trefs/heads/unrelated:refs/heads/unrelated\t[new branch]"),
+        "{porcelain}"
     );
     assert!(
-        said.contains(
+        porcelain.contains(
             "!\trefs/heads/main:refs/heads/main\t[remote rejected] (locked by dev: big.bin)"
         ),
-        "{said}"
+        "{porcelain}"
     );
     // ... and a later push that brings no object still may not make a ref
     // reach it
-    let out = git_run(
-        &bob,
-        &as_bob,
-        &["push", "--no-verify", "origin", "HEAD:refs/heads/later"],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let err = refused("HEAD:refs/heads/later");
     assert!(err.contains("(locked by dev: big.bin)"), "{err}");
 
     // nothing of it reached a ref
-    let listed =
-        String::from_utf8(git_run(&bob, &as_bob, &["ls-remote", "origin"]).stdout).unwrap();
-    let edit = String::from_utf8(git_run(&bob, &as_bob, &["rev-parse", "HEAD"]).stdout).unwrap();
-    assert!(!listed.contains(edit.trim()), "{listed}");
+    let listed = said(&["ls-remote", "origin"]);
+    let edit = said(&["rev-parse", "HEAD"]);
+    assert!(!listed.contains(&edit), "{listed}");
     for name in ["parked", "sneak", "later"] {
         assert!(!listed.contains(name), "{listed}");
     }
@@ -256,48 +292,26 @@ fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
     let mut tip = "parked-annotated".to_owned();
     for i in 0..65 {
         let name = format!("chain{i}");
-        git_ok(
-            &bob,
-            &as_bob,
-            &[
-                "-c",
-                "advice.nestedTag=false",
-                "tag",
-                "-a",
-                "-m",
-                "chain",
-                &name,
-                &tip,
-            ],
-        );
+        let args = [
+            "-c",
+            "advice.nestedTag=false",
+            "tag",
+            "-a",
+            "-m",
+            "chain",
+            &name,
+            &tip,
+        ];
+        git_ok(&bob, &as_bob, &args);
         tip = name;
     }
-    let out = git_run(
-        &bob,
-        &as_bob,
-        &["push", "--no-verify", "origin", "refs/tags/chain64"],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let err = refused("refs/tags/chain64");
     assert!(
         err.contains("(tag chain too deep for the lock check)"),
         "{err}"
     );
-    let main_tree =
-        String::from_utf8(git_run(&bob, &as_bob, &["rev-parse", "origin/main^{tree}"]).stdout)
-            .unwrap();
-    let out = git_run(
-        &bob,
-        &as_bob,
-        &[
-            "push",
-            "--no-verify",
-            "origin",
-            &format!("HEAD^{{tree}}:refs/replace/{}", main_tree.trim()),
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let main_tree = said(&["rev-parse", "origin/main^{tree}"]);
+    let err = refused(&format!("HEAD^{{tree}}:refs/replace/{main_tree}"));
     assert!(
         err.contains("; tree ") && err.contains("(locked by dev: big.bin)"),
         "{err}"
@@ -324,67 +338,26 @@ fn a_locked_change_cannot_be_parked_under_a_tag_or_a_refused_update() {
     git_ok(&bob, &as_bob, &["fetch", "--quiet", "origin"]);
     // a merge whose other parent is an ancestor of the first (no git merge
     // makes one) would bring her old version back: refused
-    let first = String::from_utf8(
-        git_run(
-            &bob,
-            &as_bob,
-            &["rev-list", "--max-parents=0", "origin/main"],
-        )
-        .stdout,
-    )
-    .unwrap();
-    let first = first.trim();
+    let first = said(&["rev-list", "--max-parents=0", "origin/main"]);
     let old_tree = format!("{first}^{{tree}}");
-    let merge = String::from_utf8(
-        git_run(
-            &bob,
-            &as_bob,
-            &[
-                "commit-tree",
-                &old_tree,
-                "-p",
-                "origin/main",
-                "-p",
-                first,
-                "-m",
-                "merge",
-            ],
-        )
-        .stdout,
-    )
-    .unwrap();
-    let out = git_run(
-        &bob,
-        &as_bob,
-        &[
-            "push",
-            "--no-verify",
-            "origin",
-            &format!("{}:refs/heads/main", merge.trim()),
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let merge = said(&[
+        "commit-tree",
+        &old_tree,
+        "-p",
+        "origin/main",
+        "-p",
+        &first,
+        "-m",
+        "merge",
+    ]);
+    let err = refused(&format!("{merge}:refs/heads/main"));
     assert!(err.contains("(locked by dev: big.bin)"), "{err}");
     // a new root commit of a tree the repository has changes nothing
-    let root = String::from_utf8(
-        git_run(
-            &bob,
-            &as_bob,
-            &["commit-tree", "origin/main^{tree}", "-m", "a new root"],
-        )
-        .stdout,
-    )
-    .unwrap();
+    let root = said(&["commit-tree", "origin/main^{tree}", "-m", "a new root"]);
+    let to = format!("{root}:refs/heads/rooted");
     git_ok(
         &bob,
         &as_bob,
-        &[
-            "push",
-            "--quiet",
-            "--no-verify",
-            "origin",
-            &format!("{}:refs/heads/rooted", root.trim()),
-        ],
+        &["push", "--quiet", "--no-verify", "origin", &to],
     );
 }

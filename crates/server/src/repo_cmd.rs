@@ -56,7 +56,7 @@ pub enum RepoCommand {
         name: String,
     },
     /// Refused: an object store cannot rename a repository's keys at once.
-    /// Push a mirror to the new name, then delete the old one (see README).
+    /// Push a mirror to the new name, then delete the old one (see docs/operations.md).
     Rename {
         /// The store and its S3 settings.
         #[command(flatten)]

@@ -83,8 +83,8 @@ pub struct ServeArgs {
     /// Largest single object in a push: bytes, or with a unit (`2GiB`).
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub max_object_size: u64,
-    /// Most objects in one push's pack (a push holds about 250 bytes of
-    /// memory per object while it is resolved: 20M objects, ~5 GB); more is
+    /// Most objects in one push's pack (a push holds about 160 bytes of
+    /// memory per object while it is resolved: 20M objects, ~3.2 GB); more is
     /// refused with `unpack pack has N objects, more than this server's limit`.
     #[arg(long, default_value_t = 20_000_000)]
     pub max_push_objects: u64,

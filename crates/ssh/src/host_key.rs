@@ -8,7 +8,7 @@
 //! wrote. objgit writes its host key without a condition, so two instances
 //! started together can present different keys. The private keys are kept
 //! in OpenSSH's format, unencrypted: whoever can read the bucket can read
-//! them (the README says so).
+//! them (`docs/access.md` says so).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,7 +22,8 @@ use russh::keys::{Algorithm, HashAlg, PrivateKey};
 pub const HOST_KEY_PREFIX: &str = ".gitstow/ssh/";
 
 /// The kinds of host key a store gets: ed25519, which every OpenSSH since
-/// 6.5 prefers, and RSA (3072 bits, signed with rsa-sha2-256/512) for
+/// 6.5 prefers, and RSA (4096 bits, ssh-key's size; signed with
+/// rsa-sha2-256/512) for
 /// clients without ed25519.
 const KINDS: [(&str, Kind); 2] = [("host_ed25519", Kind::Ed25519), ("host_rsa", Kind::Rsa)];
 
@@ -62,7 +63,7 @@ impl std::fmt::Debug for HostKeys {
 
 impl HostKeys {
     /// The store's host keys, each created (and written if absent) when the
-    /// store has none yet: an ed25519 key and an RSA key of 3072 bits, at
+    /// store has none yet: an ed25519 key and an RSA key of 4096 bits, at
     /// `.gitstow/ssh/host_ed25519` and `.gitstow/ssh/host_rsa`.
     ///
     /// # Errors

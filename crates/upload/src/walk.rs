@@ -6,6 +6,7 @@
 //! of the boundary commits (the haves' side of the edge), plus tags named by
 //! the wants.
 
+use gitstow_odb::limit::LimitError;
 use gix_hashtable::HashSet;
 
 use gitstow_odb::graph::CommitRow;
@@ -22,36 +23,22 @@ pub enum WalkError {
     /// A want the repository does not have.
     #[error("not our ref {0}")]
     NotOurRef(ObjectId),
-    /// An object that a reachable object names is missing or unreadable.
-    #[error("missing object {oid} ({context})")]
-    Missing {
-        /// The object.
-        oid: ObjectId,
-        /// Who names it.
-        context: &'static str,
-    },
-    /// An object does not parse.
-    #[error("object {oid} does not parse: {reason}")]
-    Corrupt {
-        /// The object.
-        oid: ObjectId,
-        /// The parser's message.
-        reason: String,
-    },
-    /// Reading failed.
+    /// An object the walk reaches is missing, does not parse, or reading
+    /// failed (the commit walk's errors, [`LimitError`], for trees and
+    /// blobs too).
     #[error(transparent)]
-    Odb(#[from] gitstow_odb::Error),
+    Object(#[from] LimitError),
 }
 
-impl From<gitstow_odb::limit::LimitError> for WalkError {
-    fn from(e: gitstow_odb::limit::LimitError) -> Self {
-        use gitstow_odb::limit::LimitError;
-        match e {
-            LimitError::Missing { oid, context } => WalkError::Missing { oid, context },
-            LimitError::Corrupt { oid, reason } => WalkError::Corrupt { oid, reason },
-            LimitError::Odb(e) => WalkError::Odb(e),
-        }
+impl From<gitstow_odb::Error> for WalkError {
+    fn from(e: gitstow_odb::Error) -> Self {
+        WalkError::Object(LimitError::Odb(e))
     }
+}
+
+/// The error of an object `oid` that does not parse.
+fn corrupt(oid: ObjectId, reason: String) -> WalkError {
+    WalkError::Object(LimitError::Corrupt { oid, reason })
 }
 
 /// The objects to send and what the walk saw.
@@ -135,7 +122,10 @@ impl<'a> Walker<'a> {
     ) -> Result<gitstow_odb::Object, WalkError> {
         self.db
             .read(oid, &mut self.cache)?
-            .ok_or(WalkError::Missing { oid: *oid, context })
+            .ok_or(WalkError::Object(LimitError::Missing {
+                oid: *oid,
+                context,
+            }))
     }
 
     fn commit_links(&mut self, oid: &ObjectId) -> Result<(ObjectId, Vec<ObjectId>), WalkError> {
@@ -155,13 +145,8 @@ impl<'a> Walker<'a> {
             if obj.kind != Kind::Tag || tags.len() > 64 {
                 return Ok((tags, cur, obj.kind));
             }
-            let tag =
-                gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1).map_err(|e| {
-                    WalkError::Corrupt {
-                        oid: cur,
-                        reason: e.to_string(),
-                    }
-                })?;
+            let tag = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                .map_err(|e| corrupt(cur, e.to_string()))?;
             tags.push(cur);
             cur = tag.target();
         }
@@ -334,14 +319,14 @@ impl Walker<'_> {
 }
 
 /// [`gitstow_odb::Object::tree_entries`] of tree `t`, a malformed entry a
-/// [`WalkError::Corrupt`] naming it.
+/// [`LimitError::Corrupt`] naming it.
 fn tree_iter<'d>(
     t: &ObjectId,
     obj: &'d gitstow_odb::Object,
 ) -> impl Iterator<Item = Result<(&'d [u8], ObjectId, bool), WalkError>> + 'd {
     let t = *t;
     obj.tree_entries()
-        .map(move |entry| entry.map_err(|reason| WalkError::Corrupt { oid: t, reason }))
+        .map(move |entry| entry.map_err(|reason| corrupt(t, reason)))
 }
 
 /// What the client has and asked for, besides its wants.
