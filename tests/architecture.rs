@@ -138,3 +138,61 @@ fn transports_are_siblings_over_the_service_and_engines_never_reach_up() {
         "debts no longer in the graph (remove them from DEBTS): {paid:?}"
     );
 }
+
+/// Whether Rust source `text` uses `unsafe` (a block, fn, impl or trait),
+/// not counting comments.
+fn uses_unsafe(text: &str) -> bool {
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .any(|code| {
+            [
+                "unsafe {",
+                "unsafe fn",
+                "unsafe impl",
+                "unsafe extern",
+                "unsafe trait",
+            ]
+            .iter()
+            .any(|u| code.contains(u))
+        })
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn a_crate_without_unsafe_code_forbids_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        let lib = src.join("lib.rs");
+        if !lib.exists() {
+            continue;
+        }
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let any = files
+            .iter()
+            .any(|f| uses_unsafe(&std::fs::read_to_string(f).unwrap()));
+        if !any {
+            let text = std::fs::read_to_string(&lib).unwrap();
+            assert!(
+                text.contains("#![forbid(unsafe_code)]"),
+                "{} has no unsafe code: it should say #![forbid(unsafe_code)]",
+                lib.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "{checked} crates without unsafe code");
+}

@@ -14,6 +14,8 @@
 //! An SSH key presents a token ([`ssh_key`]): the SSH server finds the
 //! token by the verified key's fingerprint.
 
+#![forbid(unsafe_code)]
+
 mod document;
 mod level;
 mod pattern;

@@ -2,6 +2,7 @@
 //! the case count from `GITSTOW_FUZZ_CASES` (default 256, so a normal test run
 //! stays short; a campaign sets it higher) and byte-level mutations of valid
 //! inputs (bit flips, overwrites, truncation, insertion, deletion, duplication).
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 use proptest::prelude::*;

@@ -37,6 +37,7 @@
 //! assert_eq!(summary.commits, 2_000);
 //! # Ok::<(), std::io::Error>(())
 //! ```
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 use std::io::{self, BufWriter, Read};

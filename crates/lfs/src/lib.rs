@@ -20,6 +20,8 @@
 //! The HTTP routes are the server's (`/<repo>.git/info/lfs/…`); this crate
 //! knows neither HTTP nor git.
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod batch;
 pub mod grant;

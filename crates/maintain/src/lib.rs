@@ -24,6 +24,7 @@
 //! commit is a compare-and-swap re-applied on top of whatever a push
 //! committed meanwhile. Design and safety argument:
 //! `docs/plans/0004-maintenance.md`.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod admin;

@@ -44,6 +44,7 @@
 //!
 //! Object ids are [`gix_hash::ObjectId`]; only SHA-1 (40 hex digits) is
 //! parsed for now.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod advertisement;

@@ -16,6 +16,7 @@
 //!    progress on band 2 unless `quiet`.
 //!
 //! Nothing is visible to readers until step 5's compare-and-swap succeeds.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod big;

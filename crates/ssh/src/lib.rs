@@ -13,6 +13,7 @@
 //!   spooled.
 //! - [`io`]: from a channel to the blocking thread of a v0 negotiation.
 //! - [`proxy`]: the PROXY protocol header a load balancer sends first.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod command;

@@ -7,6 +7,7 @@
 //! the pack from the containers, copying stored records verbatim, inside
 //! side-band-64k when the client asked for it. [`advertise`] builds the ref
 //! advertisement both services share.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod advertise;

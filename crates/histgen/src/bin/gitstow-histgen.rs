@@ -1,6 +1,8 @@
 //! `gitstow-histgen DIR [--seed N] [--commits N] …`: generates a history into
 //! a new bare repository at DIR and prints its summary.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
