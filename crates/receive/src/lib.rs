@@ -540,7 +540,7 @@ fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> 
 
 /// The repository's objects with the push's containers (uploaded, not yet
 /// committed), for the checks that read the pushed commits.
-fn objects_with_push(
+pub(crate) fn objects_with_push(
     repo: &Repository,
     state: &gitstow_odb::RepoState,
     containers: &[gitstow_odb::state::ContainerRef],
@@ -549,109 +549,6 @@ fn objects_with_push(
     next.containers.extend(containers.iter().cloned());
     repo.objects(&next)
         .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))
-}
-
-/// Refuses, for each command not refused yet, a deletion or a
-/// non-fast-forward update of a ref `protect` covers, in git's words
-/// (`receive.denyDeletes`, `receive.denyNonFastForwards`): `ng <ref>
-/// deletion prohibited` with `error: denying ref deletion for <ref>`, and
-/// `ng <ref> non-fast-forward` with `error: denying non-fast-forward <ref>
-/// (you should pull first)`. Any change of an existing tag counts as a
-/// non-fast-forward. The push's own commits are read from its containers.
-fn refuse_rewrites(
-    repo: &Repository,
-    state: &gitstow_odb::RepoState,
-    containers: &[gitstow_odb::state::ContainerRef],
-    push: &PushRequest,
-    rejected: &mut [Option<String>],
-    protect: &protect::Protect,
-    outcome: &mut Outcome,
-) -> Result<(), UnpackFailure> {
-    let head = state.head.as_deref();
-    let mut with_push: Option<ObjectDb> = None;
-    for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
-        if refused.is_some() || cmd.old.is_null() || !protect.covers(&cmd.name, head) {
-            continue;
-        }
-        if cmd.new.is_null() {
-            outcome
-                .remote_errors
-                .push(format!("denying ref deletion for {}", cmd.name));
-            *refused = Some("deletion prohibited".into());
-            continue;
-        }
-        let fast_forward = !cmd.name.starts_with("refs/tags/") && {
-            if with_push.is_none() {
-                with_push = Some(objects_with_push(repo, state, containers)?);
-            }
-            let db = with_push.as_ref().expect("just made");
-            protect::is_ancestor(db, &cmd.old, &cmd.new)
-        };
-        if !fast_forward {
-            outcome.remote_errors.push(format!(
-                "denying non-fast-forward {} (you should pull first)",
-                cmd.name
-            ));
-            *refused = Some("non-fast-forward".into());
-        }
-    }
-    Ok(())
-}
-
-/// Refuses each ref update that newly reaches a commit changing a path
-/// another user has locked (see [`locked`]), with `remote: error: …` saying
-/// whose lock and which commit.
-#[allow(clippy::too_many_arguments)]
-fn refuse_locked(
-    repo: &Repository,
-    state: &gitstow_odb::RepoState,
-    containers: &[gitstow_odb::state::ContainerRef],
-    push: &PushRequest,
-    rejected: &mut [Option<String>],
-    locked: &[locked::LockedPath],
-    outcome: &mut Outcome,
-) -> Result<(), UnpackFailure> {
-    let checked: Vec<usize> = (0..push.commands.len())
-        .filter(|&i| rejected[i].is_none() && !push.commands[i].new.is_null())
-        .collect();
-    if checked.is_empty() {
-        return Ok(());
-    }
-    let db = objects_with_push(repo, state, containers)?;
-    let mut tips = Vec::new();
-    let refs = repo
-        .refs(state)
-        .map_err(|e| UnpackFailure::server("reading the refs for the lock check", &e))?;
-    refs.for_each("", |_, value| {
-        tips.extend(value.peeled().or(value.oid()));
-        Ok(())
-    })
-    .map_err(|e| UnpackFailure::server("reading the refs for the lock check", &e))?;
-    let updates: Vec<gix_hash::ObjectId> = checked.iter().map(|&i| push.commands[i].new).collect();
-    let breaches = locked::changed_locks(&db, &tips, &updates, locked)
-        .map_err(|e| UnpackFailure::server("walking the pushed commits for the lock check", &e))?;
-    for (&i, breach) in checked.iter().zip(breaches) {
-        let cmd = &push.commands[i];
-        match breach {
-            None => {}
-            Some(locked::Breach::Changes { lock, object, kind }) => {
-                outcome.remote_errors.push(format!(
-                    "'{}' is locked by {} (git lfs locks); {kind} {object} changes it, so {} may not take it",
-                    lock.path, lock.owner, cmd.name
-                ));
-                rejected[i] = Some(format!("locked by {}: {}", lock.owner, lock.path));
-            }
-            Some(locked::Breach::TagChainTooDeep { tag }) => {
-                outcome.remote_errors.push(format!(
-                    "{}: tag {tag} starts a chain of more than {} annotated tags, which the LFS lock check does not follow",
-                    cmd.name,
-                    locked::MAX_TAG_CHAIN
-                ));
-                rejected[i] = Some("tag chain too deep for the lock check".to_owned());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Per-command checks, container upload and the ref transaction. A
@@ -732,7 +629,7 @@ fn decide(
     }
     outcome.containers = containers.len();
     if let Some(protect) = &opts.protect {
-        refuse_rewrites(
+        protect::refuse_rewrites(
             repo,
             state,
             &containers,
@@ -743,7 +640,7 @@ fn decide(
         )?;
     }
     if !opts.locked.is_empty() {
-        refuse_locked(
+        locked::refuse_locked(
             repo,
             state,
             &containers,

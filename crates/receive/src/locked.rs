@@ -39,6 +39,11 @@ use gix_hashtable::{HashMap, HashSet};
 use gitstow_odb::limit::LimitError;
 use gitstow_odb::{ObjectCache, ObjectDb};
 
+use gitstow_odb::Repository;
+use gitstow_protocol::push::PushRequest;
+
+use crate::{objects_with_push, Outcome, UnpackFailure};
+
 /// A path locked by someone other than the pusher.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockedPath {
@@ -455,4 +460,60 @@ pub fn changed_locks<'a>(
         }
     }
     Ok(out)
+}
+
+/// Refuses each ref update that newly reaches a commit changing a path
+/// another user has locked (see [`locked`]), with `remote: error: …` saying
+/// whose lock and which commit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refuse_locked(
+    repo: &Repository,
+    state: &gitstow_odb::RepoState,
+    containers: &[gitstow_odb::state::ContainerRef],
+    push: &PushRequest,
+    rejected: &mut [Option<String>],
+    locked: &[LockedPath],
+    outcome: &mut Outcome,
+) -> Result<(), UnpackFailure> {
+    let checked: Vec<usize> = (0..push.commands.len())
+        .filter(|&i| rejected[i].is_none() && !push.commands[i].new.is_null())
+        .collect();
+    if checked.is_empty() {
+        return Ok(());
+    }
+    let db = objects_with_push(repo, state, containers)?;
+    let mut tips = Vec::new();
+    let refs = repo
+        .refs(state)
+        .map_err(|e| UnpackFailure::server("reading the refs for the lock check", &e))?;
+    refs.for_each("", |_, value| {
+        tips.extend(value.peeled().or(value.oid()));
+        Ok(())
+    })
+    .map_err(|e| UnpackFailure::server("reading the refs for the lock check", &e))?;
+    let updates: Vec<gix_hash::ObjectId> = checked.iter().map(|&i| push.commands[i].new).collect();
+    let breaches = changed_locks(&db, &tips, &updates, locked)
+        .map_err(|e| UnpackFailure::server("walking the pushed commits for the lock check", &e))?;
+    for (&i, breach) in checked.iter().zip(breaches) {
+        let cmd = &push.commands[i];
+        match breach {
+            None => {}
+            Some(Breach::Changes { lock, object, kind }) => {
+                outcome.remote_errors.push(format!(
+                    "'{}' is locked by {} (git lfs locks); {kind} {object} changes it, so {} may not take it",
+                    lock.path, lock.owner, cmd.name
+                ));
+                rejected[i] = Some(format!("locked by {}: {}", lock.owner, lock.path));
+            }
+            Some(Breach::TagChainTooDeep { tag }) => {
+                outcome.remote_errors.push(format!(
+                    "{}: tag {tag} starts a chain of more than {} annotated tags, which the LFS lock check does not follow",
+                    cmd.name,
+                    MAX_TAG_CHAIN
+                ));
+                rejected[i] = Some("tag chain too deep for the lock check".to_owned());
+            }
+        }
+    }
+    Ok(())
 }

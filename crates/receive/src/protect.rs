@@ -9,6 +9,11 @@ use gix_hashtable::HashSet;
 use gitstow_odb::graph::GENERATION_UNKNOWN;
 use gitstow_odb::{ObjectCache, ObjectDb};
 
+use gitstow_odb::Repository;
+use gitstow_protocol::push::PushRequest;
+
+use crate::{objects_with_push, Outcome, UnpackFailure};
+
 /// Which refs a push may not rewrite.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Protect {
@@ -67,6 +72,53 @@ pub fn is_ancestor(db: &ObjectDb, old: &ObjectId, new: &ObjectId) -> bool {
         }
     }
     false
+}
+
+/// Refuses, for each command not refused yet, a deletion or a
+/// non-fast-forward update of a ref `protect` covers, in git's words
+/// (`receive.denyDeletes`, `receive.denyNonFastForwards`): `ng <ref>
+/// deletion prohibited` with `error: denying ref deletion for <ref>`, and
+/// `ng <ref> non-fast-forward` with `error: denying non-fast-forward <ref>
+/// (you should pull first)`. Any change of an existing tag counts as a
+/// non-fast-forward. The push's own commits are read from its containers.
+pub(crate) fn refuse_rewrites(
+    repo: &Repository,
+    state: &gitstow_odb::RepoState,
+    containers: &[gitstow_odb::state::ContainerRef],
+    push: &PushRequest,
+    rejected: &mut [Option<String>],
+    protect: &Protect,
+    outcome: &mut Outcome,
+) -> Result<(), UnpackFailure> {
+    let head = state.head.as_deref();
+    let mut with_push: Option<ObjectDb> = None;
+    for (cmd, refused) in push.commands.iter().zip(rejected.iter_mut()) {
+        if refused.is_some() || cmd.old.is_null() || !protect.covers(&cmd.name, head) {
+            continue;
+        }
+        if cmd.new.is_null() {
+            outcome
+                .remote_errors
+                .push(format!("denying ref deletion for {}", cmd.name));
+            *refused = Some("deletion prohibited".into());
+            continue;
+        }
+        let fast_forward = !cmd.name.starts_with("refs/tags/") && {
+            if with_push.is_none() {
+                with_push = Some(objects_with_push(repo, state, containers)?);
+            }
+            let db = with_push.as_ref().expect("just made");
+            is_ancestor(db, &cmd.old, &cmd.new)
+        };
+        if !fast_forward {
+            outcome.remote_errors.push(format!(
+                "denying non-fast-forward {} (you should pull first)",
+                cmd.name
+            ));
+            *refused = Some("non-fast-forward".into());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

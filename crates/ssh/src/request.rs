@@ -445,47 +445,25 @@ mod tests {
         .unwrap();
         assert!(!s.flushed);
         assert_eq!(rest, pkt(b"next"));
-        // A limit is a protocol error, and so is a bad length.
-        let mut reader = &input[..];
-        assert!(matches!(
-            read_section(
+        // A limit is a protocol error, and so is a bad length; a length
+        // above git's largest pkt-line is refused, not read.
+        for (bytes, limit) in [
+            (&input[..], 10),
+            (&b"ffff"[..], 1 << 20),
+            (&b"zzzz"[..], 100),
+        ] {
+            let mut reader = bytes;
+            let read = read_section(
                 &mut reader,
                 &mut Vec::new(),
-                10,
+                limit,
                 SectionCap::NONE,
                 Duration::from_secs(5),
-                |_| {}
+                |_| {},
             )
-            .await,
-            Err(Failure::Protocol(_))
-        ));
-        // A length above git's largest pkt-line is refused, not read.
-        let mut long = &b"ffff"[..];
-        assert!(matches!(
-            read_section(
-                &mut long,
-                &mut Vec::new(),
-                1 << 20,
-                SectionCap::NONE,
-                Duration::from_secs(5),
-                |_| {}
-            )
-            .await,
-            Err(Failure::Protocol(_))
-        ));
-        let mut bad = &b"zzzz"[..];
-        assert!(matches!(
-            read_section(
-                &mut bad,
-                &mut Vec::new(),
-                100,
-                SectionCap::NONE,
-                Duration::from_secs(5),
-                |_| {}
-            )
-            .await,
-            Err(Failure::Protocol(_))
-        ));
+            .await;
+            assert!(matches!(read, Err(Failure::Protocol(_))));
+        }
     }
 
     #[tokio::test]
