@@ -473,7 +473,7 @@ fn unpack(
             release();
         }
     }
-    let merged = resolve::merge(resolved.collected);
+    let merged = check::merge(resolved.collected);
     let mut sealed = staging
         .finish()
         .map_err(|e| UnpackFailure::server("sealing a container", &e))?;

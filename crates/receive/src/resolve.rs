@@ -79,42 +79,6 @@ pub struct Resolved {
     pub staged: u64,
 }
 
-/// The threads' collections put together.
-#[derive(Debug, Default)]
-pub struct Merged {
-    /// Every object of the pack with its kind, sorted by oid, no duplicates.
-    pub oids: Vec<(ObjectId, Kind)>,
-    /// (tag oid, target oid) of every pushed annotated tag.
-    pub tag_targets: Vec<(ObjectId, ObjectId)>,
-    /// Every pushed commit's commit-graph row (unordered; generations unknown).
-    pub commits: Vec<gitstow_odb::graph::CommitRow>,
-}
-
-/// Puts the threads' collections together: each table grows from the
-/// largest thread's by what the others hold.
-pub fn merge(mut collected: Vec<Collected>) -> Merged {
-    collected.sort_unstable_by_key(|c| std::cmp::Reverse(c.oids.len()));
-    let mut rest = collected.into_iter();
-    let mut all = rest.next().unwrap_or_default();
-    let rest: Vec<Collected> = rest.collect();
-    all.oids
-        .reserve_exact(rest.iter().map(|c| c.oids.len()).sum());
-    all.commits
-        .reserve_exact(rest.iter().map(|c| c.commits.len()).sum());
-    for c in rest {
-        all.tag_targets.extend(c.tag_targets);
-        all.commits.extend(c.commits);
-        all.oids.extend(c.oids);
-    }
-    all.oids.sort_unstable_by_key(|e| e.0);
-    all.oids.dedup_by_key(|e| e.0);
-    Merged {
-        oids: all.oids,
-        tag_targets: all.tag_targets,
-        commits: all.commits,
-    }
-}
-
 struct Shared<'a> {
     file: &'a File,
     /// Where the last entry's stream ends in `file` (the trailer follows).
@@ -801,28 +765,4 @@ fn recycle(w: &mut Worker, mut buf: Vec<u8>) {
 
 fn hash(kind: Kind, data: &[u8]) -> Result<ObjectId, String> {
     gix_object::compute_hash(gix_hash::Kind::Sha1, kind, data).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_sorts_and_dedups_what_every_thread_collected() {
-        let oid = |b: u8| ObjectId::from_bytes_or_panic(&[b; 20]);
-        let mut one = Collected::default();
-        let mut two = Collected::default();
-        for b in [5u8, 1, 9] {
-            one.push_oid(oid(b), Kind::Blob);
-        }
-        for b in [9u8, 3] {
-            two.push_oid(oid(b), Kind::Tree);
-        }
-        two.tag_targets.push((oid(3), oid(1)));
-        let merged = merge(vec![two, one]);
-        let got: Vec<ObjectId> = merged.oids.iter().map(|e| e.0).collect();
-        assert_eq!(got, [1u8, 3, 5, 9].map(oid));
-        assert_eq!(merged.tag_targets, [(oid(3), oid(1))]);
-        assert!(merge(Vec::new()).oids.is_empty());
-    }
 }
