@@ -1,12 +1,43 @@
+//! The `gitstow` binary: the command line and its admin commands, and the
+//! start of a server, which runs the two sibling transports (smart HTTP,
+//! `gitstow-http`; SSH, `gitstow-ssh`) over one service (`gitstow-service`).
+//!
+//! - [`cli`]: the commands and the flags they share (the store's).
+//! - [`config_file`]: `serve --config FILE` (flags from TOML).
+//! - [`serve_cmd`]: `gitstow serve`: flags into settings, then the run.
+//! - [`serve_maintenance`]: serve's automatic maintenance flags.
+//! - [`ssh_access`]: SSH keys, mapped to tokens for `serve --ssh-listen`.
+//! - [`maintain_cmd`]: `gitstow maintain`.
+//! - [`token_cmd`]: `gitstow token` and `gitstow access`.
+//! - [`key_cmd`]: `gitstow key`.
+//! - [`webhook_cmd`]: `gitstow webhook`.
+//! - [`repo_cmd`]: `gitstow repo` and `gitstow fsck`.
+//! - [`limits`]: process limits set at start (open files).
+//! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
+#![deny(missing_docs)]
+
+mod cli;
+mod config_file;
+mod key_cmd;
+mod leftovers;
+mod limits;
+mod maintain_cmd;
+mod repo_cmd;
+mod serve_cmd;
+mod serve_maintenance;
+mod ssh_access;
+mod token_cmd;
+mod webhook_cmd;
+
 #[global_allocator]
-static ALLOC: gitstow_server::alloc::CountingJemalloc = gitstow_server::alloc::CountingJemalloc;
+static ALLOC: gitstow_http::alloc::CountingJemalloc = gitstow_http::alloc::CountingJemalloc;
 
 /// jemalloc reads its options from this symbol at start-up (see
-/// `gitstow_server::alloc::MALLOC_CONF`).
+/// `gitstow_http::alloc::MALLOC_CONF`).
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: &[u8] = gitstow_server::alloc::MALLOC_CONF;
+pub static malloc_conf: &[u8] = gitstow_http::alloc::MALLOC_CONF;
 
 fn main() {
-    std::process::exit(gitstow_server::cli::main())
+    std::process::exit(cli::main())
 }

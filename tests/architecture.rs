@@ -1,5 +1,5 @@
 //! The crate graph keeps the layers of `docs/design.md` and the design of
-//! record: the two transports (`gitstow-server`'s HTTP side, `gitstow-ssh`)
+//! record: the two transports (`gitstow-http`, `gitstow-ssh`)
 //! are siblings over `gitstow-service`; neither imports the other, and
 //! neither reaches an engine crate (`receive`, `upload`, `odb`, `maintain`,
 //! `hooks`) or the access decisions (`access`) except through `service`.
@@ -53,7 +53,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         .collect()
 }
 
-const TRANSPORTS: &[&str] = &["gitstow-server", "gitstow-ssh"];
+const TRANSPORTS: &[&str] = &["gitstow-http", "gitstow-ssh"];
 const ENGINES: &[&str] = &[
     "gitstow-receive",
     "gitstow-upload",
@@ -66,29 +66,13 @@ const ENGINES: &[&str] = &[
 /// each.
 const DEBTS: &[(&str, &str, &str)] = &[
     (
-        "gitstow-server",
-        "gitstow-ssh",
-        "step 2: the CLI leaves the HTTP crate, and starts both",
-    ),
-    (
-        "gitstow-server",
+        "gitstow-http",
         "gitstow-receive",
         "step 3: the access gate and fault taxonomy in service",
     ),
-    ("gitstow-server", "gitstow-upload", "step 3"),
+    ("gitstow-http", "gitstow-upload", "step 3"),
     (
-        "gitstow-server",
-        "gitstow-odb",
-        "step 2: admin commands with the CLI",
-    ),
-    (
-        "gitstow-server",
-        "gitstow-maintain",
-        "step 2: admin commands with the CLI",
-    ),
-    ("gitstow-server", "gitstow-hooks", "step 3"),
-    (
-        "gitstow-server",
+        "gitstow-http",
         "gitstow-access",
         "step 3: one access gate in service",
     ),

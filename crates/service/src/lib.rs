@@ -1,7 +1,7 @@
 //! git's two services, upload-pack and receive-pack, as one entry whatever
 //! the transport (architecture: the `service` layer; plan 0011).
 //!
-//! A transport (smart HTTP in `gitstow-server`, SSH in `gitstow-ssh`)
+//! A transport (smart HTTP in `gitstow-http`, SSH in `gitstow-ssh`)
 //! authenticates the client into a [`Principal`], names the repository and
 //! asks a [`Host`] for the work: [`Host::advertisement`] (the ref
 //! advertisement, or v2's capabilities), [`Host::fetch`] (an upload-pack
@@ -89,6 +89,21 @@ pub struct Principal {
     /// The repository's hidden ref prefixes from the access document
     /// (`gitstow access hide-refs`), added to the server's `--hide-refs`.
     pub hide_refs: Vec<String>,
+}
+
+/// Why a request was refused before reaching a service: the typed denial
+/// each transport renders in its own words (HTTP: 404/403/503; SSH: an
+/// `ERROR:` line on stderr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// No such repository for this principal, or no right to read it: one
+    /// answer for both, so that names are not probed.
+    NotFound,
+    /// It may read but not do this (a push with a read grant): the words
+    /// to say.
+    Forbidden(String),
+    /// Access control cannot be read now (try again later).
+    Unavailable,
 }
 
 /// Settings of the services, whatever the transport.

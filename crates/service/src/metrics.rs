@@ -1,6 +1,6 @@
 //! Names of the figures the service layer records through the `metrics`
 //! facade (all prefixed `gitstow_`; the daemon's exporter describes and
-//! renders them, `gitstow_server::metrics`), and the small helpers that
+//! renders them, `gitstow_http::metrics`), and the small helpers that
 //! record them.
 
 /// Gauge: receive-pack requests running (past the queue).

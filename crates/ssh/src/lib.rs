@@ -24,6 +24,7 @@ pub mod listener;
 pub mod proxy;
 pub mod request;
 
+pub use gitstow_service::Denied;
 pub use host_key::{HostKeyError, HostKeys};
-pub use listener::{serve, Denied, KeyAccess, SshConfig};
+pub use listener::{serve, KeyAccess, SshConfig};
 pub use proxy::ProxyFrom;

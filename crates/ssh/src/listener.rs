@@ -20,7 +20,7 @@ use std::time::Duration;
 use gitstow_protocol::ProtocolVersion;
 use gitstow_service::conn_caps::{self, ConnCaps};
 use gitstow_service::metrics as m;
-use gitstow_service::{Host, Principal, Refusal};
+use gitstow_service::{Denied, Host, Principal, Refusal};
 use russh::keys::{Algorithm, HashAlg};
 use russh::server::{Auth, Msg, Session, VerifiedPublicKey};
 use russh::{Channel, ChannelId, MethodKind, MethodSet};
@@ -61,26 +61,12 @@ pub trait KeyAccess: Send + Sync + 'static {
     ) -> impl Future<Output = Result<String, Denied>> + Send;
 }
 
-/// Why [`KeyAccess::authorize`] said no.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Denied {
-    /// No such repository for this key, or no right to read it: one answer
-    /// for both, so that names are not probed (`ERROR: Repository not found.`).
-    NotFound,
-    /// It may read but not do this (a push with a read grant): the words to say.
-    Forbidden(String),
-    /// Access control cannot be read now (`ERROR: …, try again later`).
-    Unavailable,
-}
-
-impl Denied {
-    /// What the client is told on stderr.
-    fn line(self) -> String {
-        match self {
-            Denied::NotFound => NOT_FOUND.to_owned(),
-            Denied::Forbidden(why) => format!("ERROR: {why}"),
-            Denied::Unavailable => "ERROR: access control is unavailable, try again later".into(),
-        }
+/// What the client is told on stderr when [`KeyAccess`] says no.
+fn denied_line(denied: Denied) -> String {
+    match denied {
+        Denied::NotFound => NOT_FOUND.to_owned(),
+        Denied::Forbidden(why) => format!("ERROR: {why}"),
+        Denied::Unavailable => "ERROR: access control is unavailable, try again later".into(),
     }
 }
 
@@ -571,7 +557,7 @@ impl<A: KeyAccess> Job<A> {
             Ok(p) => p,
             Err(denied) => {
                 tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo = %exec.repo, ?denied, "ssh: request refused");
-                let line = denied.line();
+                let line = denied_line(denied);
                 say(&write_half, &line).await;
                 finish(&write_half, 128).await;
                 return;
@@ -652,7 +638,7 @@ impl<A: KeyAccess> Job<A> {
             }
             Err(denied) => {
                 tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo, ?denied, "ssh: git-lfs-authenticate refused");
-                let line = denied.line();
+                let line = denied_line(denied);
                 say(write_half, &line).await;
                 128
             }

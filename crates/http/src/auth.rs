@@ -417,8 +417,8 @@ impl Auth {
         fingerprint: &str,
         repo: &str,
         needed: Level,
-    ) -> Result<Principal, gitstow_ssh::Denied> {
-        use gitstow_ssh::Denied;
+    ) -> Result<Principal, gitstow_service::Denied> {
+        use gitstow_service::Denied;
         let doc = self.document().await.map_err(|e| {
             tracing::error!(error = %e, "reading the access document failed");
             Denied::Unavailable

@@ -218,7 +218,7 @@ pub fn init_logging(format: LogFormat) {
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
-    crate::alloc::tune_libc_malloc();
+    gitstow_http::alloc::tune_libc_malloc();
     let args = match crate::config_file::expand(std::env::args_os().collect()) {
         Ok(a) => a,
         Err(e) => {

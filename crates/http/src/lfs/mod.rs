@@ -44,6 +44,58 @@ const MAX_REQUEST: u64 = 1 << 20;
 /// with 1 MiB steps and two of them queued).
 pub(super) const DOWNLOAD_CHUNK: u64 = 256 << 10;
 
+/// `git-lfs-authenticate` over SSH, for a key whose token `token` may
+/// already do the operation on `repo` (`upload`: write, else read): the
+/// JSON git-lfs takes (git-lfs `docs/api/server-discovery.md`: the LFS
+/// API's `href`, the `header` carrying a transfer grant valid
+/// `--lfs-url-ttl` seconds, `expires_in`). The href is `--public-url`, else
+/// this HTTP transport reached at `local`'s address.
+///
+/// # Errors
+/// [`Denied::Unavailable`](gitstow_service::Denied::Unavailable) when the
+/// transfer key or the token cannot be read now.
+pub async fn ssh_session(
+    app: &App,
+    token: &str,
+    repo: &str,
+    upload: bool,
+    local: Option<std::net::SocketAddr>,
+) -> Result<String, gitstow_service::Denied> {
+    use gitstow_service::Denied;
+    let key = app.lfs_key().await.map_err(|e| {
+        tracing::error!(error = %e, "reading the LFS transfer key failed");
+        Denied::Unavailable
+    })?;
+    let lfs = &app.config.lfs;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let token_id = app
+        .auth()
+        .token_id(token)
+        .await
+        .ok_or(Denied::Unavailable)?;
+    let grant = key.session(upload, repo, token, &token_id, now + lfs.url_ttl);
+    let base = match &lfs.public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let scheme = if lfs.tls { "https" } else { "http" };
+            let ip = local.map_or(std::net::IpAddr::from([127, 0, 0, 1]), |a| a.ip());
+            let host = match ip {
+                std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                v4 => v4.to_string(),
+            };
+            format!("{scheme}://{host}:{}", lfs.http_port)
+        }
+    };
+    Ok(serde_json::json!({
+        "href": format!("{base}/{repo}.git/info/lfs"),
+        "header": { "Authorization": format!("RemoteAuth {grant}") },
+        "expires_in": lfs.url_ttl,
+    })
+    .to_string())
+}
+
 /// Settings of the LFS endpoints.
 #[derive(Debug, Clone)]
 pub struct LfsConfig {

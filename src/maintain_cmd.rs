@@ -67,7 +67,7 @@ pub fn main(args: MaintainArgs) -> i32 {
         eprintln!("gitstow: {why}");
         return 2;
     }
-    if let Err(why) = crate::maintenance::check_grace("--grace", args.grace) {
+    if let Err(why) = gitstow_http::maintenance::check_grace("--grace", args.grace) {
         eprintln!("gitstow: {why}");
         return 2;
     }
@@ -114,7 +114,7 @@ pub fn main(args: MaintainArgs) -> i32 {
         Some(name) => {
             // As in a URL: `org/project.git` names `org/project`.
             let name = name.strip_suffix(".git").unwrap_or(name);
-            if let Err(e) = crate::repo_name::validate(name) {
+            if let Err(e) = gitstow_http::repo_name::validate(name) {
                 eprintln!("gitstow: {e}");
                 return 2;
             }
@@ -124,7 +124,7 @@ pub fn main(args: MaintainArgs) -> i32 {
             Ok(keys) => keys
                 .iter()
                 .filter_map(|k| k.strip_suffix(".git/state"))
-                .filter(|n| crate::repo_name::validate(n).is_ok())
+                .filter(|n| gitstow_http::repo_name::validate(n).is_ok())
                 .map(str::to_owned)
                 .collect(),
             Err(e) => {

@@ -1,6 +1,6 @@
 //! `gitstow serve`'s flags of automatic maintenance (`--no-maintenance`,
 //! `--maintenance-grace`, the scan interval and the GC rules) and the
-//! [`crate::maintenance::MaintenanceConfig`] they give.
+//! [`gitstow_http::maintenance::MaintenanceConfig`] they give.
 
 /// The maintenance flags of `gitstow serve` (flattened into its arguments).
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,10 @@ pub struct MaintenanceArgs {
 impl MaintenanceArgs {
     /// The settings of automatic maintenance these flags give, staging
     /// merged containers in `staging_dir` (the server's scratch directory).
-    pub fn config(&self, staging_dir: &std::path::Path) -> crate::maintenance::MaintenanceConfig {
+    pub fn config(
+        &self,
+        staging_dir: &std::path::Path,
+    ) -> gitstow_http::maintenance::MaintenanceConfig {
         let grace = std::time::Duration::from_secs(self.maintenance_grace);
         let options = gitstow_maintain::Options {
             grace,
@@ -62,7 +65,7 @@ impl MaintenanceArgs {
                 .map(std::time::Duration::from_millis),
             ..Default::default()
         };
-        crate::maintenance::MaintenanceConfig {
+        gitstow_http::maintenance::MaintenanceConfig {
             options,
             revisit: (grace / 2).clamp(
                 std::time::Duration::from_secs(1),

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::app::{self, Config};
 use crate::cli::{init_logging, parse_bytes, with_faults, LogFormat, StoreArgs};
+use gitstow_http::app::{self, Config};
 
 /// Arguments of `gitstow serve`.
 #[derive(Debug, clap::Args)]
@@ -307,8 +307,8 @@ pub fn main(args: ServeArgs) -> i32 {
     };
     let max_connections = args
         .max_connections
-        .unwrap_or_else(|| crate::listen::ConnLimits::default_max_connections(nofile));
-    let conn_limits = crate::listen::ConnLimits {
+        .unwrap_or_else(|| gitstow_http::listen::ConnLimits::default_max_connections(nofile));
+    let conn_limits = gitstow_http::listen::ConnLimits {
         max_connections,
         max_per_address: args.max_connections_per_address.unwrap_or(max_connections),
         header_timeout: std::time::Duration::from_secs(args.header_timeout),
@@ -317,9 +317,10 @@ pub fn main(args: ServeArgs) -> i32 {
         eprintln!("gitstow: --max-connections, --max-connections-per-address and --header-timeout must be at least 1");
         return 2;
     }
-    if let Err(why) =
-        crate::maintenance::check_grace("--maintenance-grace", args.maintenance.maintenance_grace)
-    {
+    if let Err(why) = gitstow_http::maintenance::check_grace(
+        "--maintenance-grace",
+        args.maintenance.maintenance_grace,
+    ) {
         eprintln!("gitstow: {why}");
         return 2;
     }
@@ -405,17 +406,17 @@ pub fn main(args: ServeArgs) -> i32 {
         )));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mem = crate::queue::mem_total();
+    let mem = gitstow_http::queue::mem_total();
     let max_concurrent_pushes = args
         .max_concurrent_pushes
-        .unwrap_or_else(|| crate::queue::default_limit(cores, mem));
+        .unwrap_or_else(|| gitstow_http::queue::default_limit(cores, mem));
     if args.max_concurrent_pushes == Some(0) || args.push_queue_timeout == 0 {
         eprintln!("gitstow: --max-concurrent-pushes and --push-queue-timeout must be at least 1");
         return 2;
     }
     let max_concurrent_fetches = args
         .max_concurrent_fetches
-        .unwrap_or_else(|| crate::queue::default_fetch_limit(cores, mem));
+        .unwrap_or_else(|| gitstow_http::queue::default_fetch_limit(cores, mem));
     if args.max_concurrent_fetches == Some(0) || args.fetch_queue_timeout == 0 {
         eprintln!("gitstow: --max-concurrent-fetches and --fetch-queue-timeout must be at least 1");
         return 2;
@@ -435,7 +436,7 @@ pub fn main(args: ServeArgs) -> i32 {
                 "" | "0" | "false" | "no" | "off"
             )
         });
-    let metrics = match crate::metrics::Metrics::install(store.clone()) {
+    let metrics = match gitstow_http::metrics::Metrics::install(store.clone()) {
         Ok(m) => Some(m),
         Err(e) => {
             tracing::warn!(error = %e, "metrics recorder not installed");
@@ -476,16 +477,16 @@ pub fn main(args: ServeArgs) -> i32 {
         },
         max_push_bytes: args.max_pack_size,
         max_fetch_request_bytes: 64 << 20,
-        body_pace: crate::body::Pace {
+        body_pace: gitstow_http::body::Pace {
             idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
             min_rate: args.min_body_rate,
         },
-        auth: crate::auth::AuthConfig {
+        auth: gitstow_http::auth::AuthConfig {
             refresh: std::time::Duration::from_secs(args.access_refresh.max(1)),
             enforce: false,
             loopback_hosts_only: !args.insecure_no_auth,
         },
-        lfs: crate::lfs::LfsConfig {
+        lfs: gitstow_http::lfs::LfsConfig {
             url_ttl: args.lfs_url_ttl.max(1),
             max_object_size: args.max_pack_size,
             tls: args.tls_cert.is_some(),
@@ -512,13 +513,13 @@ pub fn main(args: ServeArgs) -> i32 {
     };
     runtime.block_on(async move {
         if heap_profiling {
-            if let Err(e) = crate::operator::activate_heap_profiling().await {
+            if let Err(e) = gitstow_http::operator::activate_heap_profiling().await {
                 eprintln!("gitstow: --heap-profiling: {e}");
                 return 2;
             }
         }
         let tls = match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => match crate::tls::acceptor(cert, key) {
+            (Some(cert), Some(key)) => match gitstow_http::tls::acceptor(cert, key) {
                 Ok(a) => Some(a),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot serve TLS");
@@ -605,14 +606,7 @@ pub fn main(args: ServeArgs) -> i32 {
         }
         let app = app::App::new(store, config, metrics);
         if let Some(l) = metrics_listener {
-            let router = crate::operator::operator_router(app.clone());
-            let maddr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            tracing::info!(addr = %maddr, "metrics listener");
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(l, router).await {
-                    tracing::error!(error = %e, "metrics listener failed");
-                }
-            });
+            tokio::spawn(gitstow_http::operator::serve_operator(l, app.clone()));
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (ssh_stop_tx, mut ssh_stop_rx) = tokio::sync::watch::channel(false);
@@ -644,7 +638,7 @@ pub fn main(args: ServeArgs) -> i32 {
             header_timeout_secs = conn_limits.header_timeout.as_secs(),
             "connection limits"
         );
-        let http = crate::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
+        let http = gitstow_http::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
         // Both transports drain: SSH commands running at the signal finish
         // (within the grace below) as HTTP requests do.
         let served = async move {

@@ -96,7 +96,7 @@ pub struct FsckArgs {
 
 fn open_repo(store: &Arc<dyn ObjectStore>, name: &str) -> Result<Repository, Failure> {
     let name = name.strip_suffix(".git").unwrap_or(name);
-    crate::repo_name::validate(name)?;
+    gitstow_http::repo_name::validate(name)?;
     Ok(Repository::new(
         store.clone(),
         name,
@@ -114,7 +114,7 @@ fn names(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<Vec<String>, Fail
         .list(prefix)?
         .iter()
         .filter_map(|k| k.strip_suffix(".git/state"))
-        .filter(|n| crate::repo_name::validate(n).is_ok())
+        .filter(|n| gitstow_http::repo_name::validate(n).is_ok())
         .map(str::to_owned)
         .collect())
 }

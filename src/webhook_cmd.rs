@@ -126,7 +126,7 @@ fn internal_v6(v6: std::net::Ipv6Addr) -> bool {
 /// Why the URL is refused, for the command's error line.
 pub fn check_target(url: &str, allow_internal: bool) -> Result<Option<String>, String> {
     let invalid = |why: &str| Err(format!("invalid webhook URL {:?}: {why}", redact_url(url)));
-    let uri: axum::http::Uri = match url.parse() {
+    let uri: http::Uri = match url.parse() {
         Ok(u) => u,
         Err(e) => return invalid(&e.to_string()),
     };

@@ -17,6 +17,20 @@ pub fn operator_router(app: Arc<App>) -> Router {
     Router::new().fallback(operator).with_state(app)
 }
 
+/// Serves the operator's endpoints alone on `listener`
+/// (`--metrics-listen`: plain HTTP, no access control) until the listener
+/// fails, which is logged.
+pub async fn serve_operator(listener: tokio::net::TcpListener, app: Arc<App>) {
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    tracing::info!(%addr, "metrics listener");
+    if let Err(e) = axum::serve(listener, operator_router(app)).await {
+        tracing::error!(error = %e, "metrics listener failed");
+    }
+}
+
 async fn operator(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Response {
     operator_endpoint(&app, &method, uri.path())
         .await

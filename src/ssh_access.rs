@@ -1,0 +1,44 @@
+//! SSH's access control: a key attached to a token (`gitstow key add`)
+//! gets that token's grants, protected and hidden refs and webhooks, read
+//! from the same access document as HTTP's tokens ([`gitstow_http::auth::Auth`]).
+
+use std::sync::Arc;
+
+use gitstow_access::Level;
+use gitstow_service::Denied;
+use gitstow_service::Principal;
+use gitstow_ssh::KeyAccess;
+
+use gitstow_http::app::App;
+
+/// [`KeyAccess`] over the HTTP application's access control.
+#[derive(Debug, Clone)]
+pub struct SshAccess(pub Arc<App>);
+
+impl KeyAccess for SshAccess {
+    async fn token_of(&self, fingerprint: &str) -> Option<String> {
+        self.0.auth().key_token(fingerprint).await
+    }
+
+    async fn authorize(
+        &self,
+        fingerprint: &str,
+        repo: &str,
+        write: bool,
+    ) -> Result<Principal, Denied> {
+        let needed = if write { Level::Write } else { Level::Read };
+        self.0.auth().check_key(fingerprint, repo, needed).await
+    }
+
+    async fn lfs_authenticate(
+        &self,
+        fingerprint: &str,
+        repo: &str,
+        upload: bool,
+        local: Option<std::net::SocketAddr>,
+    ) -> Result<String, Denied> {
+        let principal = self.authorize(fingerprint, repo, upload).await?;
+        let token = principal.token.ok_or(Denied::NotFound)?;
+        gitstow_http::lfs::ssh_session(&self.0, &token, repo, upload, local).await
+    }
+}
