@@ -1,10 +1,8 @@
 //! The `gitstow` command line (clap).
 
-use std::sync::Arc;
-
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// gitstow: a git smart-HTTP server that keeps repositories in object storage.
+/// gitstow: a git server (smart HTTP and SSH) that keeps repositories in object storage.
 #[derive(Debug, Parser)]
 #[command(
     name = "gitstow",
@@ -41,7 +39,7 @@ pub enum LogFormat {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve repositories over smart HTTP.
+    /// Serve repositories over smart HTTP (and SSH, with --ssh-listen).
     #[command(
         args_override_self = true,
         after_long_help = "\
@@ -88,47 +86,6 @@ Exit status: 0 after a shutdown, 1 when the address or runtime cannot be had,
     Fsck(crate::repo_cmd::FsckArgs),
 }
 
-/// Where repositories live, as `serve` and the admin commands take it.
-#[derive(Debug, Clone, clap::Args)]
-pub struct StoreArgs {
-    /// Where repositories live: file://PATH (the embedded local store), a plain path, or
-    /// s3://BUCKET[/PREFIX] (S3 or an S3-compatible server; see the --s3-* flags).
-    #[arg(long = "store", default_value = "file://./gitstow-data")]
-    pub url: String,
-    /// S3 endpoint URL for an S3-compatible server, e.g. http://127.0.0.1:7480
-    /// (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS itself).
-    #[arg(long)]
-    pub s3_endpoint: Option<String>,
-    /// S3 region (default: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1).
-    #[arg(long)]
-    pub s3_region: Option<String>,
-    /// Path-style S3 addressing (endpoint/bucket/key); `--s3-path-style=false` turns it off
-    /// (default: AWS_S3_FORCE_PATH_STYLE, else on exactly when an endpoint is set).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub s3_path_style: Option<bool>,
-    /// S3 access key id (default: AWS_ACCESS_KEY_ID; with no keys given,
-    /// AWS's credential chain: AWS_PROFILE and the shared files, web
-    /// identity, container and instance roles, SSO).
-    #[arg(long)]
-    pub s3_access_key: Option<String>,
-    /// S3 secret access key (default: AWS_SECRET_ACCESS_KEY, which keeps it out of `ps`).
-    #[arg(long)]
-    pub s3_secret_key: Option<String>,
-    /// Seconds to wait for a TCP (and TLS) connection to the S3 endpoint.
-    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
-    pub s3_connect_timeout: f64,
-    /// Seconds an S3 request may wait for the server to answer or send more
-    /// bytes before it fails (and is retried). Raise it on links where a
-    /// 16 MiB part takes longer to upload.
-    #[arg(long, default_value_t = 15.0, value_name = "SECS")]
-    pub s3_read_timeout: f64,
-    /// Seconds after an S3 operation's first attempt when no retry starts
-    /// any more: a stalled store fails a request within about this plus one
-    /// --s3-read-timeout.
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    pub s3_retry_deadline: f64,
-}
-
 /// A size: plain bytes (`1048576`) or a number with a unit: `KiB`, `MiB`,
 /// `GiB`, `TiB` (powers of 1024; `K`, `M`, `G`, `T` too) or `KB`, `MB`,
 /// `GB`, `TB` (powers of 1000); case-insensitive, a space allowed.
@@ -162,41 +119,6 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         return Err(format!("{text:?}: out of range"));
     }
     Ok(bytes as u64)
-}
-
-/// A positive, finite number of seconds.
-fn secs(v: f64) -> std::time::Duration {
-    std::time::Duration::try_from_secs_f64(v.max(0.001)).unwrap_or(std::time::Duration::MAX)
-}
-
-impl StoreArgs {
-    /// Opens the store (no cache in front).
-    pub fn open(&self) -> gitstow_store::Result<Arc<dyn gitstow_store::ObjectStore>> {
-        let s3 = gitstow_store::S3Options {
-            endpoint: self.s3_endpoint.clone(),
-            region: self.s3_region.clone(),
-            path_style: self.s3_path_style,
-            access_key: self.s3_access_key.clone(),
-            secret_key: self.s3_secret_key.clone(),
-            session_token: None,
-            connect_timeout: Some(secs(self.s3_connect_timeout)),
-            read_timeout: Some(secs(self.s3_read_timeout)),
-            retry_deadline: Some(secs(self.s3_retry_deadline)),
-        };
-        gitstow_store::open_with(&self.url, &s3)
-    }
-
-    /// For a local store whose directory does not exist, why a command
-    /// that only works on an existing store refuses it.
-    pub fn missing_local_directory(&self) -> Option<String> {
-        let path = gitstow_store::local_root(&self.url)?;
-        (!path.is_dir()).then(|| {
-            format!(
-                "store directory {} does not exist (`gitstow serve`, `token create` and `repo create` create it)",
-                path.display()
-            )
-        })
-    }
 }
 
 /// Sets up tracing on stderr in `format` (`GITSTOW_LOG` filters, default `info`).
@@ -246,22 +168,6 @@ pub fn main() -> i32 {
         Command::Webhook(args) => crate::webhook_cmd::webhook_main(args),
         Command::Repo(args) => crate::repo_cmd::repo_main(args),
         Command::Fsck(args) => crate::repo_cmd::fsck_main(args),
-    }
-}
-
-/// Wraps `store` in the fault injector when `GITSTOW_FAULTS` is set (tests
-/// only, see `gitstow_store::fault`; never set in production).
-pub fn with_faults(
-    store: Arc<dyn gitstow_store::ObjectStore>,
-) -> Result<Arc<dyn gitstow_store::ObjectStore>, String> {
-    match std::env::var("GITSTOW_FAULTS") {
-        Ok(spec) if !spec.is_empty() => {
-            let f = gitstow_store::fault::FaultyStore::new(store, &spec)
-                .map_err(|e| format!("GITSTOW_FAULTS: {e}"))?;
-            tracing::warn!(%spec, "GITSTOW_FAULTS is set: injecting store faults");
-            Ok(Arc::new(f))
-        }
-        _ => Ok(store),
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Subcommand;
 
-use crate::cli::StoreArgs;
-use crate::token_cmd::{run, Failure};
+use crate::admin::{run, Failure, IfMissing};
+use crate::store_open::StoreArgs;
 
 /// `gitstow key …`.
 #[derive(Debug, clap::Args)]
@@ -73,7 +73,7 @@ pub fn key_main(args: KeyArgs) -> i32 {
             token,
             title,
             public_key_file,
-        } => run(&store, |s| {
+        } => run(&store, IfMissing::Refuse, |s| {
             let text = read_key_file(&public_key_file)?;
             let key = gitstow_access::parse_public_key(&text)?;
             let added = SystemTime::now()
@@ -88,7 +88,7 @@ pub fn key_main(args: KeyArgs) -> i32 {
             );
             Ok(())
         }),
-        KeyCommand::List { store, token } => run(&store, |s| {
+        KeyCommand::List { store, token } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             if let Some(t) = &token {
                 if !doc.has_token(t) {
@@ -100,7 +100,7 @@ pub fn key_main(args: KeyArgs) -> i32 {
             }
             Ok(())
         }),
-        KeyCommand::Remove { store, fingerprint } => run(&store, |s| {
+        KeyCommand::Remove { store, fingerprint } => run(&store, IfMissing::Refuse, |s| {
             let removed = gitstow_access::update(s, |doc| Ok(doc.remove_key(&fingerprint)))?;
             match removed {
                 Some(k) => {

@@ -2,9 +2,13 @@
 //! start of a server, which runs the two sibling transports (smart HTTP,
 //! `gitstow-http`; SSH, `gitstow-ssh`) over one service (`gitstow-service`).
 //!
-//! - [`cli`]: the commands and the flags they share (the store's).
+//! - [`cli`]: the commands, logging, sizes.
+//! - [`store_open`]: the store's flags, and the one way every command opens it.
+//! - [`admin`]: what the admin commands share (their failure, their frame).
 //! - [`config_file`]: `serve --config FILE` (flags from TOML).
-//! - [`serve_cmd`]: `gitstow serve`: flags into settings, then the run.
+//! - [`serve_cmd`]: `gitstow serve`'s flags.
+//! - [`serve_settings`]: the flags turned into settings (every rule, unit-tested).
+//! - [`serve_run`]: a server run from its settings, to its shutdown.
 //! - [`serve_maintenance`]: serve's automatic maintenance flags.
 //! - [`ssh_access`]: SSH keys, mapped to tokens for `serve --ssh-listen`.
 //! - [`maintain_cmd`]: `gitstow maintain`.
@@ -16,6 +20,7 @@
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
 #![deny(missing_docs)]
 
+mod admin;
 mod cli;
 mod config_file;
 mod key_cmd;
@@ -25,7 +30,10 @@ mod maintain_cmd;
 mod repo_cmd;
 mod serve_cmd;
 mod serve_maintenance;
+mod serve_run;
+mod serve_settings;
 mod ssh_access;
+mod store_open;
 mod token_cmd;
 mod webhook_cmd;
 

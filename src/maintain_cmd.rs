@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use gitstow_odb::{IndexCache, Repository};
 
-use crate::cli::{LogFormat, StoreArgs};
+use crate::cli::LogFormat;
+use crate::store_open::{ContainerCache, IfMissing, StoreArgs};
 
 /// Arguments of `gitstow maintain`.
 #[derive(Debug, clap::Args)]
@@ -61,30 +62,10 @@ const MAINTAIN_CACHE_BYTES: u64 = 4 << 30;
 /// failed, 2 bad arguments or no store).
 pub fn main(args: MaintainArgs) -> i32 {
     crate::cli::init_logging(args.log_format);
-    // A typo in a local store's path would otherwise read as an empty store
-    // (and opening it would create the directory).
-    if let Some(why) = args.store.missing_local_directory() {
-        eprintln!("gitstow: {why}");
-        return 2;
-    }
     if let Err(why) = gitstow_http::maintenance::check_grace("--grace", args.grace) {
         eprintln!("gitstow: {why}");
         return 2;
     }
-    let store = match args.store.open() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("gitstow: cannot open store {}: {e}", args.store.url);
-            return 2;
-        }
-    };
-    let store = match crate::cli::with_faults(store) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("gitstow: {e}");
-            return 2;
-        }
-    };
     // Staging files (and an S3 store's cache) live in this run's own
     // scratch directory; those of dead processes are swept first.
     let scratch = match crate::leftovers::own_scratch(
@@ -101,14 +82,16 @@ pub fn main(args: MaintainArgs) -> i32 {
     // run: what a GC uploads is then read back locally (its bitmaps and
     // commit graphs read every commit and tree), not by one ranged GET an
     // object.
-    let store = if gitstow_store::is_s3_url(&args.store.url) {
-        crate::serve_cmd::with_container_cache(
-            store,
-            scratch.path().join("cache"),
-            MAINTAIN_CACHE_BYTES,
-        )
-    } else {
-        store
+    let cache = ContainerCache {
+        dir: scratch.path().join("cache"),
+        max_bytes: MAINTAIN_CACHE_BYTES,
+    };
+    let store = match crate::store_open::open(&args.store, IfMissing::Refuse, Some(cache)) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("gitstow: {why}");
+            return 2;
+        }
     };
     let names = match &args.repo {
         Some(name) => {

@@ -9,8 +9,8 @@ use clap::Subcommand;
 use gitstow_odb::{IndexCache, Repository};
 use gitstow_store::ObjectStore;
 
-use crate::cli::StoreArgs;
-use crate::token_cmd::{run, run_creating, Failure};
+use crate::admin::{run, Failure, IfMissing};
+use crate::store_open::StoreArgs;
 
 /// `gitstow repo …`.
 #[derive(Debug, clap::Args)]
@@ -122,7 +122,7 @@ fn names(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<Vec<String>, Fail
 /// Runs a repo command; returns the exit code.
 pub fn repo_main(args: RepoArgs) -> i32 {
     match args.command {
-        RepoCommand::List { store, prefix } => run(&store, |s| {
+        RepoCommand::List { store, prefix } => run(&store, IfMissing::Refuse, |s| {
             let mut any = false;
             for name in names(s, &prefix)? {
                 let repo = open_repo(s, &name)?;
@@ -150,7 +150,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             }
             Ok(())
         }),
-        RepoCommand::Create { store, name, head } => run_creating(&store, |s| {
+        RepoCommand::Create { store, name, head } => run(&store, IfMissing::Create, |s| {
             let repo = open_repo(s, &name)?;
             gitstow_protocol::check_ref_format(&format!("refs/heads/{head}"))
                 .map_err(|_| format!("invalid branch name {head:?}"))?;
@@ -161,7 +161,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             );
             Ok(())
         }),
-        RepoCommand::Delete { store, name } => run(&store, |s| {
+        RepoCommand::Delete { store, name } => run(&store, IfMissing::Refuse, |s| {
             let repo = open_repo(s, &name)?;
             // A repository created later under this name must not read the
             // LFS objects this one uploaded, nor inherit its locks: dropped
@@ -179,7 +179,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             );
             Ok(())
         }),
-        RepoCommand::Rename { store, old, new } => run(&store, |_| {
+        RepoCommand::Rename { store, old, new } => run(&store, IfMissing::Refuse, |_| {
             Err(Failure::from(format!(
                 "cannot rename {old:?} to {new:?}: an object store has no atomic rename of a \
                  repository's keys. Instead: git clone --mirror the old URL, git push --mirror to \
@@ -191,7 +191,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             store,
             name,
             branch,
-        } => run(&store, |s| {
+        } => run(&store, IfMissing::Refuse, |s| {
             let repo = open_repo(s, &name)?;
             let branch = branch.strip_prefix("refs/heads/").unwrap_or(&branch);
             gitstow_maintain::admin::set_head(&repo, branch, &admin_options())?;
@@ -205,7 +205,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
 /// a failure), 2 the store cannot be opened.
 pub fn fsck_main(args: FsckArgs) -> i32 {
     let mut damaged = false;
-    let code = run(&args.store, |s| {
+    let code = run(&args.store, IfMissing::Refuse, |s| {
         let list = match &args.repo {
             Some(name) => vec![name.clone()],
             None => names(s, "")?,

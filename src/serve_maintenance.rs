@@ -40,12 +40,11 @@ pub struct MaintenanceArgs {
 }
 
 impl MaintenanceArgs {
-    /// The settings of automatic maintenance these flags give, staging
-    /// merged containers in `staging_dir` (the server's scratch directory).
-    pub fn config(
-        &self,
-        staging_dir: &std::path::Path,
-    ) -> gitstow_http::maintenance::MaintenanceConfig {
+    /// The settings of automatic maintenance these flags give (merged
+    /// containers staged in the system's temp directory until
+    /// [`crate::serve_settings::Settings::use_scratch`] names the server's
+    /// scratch directory).
+    pub fn config(&self) -> gitstow_http::maintenance::MaintenanceConfig {
         let grace = std::time::Duration::from_secs(self.maintenance_grace);
         let options = gitstow_maintain::Options {
             grace,
@@ -57,7 +56,6 @@ impl MaintenanceArgs {
                 percent: self.gc_outside_percent,
                 min_interval: std::time::Duration::from_secs(self.gc_min_interval),
             }),
-            staging_dir: Some(staging_dir.to_owned()),
             // Tests only: widen the window between a merge's read of the state and its commit.
             test_commit_delay: std::env::var("GITSTOW_TEST_MAINTENANCE_COMMIT_DELAY_MS")
                 .ok()

@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Subcommand;
 use gitstow_access::{AccessDoc, Grant, RepoPattern, StoredToken};
 
-use crate::cli::StoreArgs;
+use crate::admin::{run, Failure, IfMissing};
+use crate::store_open::StoreArgs;
 
 /// `gitstow token …`.
 #[derive(Debug, clap::Args)]
@@ -151,13 +152,15 @@ pub fn token_main(args: TokenArgs) -> i32 {
             name,
             grants,
             expires,
-        } => run_creating(&store, |s| create(s, &name, &grants, expires.as_deref())),
-        TokenCommand::List { store } => run(&store, |s| {
+        } => run(&store, IfMissing::Create, |s| {
+            create(s, &name, &grants, expires.as_deref())
+        }),
+        TokenCommand::List { store } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             print_tokens(&doc);
             Ok(())
         }),
-        TokenCommand::Revoke { store, name, force } => run(&store, |s| {
+        TokenCommand::Revoke { store, name, force } => run(&store, IfMissing::Refuse, |s| {
             let removed = gitstow_access::update(s, |doc| {
                 let last = doc.tokens.len() == 1 && doc.tokens[0].name == name;
                 if last && !force {
@@ -181,7 +184,7 @@ pub fn token_main(args: TokenArgs) -> i32 {
 /// Runs an access command; returns the exit code.
 pub fn access_main(args: AccessArgs) -> i32 {
     match args.command {
-        AccessCommand::Show { store } => run(&store, |s| {
+        AccessCommand::Show { store } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             if doc.enforced() {
                 println!("access control: on ({} tokens)", doc.tokens.len());
@@ -221,22 +224,24 @@ pub fn access_main(args: AccessArgs) -> i32 {
             }
             Ok(())
         }),
-        AccessCommand::AllowAnonymousRead { store, pattern } => run(&store, |s| {
-            let p = RepoPattern::parse(&pattern)?;
-            gitstow_access::update(s, |doc| {
-                if !doc.anonymous_read.contains(&p) {
-                    doc.anonymous_read.push(p.clone());
-                }
+        AccessCommand::AllowAnonymousRead { store, pattern } => {
+            run(&store, IfMissing::Refuse, |s| {
+                let p = RepoPattern::parse(&pattern)?;
+                gitstow_access::update(s, |doc| {
+                    if !doc.anonymous_read.contains(&p) {
+                        doc.anonymous_read.push(p.clone());
+                    }
+                    Ok(())
+                })?;
+                println!("anyone may now read {p}");
                 Ok(())
-            })?;
-            println!("anyone may now read {p}");
-            Ok(())
-        }),
+            })
+        }
         AccessCommand::Protect {
             store,
             pattern,
             refs,
-        } => run(&store, |s| {
+        } => run(&store, IfMissing::Refuse, |s| {
             let p = RepoPattern::parse(&pattern)?;
             gitstow_access::update(s, |doc| doc.protect(p.clone(), refs.clone()))?;
             if refs.is_empty() {
@@ -250,7 +255,7 @@ pub fn access_main(args: AccessArgs) -> i32 {
             store,
             pattern,
             prefixes,
-        } => run(&store, |s| {
+        } => run(&store, IfMissing::Refuse, |s| {
             let p = RepoPattern::parse(&pattern)?;
             let replaced =
                 gitstow_access::update(s, |doc| doc.hide_refs(p.clone(), prefixes.clone()))?;
@@ -261,7 +266,7 @@ pub fn access_main(args: AccessArgs) -> i32 {
             }
             Ok(())
         }),
-        AccessCommand::Unprotect { store, pattern } => run(&store, |s| {
+        AccessCommand::Unprotect { store, pattern } => run(&store, IfMissing::Refuse, |s| {
             let removed = gitstow_access::update(s, |doc| {
                 let before = doc.protected.len();
                 doc.protected.retain(|p| p.repos.as_str() != pattern);
@@ -276,54 +281,19 @@ pub fn access_main(args: AccessArgs) -> i32 {
             );
             Ok(())
         }),
-        AccessCommand::DenyAnonymousRead { store, pattern } => run(&store, |s| {
-            let removed = gitstow_access::update(s, |doc| {
-                let before = doc.anonymous_read.len();
-                doc.anonymous_read.retain(|p| p.as_str() != pattern);
-                Ok(before != doc.anonymous_read.len())
-            })?;
-            if !removed {
-                return Err(format!("{pattern:?} was not allowed anonymous read").into());
-            }
-            println!("anonymous read of {pattern} taken back");
-            Ok(())
-        }),
-    }
-}
-
-/// Opens the store and runs `f`; errors go to stderr with exit code 1 (2
-/// when the store cannot be opened, or is a local directory that does not
-/// exist: a mistyped path would otherwise read as an empty store and be
-/// created).
-pub(crate) fn run(
-    store: &StoreArgs,
-    f: impl FnOnce(&std::sync::Arc<dyn gitstow_store::ObjectStore>) -> Result<(), Failure>,
-) -> i32 {
-    if let Some(why) = store.missing_local_directory() {
-        eprintln!("gitstow: {why}");
-        return 2;
-    }
-    run_creating(store, f)
-}
-
-/// [`run`] for the commands that may start a store (`token create`, `repo
-/// create`): a local store's directory is created if missing.
-pub(crate) fn run_creating(
-    store: &StoreArgs,
-    f: impl FnOnce(&std::sync::Arc<dyn gitstow_store::ObjectStore>) -> Result<(), Failure>,
-) -> i32 {
-    let opened = match store.open() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("gitstow: cannot open store {}: {e}", store.url);
-            return 2;
-        }
-    };
-    match f(&opened) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("gitstow: {e}");
-            1
+        AccessCommand::DenyAnonymousRead { store, pattern } => {
+            run(&store, IfMissing::Refuse, |s| {
+                let removed = gitstow_access::update(s, |doc| {
+                    let before = doc.anonymous_read.len();
+                    doc.anonymous_read.retain(|p| p.as_str() != pattern);
+                    Ok(before != doc.anonymous_read.len())
+                })?;
+                if !removed {
+                    return Err(format!("{pattern:?} was not allowed anonymous read").into());
+                }
+                println!("anonymous read of {pattern} taken back");
+                Ok(())
+            })
         }
     }
 }
@@ -403,6 +373,3 @@ fn now_secs() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
-
-/// A command's failure, said on stderr.
-pub(crate) type Failure = Box<dyn std::error::Error>;

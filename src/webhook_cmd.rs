@@ -5,8 +5,8 @@
 use clap::Subcommand;
 use gitstow_access::{RepoPattern, Webhook};
 
-use crate::cli::StoreArgs;
-use crate::token_cmd::{run, Failure};
+use crate::admin::{run, Failure, IfMissing};
+use crate::store_open::StoreArgs;
 
 /// `gitstow webhook …`.
 #[derive(Debug, clap::Args)]
@@ -230,7 +230,7 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             to: url,
             secret_file,
             allow_internal,
-        } => run(&store, |s| {
+        } => run(&store, IfMissing::Refuse, |s| {
             let repos = RepoPattern::parse(&pattern)?;
             if let Some(warning) = check_target(&url, allow_internal)? {
                 eprintln!("gitstow: warning: {warning}");
@@ -268,7 +268,7 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             }
             Ok(())
         }),
-        WebhookCommand::List { store } => run(&store, |s| {
+        WebhookCommand::List { store } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             if doc.webhooks.is_empty() {
                 println!("no webhooks");
@@ -285,7 +285,7 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             }
             Ok(())
         }),
-        WebhookCommand::Remove { store, name } => run(&store, |s| {
+        WebhookCommand::Remove { store, name } => run(&store, IfMissing::Refuse, |s| {
             let removed = gitstow_access::update(s, |doc| Ok(doc.remove_webhook(&name)))?;
             if !removed {
                 return Err(Failure::from(format!("no webhook named {name:?}")));
