@@ -208,7 +208,7 @@ impl Settings {
                 idle: Duration::from_secs(args.idle_timeout.max(1)),
                 min_rate: args.min_body_rate,
             },
-            auth: gitstow_http::auth::AuthConfig {
+            auth: gitstow_service::gate::GateConfig {
                 refresh: Duration::from_secs(args.access_refresh.max(1)),
                 // Decided at start, from the access document (serve_run).
                 enforce: false,

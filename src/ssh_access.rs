@@ -1,10 +1,10 @@
 //! SSH's access control: a key attached to a token (`gitstow key add`)
 //! gets that token's grants, protected and hidden refs and webhooks, read
-//! from the same access document as HTTP's tokens ([`gitstow_http::auth::Auth`]).
+//! from the same access document as HTTP's tokens ([`gitstow_service::gate::Gate`]).
 
 use std::sync::Arc;
 
-use gitstow_access::Level;
+use gitstow_service::gate::Level;
 use gitstow_service::Denied;
 use gitstow_service::Principal;
 use gitstow_ssh::KeyAccess;
@@ -17,7 +17,7 @@ pub struct SshAccess(pub Arc<App>);
 
 impl KeyAccess for SshAccess {
     async fn token_of(&self, fingerprint: &str) -> Option<String> {
-        self.0.auth().key_token(fingerprint).await
+        self.0.gate().key_token(fingerprint).await
     }
 
     async fn authorize(
@@ -27,7 +27,7 @@ impl KeyAccess for SshAccess {
         write: bool,
     ) -> Result<Principal, Denied> {
         let needed = if write { Level::Write } else { Level::Read };
-        self.0.auth().check_key(fingerprint, repo, needed).await
+        self.0.gate().check_key(fingerprint, repo, needed).await
     }
 
     async fn lfs_authenticate(

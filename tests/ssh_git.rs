@@ -73,6 +73,48 @@ fn a_push_and_a_clone_over_ssh_match_what_http_serves() {
     );
 }
 
+/// A failure of the server's during a clone is said in its one line
+/// (`internal server error, try again later`), naming nothing of the
+/// server (paths, store keys, the error chain: those are in its log), over
+/// SSH as over HTTP.
+#[test]
+fn a_server_failure_names_nothing_of_the_server_over_either_transport() {
+    // Every read of a container's data fails: the push lands (it reads
+    // none), every clone fails.
+    let s = Ssh::start_with_env(
+        &["--no-maintenance"],
+        &[("GITSTOW_FAULTS", "get_range:.bin:fail")],
+        |_| {},
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    s.mirror(tmp.path(), 20);
+    let over_ssh = s.git(
+        tmp.path(),
+        &s.reader,
+        &["clone", "--mirror", &s.url("org/app"), "ssh.git"],
+    );
+    let over_http = git_cmd(tmp.path())
+        .args(["clone", "--mirror", &s.http_url("org/app"), "http.git"])
+        .output()
+        .expect("git runs");
+    // SSH says the fault on stderr (git shows `fatal: …`); git shows
+    // nothing of a failed POST's body over HTTP (`RPC failed; HTTP 500`).
+    assert!(
+        stderr(&over_ssh).contains("internal server error, try again later"),
+        "{}",
+        stderr(&over_ssh)
+    );
+    for (transport, out) in [("ssh", &over_ssh), ("http", &over_http)] {
+        assert!(!out.status.success(), "{transport}: the clone succeeded");
+        let err = stderr(out);
+        for inside in ["injected", ".bin", "containers/", "org/app.git/"] {
+            assert!(!err.contains(inside), "{transport} names {inside:?}: {err}");
+        }
+    }
+    // The log has what the clients were not told.
+    assert!(s.server.logs().contains("injected fault"));
+}
+
 #[test]
 fn keys_get_their_tokens_grants_and_nothing_else() {
     let s = Ssh::start();

@@ -144,6 +144,15 @@ impl Ssh {
     /// As [`Ssh::start`], with `extra` arguments to `serve` and `setup`
     /// run on the store before the server starts.
     pub fn start_with(extra: &[&str], setup: impl FnOnce(&TestStore)) -> Ssh {
+        Ssh::start_with_env(extra, &[], setup)
+    }
+
+    /// As [`Ssh::start_with`], the server run with `env` set.
+    pub fn start_with_env(
+        extra: &[&str],
+        env: &[(&str, &str)],
+        setup: impl FnOnce(&TestStore),
+    ) -> Ssh {
         let tmp = tempfile::tempdir().unwrap();
         let store = TestStore::from_env(tmp.path());
         setup(&store);
@@ -156,7 +165,7 @@ impl Ssh {
         add_key(&store, "reader", &reader);
         let mut args = vec!["--access-refresh", "2"];
         args.extend(extra);
-        let (server, port) = start_ssh(&store, &args, &[]);
+        let (server, port) = start_ssh(&store, &args, env);
         Ssh {
             server,
             port,

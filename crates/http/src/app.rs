@@ -19,10 +19,11 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use gitstow_protocol::{ProtocolVersion, Service};
-use gitstow_service::{Host, Refusal};
+use gitstow_service::fault::ServerFault;
+use gitstow_service::{Fault, Host, Refusal};
 use gitstow_store::ObjectStore;
 
-use gitstow_access::Level;
+use gitstow_service::gate::Level;
 
 use crate::auth::Principal;
 use crate::body::{self, BodyError};
@@ -43,7 +44,7 @@ pub struct Config {
     /// How fast a request body must arrive (`--idle-timeout`, `--min-body-rate`).
     pub body_pace: crate::body::Pace,
     /// Access control.
-    pub auth: crate::auth::AuthConfig,
+    pub auth: gitstow_service::gate::GateConfig,
     /// Git LFS.
     pub lfs: crate::lfs::LfsConfig,
 }
@@ -54,7 +55,7 @@ pub struct App {
     /// The services every transport calls.
     pub(crate) host: Arc<Host>,
     /// Who may do what.
-    auth: crate::auth::Auth,
+    gate: gitstow_service::gate::Gate,
     /// `/healthz`, `/readyz`.
     health: crate::request_log::Health,
     pub(crate) metrics: Option<Metrics>,
@@ -68,10 +69,10 @@ impl App {
     /// from `metrics` (404 when `None`).
     pub fn new(store: Arc<dyn ObjectStore>, config: Config, metrics: Option<Metrics>) -> Arc<Self> {
         let host = Host::new(store.clone(), config.service.clone());
-        let auth = crate::auth::Auth::new(store, config.auth.clone());
+        let gate = gitstow_service::gate::Gate::new(store, config.auth.clone());
         Arc::new(App {
             host,
-            auth,
+            gate,
             health: Default::default(),
             metrics,
             config,
@@ -106,8 +107,8 @@ impl App {
     }
 
     /// Access control (for another transport in the same process).
-    pub fn auth(&self) -> &crate::auth::Auth {
-        &self.auth
+    pub fn gate(&self) -> &gitstow_service::gate::Gate {
+        &self.gate
     }
 
     /// Shutdown began: `/readyz` answers 503 from now on.
@@ -191,16 +192,15 @@ async fn route(
         return resp;
     }
     if crate::operator::is_operator_endpoint(uri.path()) {
-        if let Err(resp) = app
-            .auth
-            .check(
-                &headers,
-                uri.authority().map(|a| a.as_str()),
-                peer,
-                None,
-                Level::Admin,
-            )
-            .await
+        if let Err(resp) = crate::auth::check(
+            &app.gate,
+            &headers,
+            uri.authority().map(|a| a.as_str()),
+            peer,
+            None,
+            Level::Admin,
+        )
+        .await
         {
             return resp;
         }
@@ -244,16 +244,15 @@ async fn route(
         Route::InfoRefs(_) if service == Some(Service::ReceivePack) => Level::Write,
         _ => Level::Read,
     };
-    let principal = match app
-        .auth
-        .check(
-            &headers,
-            uri.authority().map(|a| a.as_str()),
-            peer,
-            Some(&name),
-            needed,
-        )
-        .await
+    let principal = match crate::auth::check(
+        &app.gate,
+        &headers,
+        uri.authority().map(|a| a.as_str()),
+        peer,
+        Some(&name),
+        needed,
+    )
+    .await
     {
         Ok(p) => p,
         Err(resp) => return resp,
@@ -318,26 +317,21 @@ pub(crate) fn refusal(r: Refusal) -> Response {
 }
 
 /// A server-side failure while `context`: the error and its chain go to the
-/// log; the client gets a 500 (503 when the server is out of space) whose
-/// body names no path and no internal error.
+/// log; the client gets the [`ServerFault`]'s answer ([`fault_response`]),
+/// whose body names no path and no internal error.
 pub(crate) fn server_error(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
-    tracing::error!(error = %e, "{context} failed");
-    if gitstow_store::is_unavailable(e) {
-        return busy_error("the store does not answer, try again later".into());
-    }
-    server_failure(gitstow_store::is_out_of_space(e))
+    fault_response(Fault::server(context, e))
 }
 
-/// What [`server_error`] answers: 503 with `Retry-After` when the server is
-/// out of space, else 500.
-pub(crate) fn server_failure(out_of_space: bool) -> Response {
-    if out_of_space {
-        return busy_error("the server is out of space, try again later".into());
+/// The HTTP answer to a failed command: 400 with the client's fault, 503
+/// with `Retry-After` for a fault that passes (out of space, a store that
+/// does not answer), else 500.
+pub(crate) fn fault_response(fault: Fault) -> Response {
+    match fault {
+        Fault::BadRequest(why) => error(StatusCode::BAD_REQUEST, why),
+        Fault::Server(f) if f.passes() => busy_error(f.text().into()),
+        Fault::Server(f) => error(StatusCode::INTERNAL_SERVER_ERROR, f.text()),
     }
-    error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal server error, try again later",
-    )
 }
 
 /// HTTP 503 with `Retry-After: 60` and `message` (git shows it as `remote: …`).
@@ -389,7 +383,7 @@ async fn info_refs(
             out.release_before_waiting(advertisement.take_listing_permit());
             advertisement.write(out, true)
         },
-        |e| server_error("writing the advertisement", e.as_ref()),
+        fault_response,
     )
     .await
 }
@@ -419,7 +413,7 @@ async fn upload_pack(
             tracing::error!(repo = %name, error = %e, "spooling the fetch request failed");
             return response::git_error(
                 "application/x-git-upload-pack-result",
-                gitstow_receive::server_reason(&e),
+                ServerFault::of(&e).text(),
             );
         }
         Err(e) => return body_error(e),
@@ -446,12 +440,7 @@ async fn upload_pack(
             out.release_before_waiting(fetch.take_listing_permit());
             fetch.run(&mut request, out)
         },
-        |e: gitstow_upload::Error| match e {
-            gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => {
-                error(StatusCode::BAD_REQUEST, e.to_string())
-            }
-            other => server_error("upload-pack", &other),
-        },
+        fault_response,
     )
     .await
 }

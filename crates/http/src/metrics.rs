@@ -36,8 +36,6 @@ pub const CONNECTIONS_REFUSED: &str = "gitstow_connections_refused_total";
 /// Counter: TLS handshakes that failed or did not end within
 /// `--header-timeout` (`--tls-cert`).
 pub const TLS_HANDSHAKE_FAILURES: &str = "gitstow_tls_handshake_failures_total";
-/// Counter: requests refused for bad, unknown, revoked or expired credentials.
-pub const AUTH_FAILURES: &str = "gitstow_auth_failures_total";
 /// Counter: response body bytes sent by receive-pack and upload-pack, label `service`.
 pub const SENT_BYTES: &str = "gitstow_sent_bytes_total";
 /// Counter: store requests, labels `op` and `outcome` (remote stores only).

@@ -7,7 +7,10 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use crate::app::{body_error, content_length, is_gzip, refusal, server_failure, App};
+use gitstow_service::fault::ServerFault;
+use gitstow_service::Fault;
+
+use crate::app::{body_error, content_length, fault_response, is_gzip, refusal, App};
 use crate::auth::Principal;
 use crate::body::{self, BodyError};
 use crate::metrics as m;
@@ -64,10 +67,7 @@ pub(crate) async fn receive_pack(
         "receive-pack",
         "application/x-git-receive-pack-result",
         move |out| push.run(&spooled.file, spooled.truncated, out),
-        |e: gitstow_receive::Error| match e {
-            gitstow_receive::Error::Protocol(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
-            other => crate::app::server_error("receive-pack", &other),
-        },
+        fault_response,
     )
     .await
 }
@@ -85,15 +85,14 @@ async fn spool_failed(
     head: Vec<u8>,
 ) -> Response {
     tracing::error!(repo = name, error = %spool_error, "spooling the push failed");
-    let out_of_space = gitstow_store::is_out_of_space(&spool_error);
-    let reason = gitstow_receive::server_reason(&spool_error);
+    let fault = ServerFault::of(&spool_error);
     let host = app.host.clone();
     response::stream(
         &app.host,
         "receive-pack",
         "application/x-git-receive-pack-result",
-        move |out| host.refuse_push(&mut &head[..], reason, out),
-        move |_: gitstow_receive::Error| server_failure(out_of_space),
+        move |out| host.refuse_push(&mut &head[..], fault.text(), out),
+        move |_: Fault| fault_response(Fault::Server(fault)),
     )
     .await
 }

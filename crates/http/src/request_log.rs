@@ -87,7 +87,7 @@ impl Health {
             _ => {
                 let store = store.clone();
                 let probe = tokio::task::spawn_blocking(move || {
-                    store.head(gitstow_access::ACCESS_KEY).is_ok()
+                    store.head(gitstow_service::gate::ACCESS_KEY).is_ok()
                 });
                 let ok = matches!(
                     tokio::time::timeout(PROBE_TIMEOUT, probe).await,

@@ -209,7 +209,7 @@ pub enum Error {
 enum UnpackFailure {
     Client(String),
     /// A failure of the server's: `detail` goes to the log, the client gets
-    /// [`server_reason`].
+    /// its [`gitstow_store::ServerFault`]'s text.
     Server {
         detail: String,
         reason: &'static str,
@@ -221,22 +221,8 @@ impl UnpackFailure {
     fn server(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
         UnpackFailure::Server {
             detail: format!("{what}: {e}"),
-            reason: server_reason(e),
+            reason: gitstow_store::ServerFault::of(e).text(),
         }
-    }
-}
-
-/// What a client is told of a server-side failure (an `unpack` line, an
-/// `ERR` line): never a path or an error chain (those are in the log).
-/// Out of space (`ENOSPC`, `EDQUOT` anywhere in `e`'s chain), a store that
-/// does not answer, or anything else.
-pub fn server_reason(e: &(dyn std::error::Error + 'static)) -> &'static str {
-    if gitstow_store::is_out_of_space(e) {
-        "server out of space, try again later"
-    } else if gitstow_store::is_unavailable(e) {
-        "the store does not answer, try again later"
-    } else {
-        "internal server error, try again later"
     }
 }
 
@@ -658,7 +644,7 @@ fn decide(
                 Err(e) => {
                     // Nothing committed: a notice that could be lost is not promised.
                     tracing::error!(repo = repo.name(), error = %e, "recording the push's notice failed");
-                    let reason = server_reason(&e);
+                    let reason = gitstow_store::ServerFault::of(&e).text();
                     return Ok(vec![
                         RefStatus::Rejected(format!(
                             "failed to update ref: {reason}"
@@ -712,7 +698,7 @@ fn decide(
             // git's words ("failed to update ref"), and why only as far as
             // the client can act on it: the details are in the log.
             tracing::error!(repo = repo.name(), error = %e, "ref transaction failed");
-            let reason = server_reason(&e);
+            let reason = gitstow_store::ServerFault::of(&e).text();
             vec![
                 RefStatus::Rejected(format!("failed to update ref: {reason}"));
                 push.commands.len()

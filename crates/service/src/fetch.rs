@@ -10,7 +10,7 @@ use gitstow_protocol::{write_v2_capabilities, HiddenRefs, ProtocolVersion, Servi
 
 use crate::metrics as m;
 use crate::queue::Slot;
-use crate::{Host, Principal, Refusal, LARGE_LISTING};
+use crate::{Fault, Host, Principal, Refusal, LARGE_LISTING};
 
 /// Whether a v2 request is an `ls-refs` command (its first pkt-line is
 /// `command=ls-refs`, which [`Host::fetch`] lets past the fetch queue);
@@ -175,8 +175,14 @@ impl Advertisement {
     /// a blocking thread: it reads ref tables from the store as it writes.
     ///
     /// # Errors
-    /// The store's failure or the writer's.
-    pub fn write(
+    /// The store's failure or the writer's ([`Fault::Server`], logged with
+    /// its chain).
+    pub fn write(self, out: &mut dyn Write, service_header: bool) -> Result<(), Fault> {
+        self.write_listing(out, service_header)
+            .map_err(|e| Fault::server("writing the advertisement", e.as_ref()))
+    }
+
+    fn write_listing(
         self,
         out: &mut dyn Write,
         service_header: bool,
@@ -248,13 +254,14 @@ impl Fetch {
     /// access-log line. Runs on a blocking thread.
     ///
     /// # Errors
-    /// [`gitstow_upload::Error`]: a bad request (`Protocol`, `Walk`) or a
-    /// failure of the store or the writer.
+    /// A bad request ([`Fault::BadRequest`]: the protocol, or a want the
+    /// walk refuses) or a failure of the store or the writer
+    /// ([`Fault::Server`], logged with its chain).
     pub fn run(
         self,
         request: &mut dyn Read,
         out: &mut dyn Write,
-    ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
+    ) -> Result<gitstow_upload::Outcome, Fault> {
         let serve = if self.v2 {
             gitstow_upload::serve_v2
         } else {
@@ -274,7 +281,7 @@ impl Fetch {
         self,
         request: &mut dyn Read,
         out: &mut dyn Write,
-    ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
+    ) -> Result<gitstow_upload::Outcome, Fault> {
         self.run_with(gitstow_upload::serve_v0_session, request, out)
     }
 
@@ -283,7 +290,7 @@ impl Fetch {
         serve: ServeFn,
         request: &mut dyn Read,
         out: &mut dyn Write,
-    ) -> Result<gitstow_upload::Outcome, gitstow_upload::Error> {
+    ) -> Result<gitstow_upload::Outcome, Fault> {
         let _arena = self.arena.enter();
         let started = std::time::Instant::now();
         let cpu_started = m::thread_cpu();
@@ -322,6 +329,6 @@ impl Fetch {
             }
             Err(e) => tracing::warn!(repo = repo.name(), error = %e, "upload-pack failed"),
         }
-        result
+        result.map_err(|e| Fault::of_fetch(&e))
     }
 }

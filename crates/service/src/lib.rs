@@ -1,8 +1,9 @@
 //! git's two services, upload-pack and receive-pack, as one entry whatever
 //! the transport (architecture: the `service` layer; plan 0011).
 //!
-//! A transport (smart HTTP in `gitstow-http`, SSH in `gitstow-ssh`)
-//! authenticates the client into a [`Principal`], names the repository and
+//! A transport (smart HTTP in `gitstow-http`, SSH in `gitstow-ssh`) asks
+//! the access [`gate`] who the client is and gets a [`Principal`] (or a
+//! typed [`Denied`] to render in its own words), names the repository and
 //! asks a [`Host`] for the work: [`Host::advertisement`] (the ref
 //! advertisement, or v2's capabilities), [`Host::fetch`] (an upload-pack
 //! request) or [`Host::push`] (a receive-pack request). Each waits for its
@@ -13,6 +14,8 @@
 //! automatic maintenance for every transport; what differs by transport is
 //! only the framing around the bytes.
 //!
+//! - [`fault`]: what a client may be told of a failed command, one text each.
+//! - [`gate`]: the access gate: tokens, SSH keys, grants, the failed-login limiter.
 //! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
 //! - [`fetch`]: advertisements and upload-pack requests.
@@ -33,7 +36,9 @@ use gitstow_store::ObjectStore;
 
 pub mod arena;
 pub mod conn_caps;
+pub mod fault;
 pub mod fetch;
+pub mod gate;
 pub mod maintenance;
 pub mod metrics;
 pub mod output;
@@ -41,6 +46,7 @@ pub mod push;
 pub mod queue;
 pub mod repo_name;
 
+pub use fault::Fault;
 pub use fetch::{Advertisement, Fetch};
 pub use push::Push;
 
@@ -91,19 +97,33 @@ pub struct Principal {
     pub hide_refs: Vec<String>,
 }
 
-/// Why a request was refused before reaching a service: the typed denial
-/// each transport renders in its own words (HTTP: 404/403/503; SSH: an
-/// `ERROR:` line on stderr).
+/// Why the access gate ([`gate::Gate`]) refused a request before it
+/// reached a service: the typed denial each transport renders in its own
+/// words (HTTP: a status and a message; SSH: an `ERROR:` line on stderr).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
     /// No such repository for this principal, or no right to read it: one
-    /// answer for both, so that names are not probed.
+    /// answer for both, so that names are not probed (SSH's keys).
     NotFound,
-    /// It may read but not do this (a push with a read grant): the words
-    /// to say.
+    /// It may read but not do this (a push with a read grant), or a token
+    /// without the right: the words to say.
     Forbidden(String),
     /// Access control cannot be read now (try again later).
     Unavailable,
+    /// The store does not answer, so access control cannot be read (try
+    /// again later; HTTP says when).
+    StoreDown,
+    /// Credentials are needed and none were presented (HTTP asks for them).
+    Unauthenticated,
+    /// Malformed credentials, or a token that is unknown, revoked or
+    /// expired.
+    InvalidCredentials,
+    /// Too many failed attempts from the client's address lately
+    /// ([`gate::MAX_FAILURES`] in [`gate::FAILURE_WINDOW`]).
+    TooManyFailures,
+    /// Access control is off and the request named something other than
+    /// the loopback interface ([`gate::GateConfig::loopback_hosts_only`]).
+    LoopbackOnly,
 }
 
 /// Settings of the services, whatever the transport.
@@ -165,13 +185,9 @@ impl Refusal {
     /// What a server-side `error` while `context` answers; the error and
     /// its chain go to the log.
     pub fn from_error(context: &str, error: &(dyn std::error::Error + 'static)) -> Refusal {
-        tracing::error!(error = %error, "{context} failed");
-        if gitstow_store::is_unavailable(error) {
-            Refusal::Unavailable("the store does not answer, try again later")
-        } else if gitstow_store::is_out_of_space(error) {
-            Refusal::Unavailable("the server is out of space, try again later")
-        } else {
-            Refusal::Failed
+        match Fault::server(context, error) {
+            Fault::Server(f) if f.passes() => Refusal::Unavailable(f.text()),
+            _ => Refusal::Failed,
         }
     }
 }

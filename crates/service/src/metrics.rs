@@ -3,6 +3,8 @@
 //! renders them, `gitstow_http::metrics`), and the small helpers that
 //! record them.
 
+/// Counter: requests refused for bad, unknown, revoked or expired credentials.
+pub const AUTH_FAILURES: &str = "gitstow_auth_failures_total";
 /// Gauge: receive-pack requests running (past the queue).
 pub const PUSHES_IN_FLIGHT: &str = "gitstow_pushes_in_flight";
 /// Gauge: receive-pack requests waiting for a push slot.

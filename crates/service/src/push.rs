@@ -11,7 +11,7 @@ use gitstow_odb::Repository;
 use crate::maintenance::Maintenance;
 use crate::metrics as m;
 use crate::queue::{QueueTimeout, Slot};
-use crate::{Host, Principal, Refusal};
+use crate::{Fault, Host, Principal, Refusal};
 
 /// A receive-pack request ready to run: its options (the caller's protected
 /// and hidden refs, webhooks) and its push slot, or the queue timeout it
@@ -138,17 +138,21 @@ impl Host {
     /// reports a failed index-pack; counted as a push.
     ///
     /// # Errors
-    /// The command list is malformed, or writing failed.
+    /// The command list is malformed ([`Fault::BadRequest`]), or writing
+    /// failed.
     pub fn refuse_push(
         &self,
         request: &mut dyn Read,
         reason: &str,
         out: &mut dyn Write,
-    ) -> Result<gitstow_receive::Outcome, gitstow_receive::Error> {
+    ) -> Result<gitstow_receive::Outcome, Fault> {
         let started = std::time::Instant::now();
         let result = gitstow_receive::refuse_pack(request, out, reason, &self.config.receive);
         record_push(&result, started);
-        result
+        result.map_err(|e| {
+            tracing::warn!(error = %e, "refusing a push failed");
+            Fault::of_push(&e)
+        })
     }
 }
 
@@ -161,14 +165,14 @@ impl Push {
     /// automatic maintenance when refs moved. Runs on a blocking thread.
     ///
     /// # Errors
-    /// [`gitstow_receive::Error`]: a malformed request (`Protocol`) or a
-    /// failure of the store or the writer.
+    /// A malformed request ([`Fault::BadRequest`]) or a failure of the
+    /// store or the writer ([`Fault::Server`]; logged with its chain).
     pub fn run(
         self,
         request: &std::fs::File,
         truncated: bool,
         out: &mut dyn Write,
-    ) -> Result<gitstow_receive::Outcome, gitstow_receive::Error> {
+    ) -> Result<gitstow_receive::Outcome, Fault> {
         let started = std::time::Instant::now();
         let (repo, opts) = (&self.repo, &self.opts);
         let probe = self.slot.is_none();
@@ -194,7 +198,7 @@ impl Push {
         };
         if probe {
             // git's probe before a large push is not a push.
-            return result;
+            return result.map_err(|e| Fault::of_push(&e));
         }
         record_push(&result, started);
         if let (Some(maintenance), Ok(o)) = (&self.maintenance, &result) {
@@ -221,7 +225,7 @@ impl Push {
             ),
             Err(e) => tracing::warn!(repo = repo.name(), error = %e, "receive-pack failed"),
         }
-        result
+        result.map_err(|e| Fault::of_push(&e))
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use gitstow_protocol::{ProtocolVersion, Service};
 use gitstow_service::output;
-use gitstow_service::{Host, Principal, Refusal};
+use gitstow_service::{Fault, Host, Principal, Refusal};
 use russh::server::Msg;
 use russh::ChannelWriteHalf;
 use tokio::io::AsyncRead;
@@ -91,6 +91,9 @@ pub enum Failure {
     Refused(Refusal),
     /// The request broke the protocol or a limit (`fatal: …`, exit 128).
     Protocol(String),
+    /// The command failed ([`Fault`]: the client's, or the server's said
+    /// in its one text; `fatal: …`, exit 128).
+    Fault(Fault),
     /// The client went away, or the channel failed: nothing to say.
     Gone,
 }
@@ -176,14 +179,14 @@ async fn upload_pack_v2(
         let served = blocking(host, out, move |w| {
             w.release_before_waiting(fetch.take_listing_permit());
             use std::io::Seek;
-            request.rewind()?;
-            fetch
-                .run(&mut request, w)
-                .map_err(|e| std::io::Error::other(e.to_string()))
+            request
+                .rewind()
+                .map_err(|e| Fault::server("rewinding the fetch request", &e))?;
+            fetch.run(&mut request, w)
         })
         .await?;
-        if let Err(e) = served {
-            return Err(Failure::Protocol(e.to_string()));
+        if let Err(fault) = served {
+            return Err(Failure::Fault(fault));
         }
     }
 }
@@ -239,7 +242,7 @@ async fn upload_pack_v0(
     };
     match result {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(Failure::Protocol(e.to_string())),
+        Ok(Err(fault)) => Err(Failure::Fault(fault)),
         Err(_) => Err(Failure::Gone),
     }
 }
@@ -268,13 +271,8 @@ async fn receive_pack(
     }
     let push = host.push(name, principal, spooled.probe).await?;
     let truncated = spooled.truncated;
-    let ran = blocking(host, out, move |w| {
-        push.run(&file, truncated, w)
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    })
-    .await?;
-    ran.map(|_| ())
-        .map_err(|e| Failure::Protocol(e.to_string()))
+    let ran = blocking(host, out, move |w| push.run(&file, truncated, w)).await?;
+    ran.map(|_| ()).map_err(Failure::Fault)
 }
 
 /// Sends the advertisement of `service` in `version` (no HTTP header).
@@ -294,7 +292,7 @@ async fn advertise(
         advertisement.write(w, false)
     })
     .await?
-    .map_err(|e| Failure::Protocol(format!("advertisement failed: {e}")))
+    .map_err(Failure::Fault)
 }
 
 /// Runs `job` on a blocking thread, its output sent to the channel as it

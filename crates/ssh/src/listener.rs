@@ -66,7 +66,14 @@ fn denied_line(denied: Denied) -> String {
     match denied {
         Denied::NotFound => NOT_FOUND.to_owned(),
         Denied::Forbidden(why) => format!("ERROR: {why}"),
-        Denied::Unavailable => "ERROR: access control is unavailable, try again later".into(),
+        Denied::Unavailable | Denied::StoreDown => {
+            "ERROR: access control is unavailable, try again later".into()
+        }
+        // Not answered for a key (no secret, no Host): as not found.
+        Denied::Unauthenticated
+        | Denied::InvalidCredentials
+        | Denied::TooManyFailures
+        | Denied::LoopbackOnly => NOT_FOUND.to_owned(),
     }
 }
 
@@ -358,7 +365,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         }
         match self
             .access
-            .token_of(&gitstow_access::ssh_key::fingerprint(offer.public_key))
+            .token_of(&gitstow_service::gate::fingerprint(offer.public_key))
             .await
         {
             Some(_) => Ok(Auth::Accept),
@@ -371,7 +378,7 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         user: &str,
         key: VerifiedPublicKey<'_>,
     ) -> Result<Auth, Self::Error> {
-        let fp = gitstow_access::ssh_key::fingerprint(key.public_key);
+        let fp = gitstow_service::gate::fingerprint(key.public_key);
         if user != self.config.user {
             metrics::counter!(m::SSH_AUTH_FAILURES).increment(1);
             tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: authentication failed: unknown user");
@@ -588,6 +595,10 @@ impl<A: KeyAccess> Job<A> {
             }
             Err(Failure::Protocol(why)) => {
                 say(write_half, &format!("fatal: {why}")).await;
+                128
+            }
+            Err(Failure::Fault(fault)) => {
+                say(write_half, &format!("fatal: {fault}")).await;
                 128
             }
             Err(Failure::Gone) => 128,

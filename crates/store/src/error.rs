@@ -135,9 +135,85 @@ pub fn is_unavailable(e: &(dyn std::error::Error + 'static)) -> bool {
     })
 }
 
+/// What a client may be told of a server-side failure, whatever the
+/// transport or the engine: one text each, never a path or an error chain
+/// (those go to the log). Git shows the text as `remote: …`, in an
+/// `unpack` or `ERR` line, or after `fatal:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerFault {
+    /// The server's disk (or quota) is full ([`is_out_of_space`]).
+    OutOfSpace,
+    /// The store did not answer ([`is_unavailable`]).
+    StoreDown,
+    /// Anything else.
+    Internal,
+}
+
+impl std::fmt::Display for ServerFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+impl ServerFault {
+    /// The fault `e` is, by its chain: out of space, a store that does not
+    /// answer, or anything else.
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> ServerFault {
+        if is_out_of_space(e) {
+            ServerFault::OutOfSpace
+        } else if is_unavailable(e) {
+            ServerFault::StoreDown
+        } else {
+            ServerFault::Internal
+        }
+    }
+
+    /// The words for the client.
+    pub fn text(self) -> &'static str {
+        match self {
+            ServerFault::OutOfSpace => "server out of space, try again later",
+            ServerFault::StoreDown => "the store does not answer, try again later",
+            ServerFault::Internal => "internal server error, try again later",
+        }
+    }
+
+    /// Whether the fault passes by itself (a full disk freed, a store back):
+    /// HTTP answers 503 with `Retry-After`, else 500.
+    pub fn passes(self) -> bool {
+        !matches!(self, ServerFault::Internal)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn faults_are_told_by_their_chain_and_say_nothing_of_it() {
+        let full = Error::io(
+            "a.git/containers/x.bin",
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        );
+        assert_eq!(ServerFault::of(&full), ServerFault::OutOfSpace);
+        let down = Error::Backend {
+            op: "get",
+            key: "a.git/state".into(),
+            message: "timed out".into(),
+            unavailable: true,
+        };
+        assert_eq!(ServerFault::of(&down), ServerFault::StoreDown);
+        let other = Error::io("a.git/containers/x.bin", std::io::Error::other("boom"));
+        assert_eq!(ServerFault::of(&other), ServerFault::Internal);
+        for f in [
+            ServerFault::OutOfSpace,
+            ServerFault::StoreDown,
+            ServerFault::Internal,
+        ] {
+            assert_eq!(f.to_string(), f.text());
+            assert!(!f.text().contains(".git") && f.text().ends_with("try again later"));
+        }
+        assert!(ServerFault::StoreDown.passes() && !ServerFault::Internal.passes());
+    }
 
     #[test]
     fn out_of_space_is_found_through_the_chain() {

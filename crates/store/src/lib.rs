@@ -78,7 +78,7 @@ pub mod scratch;
 mod stats;
 
 pub use cache::{default_cache_dir, CachedStore};
-pub use error::{is_out_of_space, is_unavailable, Error, Result};
+pub use error::{is_out_of_space, is_unavailable, Error, Result, ServerFault};
 pub use fs::{FsStore, STALE_AFTER as FS_STALE_AFTER};
 pub use key::{validate_key, MAX_KEY_LEN, RESERVED_PREFIX, SERVER_PREFIX};
 pub use open::{local_root, open, open_with};

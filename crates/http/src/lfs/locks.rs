@@ -8,8 +8,8 @@
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use gitstow_access::Level;
 use gitstow_lfs::locks::{self, Created, LockError, Unlocked};
+use gitstow_service::gate::Level;
 use serde::Deserialize;
 
 use super::{json, lfs_error, now_secs, store_failed, Call};

@@ -25,10 +25,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
-use gitstow_access::Level;
 use gitstow_lfs::api::{ErrorBody, MEDIA_TYPE};
 use gitstow_lfs::grant::{GrantError, Operation, TransferKey};
 use gitstow_lfs::Oid;
+use gitstow_service::gate::Level;
 
 mod locks;
 mod transfer;
@@ -71,7 +71,7 @@ pub async fn ssh_session(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let token_id = app
-        .auth()
+        .gate()
         .token_id(token)
         .await
         .ok_or(Denied::Unavailable)?;
@@ -239,26 +239,19 @@ pub(super) fn now_secs() -> u64 {
 /// disk is full, 503 when the store does not answer, else 500, naming
 /// nothing of the server.
 pub(super) fn store_failed(context: &str, e: &(dyn std::error::Error + 'static)) -> Response {
+    use gitstow_service::fault::ServerFault;
     tracing::error!(error = %e, "LFS: {context} failed");
-    if gitstow_store::is_out_of_space(e) {
-        return lfs_error(
-            StatusCode::INSUFFICIENT_STORAGE,
-            "the server is out of space, try again later",
-        );
+    let fault = ServerFault::of(e);
+    match fault {
+        ServerFault::OutOfSpace => lfs_error(StatusCode::INSUFFICIENT_STORAGE, fault.text()),
+        ServerFault::StoreDown => {
+            let mut resp = lfs_error(StatusCode::SERVICE_UNAVAILABLE, fault.text());
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            resp
+        }
+        ServerFault::Internal => lfs_error(StatusCode::INTERNAL_SERVER_ERROR, fault.text()),
     }
-    if gitstow_store::is_unavailable(e) {
-        let mut resp = lfs_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the store does not answer, try again later",
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
-        return resp;
-    }
-    lfs_error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal server error, try again later",
-    )
 }
 
 /// One request's context.
@@ -289,11 +282,15 @@ impl Call {
         if let Some(session) = self.session_grant() {
             return self.session(session, needed, logged).await;
         }
-        match self
-            .app
-            .auth()
-            .check(&self.headers, None, self.peer, Some(&self.name), needed)
-            .await
+        match crate::auth::check(
+            self.app.gate(),
+            &self.headers,
+            None,
+            self.peer,
+            Some(&self.name),
+            needed,
+        )
+        .await
         {
             Ok(p) => {
                 logged.token = p.token.clone();
@@ -339,9 +336,10 @@ impl Call {
         }
         match self
             .app
-            .auth()
+            .gate()
             .check_named(&session.token, &session.token_id, &self.name, needed)
             .await
+            .map_err(crate::auth::answer)
         {
             Ok(p) => {
                 logged.token = p.token.clone();

@@ -6,11 +6,11 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use gitstow_access::Level;
 use gitstow_lfs::api::{BatchRequest, VerifyRequest};
 use gitstow_lfs::grant::Operation;
 use gitstow_lfs::objects::{self, Hashing, ObjectError};
 use gitstow_lfs::Oid;
+use gitstow_service::gate::Level;
 
 use super::{as_lfs, json, lfs_error, now_secs, store_failed, Authorized, Call, DOWNLOAD_CHUNK};
 
