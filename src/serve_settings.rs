@@ -201,12 +201,14 @@ impl Settings {
                     spill_total: args.max_response_spill,
                     ..Default::default()
                 },
-            },
-            max_push_bytes: args.max_pack_size,
-            max_fetch_request_bytes: 64 << 20,
-            body_pace: gitstow_http::body::Pace {
-                idle: Duration::from_secs(args.idle_timeout.max(1)),
-                min_rate: args.min_body_rate,
+                limits: gitstow_service::input::Limits {
+                    max_push_bytes: args.max_pack_size,
+                    max_fetch_request_bytes: 64 << 20,
+                    pace: gitstow_service::input::Pace {
+                        idle: Duration::from_secs(args.idle_timeout.max(1)),
+                        min_rate: args.min_body_rate,
+                    },
+                },
             },
             auth: gitstow_service::gate::GateConfig {
                 refresh: Duration::from_secs(args.access_refresh.max(1)),
@@ -222,26 +224,17 @@ impl Settings {
                 http_port: args.listen.port(),
             },
         };
-        let ssh = args.ssh_listen.map(|listen| {
-            let limits = gitstow_ssh::git::Limits {
-                max_push_bytes: http.max_push_bytes,
-                max_fetch_request_bytes: http.max_fetch_request_bytes,
-                idle: http.body_pace.idle,
-                min_rate: http.body_pace.min_rate,
-                staging_dir: None,
-            };
-            SshSettings {
-                listen,
-                host_key_files: args.ssh_host_key.clone(),
-                config: gitstow_ssh::SshConfig {
-                    user: args.ssh_user.clone(),
-                    login_grace: Duration::from_secs(args.ssh_login_grace.max(1)),
-                    max_unauthenticated: args.ssh_max_startups.max(1),
-                    max_unauthenticated_per_source: args.ssh_max_startups_per_source.max(1),
-                    proxy: gitstow_ssh::ProxyFrom::new(args.ssh_proxy_protocol_from.clone()),
-                    ..gitstow_ssh::SshConfig::new(limits)
-                },
-            }
+        let ssh = args.ssh_listen.map(|listen| SshSettings {
+            listen,
+            host_key_files: args.ssh_host_key.clone(),
+            config: gitstow_ssh::SshConfig {
+                user: args.ssh_user.clone(),
+                login_grace: Duration::from_secs(args.ssh_login_grace.max(1)),
+                max_unauthenticated: args.ssh_max_startups.max(1),
+                max_unauthenticated_per_source: args.ssh_max_startups_per_source.max(1),
+                proxy: gitstow_ssh::ProxyFrom::new(args.ssh_proxy_protocol_from.clone()),
+                ..Default::default()
+            },
         });
         let cache = gitstow_store::is_s3_url(&args.store.url).then(|| ContainerCache {
             dir: args
@@ -269,8 +262,8 @@ impl Settings {
     }
 
     /// Puts the process's scratch directory `dir` where the settings spool
-    /// and stage: pushes (both transports), large index maps, and
-    /// maintenance's staging.
+    /// and stage: pushes (both transports read the service's), large index
+    /// maps, and maintenance's staging.
     pub fn use_scratch(&mut self, dir: &Path) {
         let service = &mut self.http.service;
         service.receive.staging_dir = Some(dir.to_owned());
@@ -279,9 +272,6 @@ impl Settings {
         service.index_map_dir = Some(dir.to_owned());
         if let Some(m) = &mut service.maintenance {
             m.options.staging_dir = Some(dir.to_owned());
-        }
-        if let Some(ssh) = &mut self.ssh {
-            ssh.config.limits.staging_dir = Some(dir.to_owned());
         }
     }
 }
@@ -445,7 +435,7 @@ mod tests {
     }
 
     #[test]
-    fn ssh_takes_the_http_limits_and_an_s3_store_a_cache() {
+    fn one_limits_value_for_both_transports_and_an_s3_store_a_cache() {
         let s = settings(&[
             "--ssh-listen",
             "127.0.0.1:0",
@@ -461,10 +451,11 @@ mod tests {
             "1MiB",
         ])
         .unwrap();
-        let ssh = s.ssh.as_ref().unwrap();
-        assert_eq!(ssh.config.limits.max_push_bytes, 1 << 30);
-        assert_eq!(ssh.config.limits.min_rate, 7);
-        assert_eq!(ssh.config.max_unauthenticated, 1);
+        let limits = s.http.service.limits;
+        assert_eq!(limits.max_push_bytes, 1 << 30);
+        assert_eq!(limits.pace.min_rate, 7);
+        assert_eq!(limits.pace.idle, Duration::from_secs(60));
+        assert_eq!(s.ssh.as_ref().unwrap().config.max_unauthenticated, 1);
         let cache = s.cache.as_ref().unwrap();
         assert_eq!(cache.max_bytes, 1 << 20);
         assert_eq!(

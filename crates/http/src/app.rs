@@ -37,12 +37,6 @@ pub struct Config {
     /// The services' settings (queues, receive-pack, upload-pack,
     /// maintenance, caches, webhooks), shared with every transport.
     pub service: gitstow_service::Config,
-    /// Largest receive-pack request body after decoding, in bytes.
-    pub max_push_bytes: u64,
-    /// Largest upload-pack request body after decoding, in bytes.
-    pub max_fetch_request_bytes: u64,
-    /// How fast a request body must arrive (`--idle-timeout`, `--min-body-rate`).
-    pub body_pace: crate::body::Pace,
     /// Access control.
     pub auth: gitstow_service::gate::GateConfig,
     /// Git LFS.
@@ -157,9 +151,7 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
 pub(crate) fn body_error(e: BodyError) -> Response {
     match e {
         BodyError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
-        BodyError::TimedOut(_) | BodyError::TooSlow(_) => {
-            error(StatusCode::REQUEST_TIMEOUT, e.to_string())
-        }
+        BodyError::TooSlow(_) => error(StatusCode::REQUEST_TIMEOUT, e.to_string()),
         BodyError::BadGzip(_) | BodyError::Transport(_) => {
             error(StatusCode::BAD_REQUEST, e.to_string())
         }
@@ -401,9 +393,9 @@ async fn upload_pack(
     let request = match body::buffer(
         body,
         is_gzip(&headers),
-        app.config.max_fetch_request_bytes,
+        app.host.config().limits.max_fetch_request_bytes,
         app.host.config().receive.staging_dir.as_deref(),
-        app.config.body_pace,
+        app.host.config().limits.pace,
     )
     .await
     {

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use axum::body::Body;
 use futures_util::StreamExt;
+use gitstow_service::input::{Pace, Paced, Slow};
 
 /// Why a body could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -16,13 +17,11 @@ pub enum BodyError {
     /// The gzip stream is corrupt (HTTP 400).
     #[error("request body is not valid gzip: {0}")]
     BadGzip(std::io::Error),
-    /// The client sent nothing for longer than the idle timeout (HTTP 408).
-    #[error("the client sent nothing for {0:?}")]
-    TimedOut(std::time::Duration),
-    /// The client sent slower than the minimum rate, on average since the
-    /// body began, once it had taken the idle timeout (HTTP 408).
-    #[error("the client sent the request body slower than {0} bytes/s")]
-    TooSlow(u64),
+    /// The client sent nothing for longer than the idle timeout, or slower
+    /// than the minimum rate on average since the body began once it had
+    /// taken the idle timeout (HTTP 408).
+    #[error(transparent)]
+    TooSlow(#[from] Slow),
     /// The client stopped sending or the connection broke (HTTP 400).
     #[error("reading the request body: {0}")]
     Transport(String),
@@ -126,65 +125,21 @@ fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
     }
 }
 
-/// How fast a body must arrive: a chunk at least every `idle`, and, once
-/// the body has taken `idle` too, at least `min_rate` bytes/s on average
-/// since it began (a client that trickles must not hold a request forever).
-/// Bytes are counted as received (before gzip decoding).
-#[derive(Debug, Clone, Copy)]
-pub struct Pace {
-    /// Longest silence between chunks, and the time before the rate counts.
-    pub idle: std::time::Duration,
-    /// Bytes per second on average; 0: no minimum.
-    pub min_rate: u64,
-}
-
-/// Where a body stands against its [`Pace`].
-struct Paced {
-    pace: Pace,
-    started: tokio::time::Instant,
-    received: u64,
-}
-
-impl Paced {
-    fn new(pace: Pace) -> Self {
-        Paced {
-            pace,
-            started: tokio::time::Instant::now(),
-            received: 0,
+/// The next chunk of `stream` within `paced`'s bounds.
+async fn next_chunk<S>(
+    paced: &mut Paced,
+    stream: &mut S,
+) -> Result<Option<bytes::Bytes>, BodyError>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin,
+{
+    match paced.wait(stream.next()).await? {
+        None => Ok(None),
+        Some(Ok(chunk)) => {
+            paced.received(chunk.len() as u64);
+            Ok(Some(chunk))
         }
-    }
-
-    /// The instant after which, with no more bytes, the average falls below
-    /// the minimum rate (never before `idle` has passed).
-    fn rate_deadline(&self) -> Option<tokio::time::Instant> {
-        (self.pace.min_rate > 0).then(|| {
-            let earned = std::time::Duration::from_secs_f64(
-                self.received as f64 / self.pace.min_rate as f64,
-            );
-            self.started + earned.max(self.pace.idle)
-        })
-    }
-
-    /// The next chunk, or why the body is too slow.
-    async fn next_chunk<S>(&mut self, stream: &mut S) -> Result<Option<bytes::Bytes>, BodyError>
-    where
-        S: futures_util::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin,
-    {
-        let idle_deadline = tokio::time::Instant::now() + self.pace.idle;
-        let rate_deadline = self.rate_deadline();
-        let deadline = rate_deadline.map_or(idle_deadline, |r| r.min(idle_deadline));
-        match tokio::time::timeout_at(deadline, stream.next()).await {
-            Err(_) if rate_deadline.is_some_and(|r| r <= idle_deadline) => {
-                Err(BodyError::TooSlow(self.pace.min_rate))
-            }
-            Err(_) => Err(BodyError::TimedOut(self.pace.idle)),
-            Ok(None) => Ok(None),
-            Ok(Some(Ok(chunk))) => {
-                self.received += chunk.len() as u64;
-                Ok(Some(chunk))
-            }
-            Ok(Some(Err(e))) => Err(BodyError::Transport(e.to_string())),
-        }
+        Some(Err(e)) => Err(BodyError::Transport(e.to_string())),
     }
 }
 
@@ -211,7 +166,7 @@ pub(crate) async fn copy_body<W: Write>(
     let mut batch = Batch::default();
     if gzip {
         let mut dec = flate2::write::GzDecoder::new(bounded);
-        while let Some(chunk) = paced.next_chunk(&mut stream).await? {
+        while let Some(chunk) = next_chunk(&mut paced, &mut stream).await? {
             batch
                 .add(chunk, &mut dec)
                 .map_err(|e| map_write_error(e, limit, true))?;
@@ -223,7 +178,7 @@ pub(crate) async fn copy_body<W: Write>(
         Ok((bounded.inner, bounded.exceeded))
     } else {
         let mut bounded = bounded;
-        while let Some(chunk) = paced.next_chunk(&mut stream).await? {
+        while let Some(chunk) = next_chunk(&mut paced, &mut stream).await? {
             batch
                 .add(chunk, &mut bounded)
                 .map_err(|e| map_write_error(e, limit, false))?;

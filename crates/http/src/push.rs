@@ -26,7 +26,7 @@ pub(crate) async fn receive_pack(
     if let Err(r) = app.host.push_target(&name).await {
         return refusal(r);
     }
-    let limit = app.config.max_push_bytes;
+    let limit = app.host.config().limits.max_push_bytes;
     if let Some(declared) = content_length(&headers) {
         if declared > limit.saturating_mul(2) {
             return error(
@@ -41,7 +41,7 @@ pub(crate) async fn receive_pack(
         is_gzip(&headers),
         limit,
         staging_dir.as_deref(),
-        app.config.body_pace,
+        app.host.config().limits.pace,
     )
     .await
     {
@@ -54,11 +54,10 @@ pub(crate) async fn receive_pack(
     let received = spooled.file.metadata().ok().map(|m| m.len());
     metrics::counter!(m::RECEIVED_BYTES, "service" => "receive-pack")
         .increment(received.unwrap_or(0));
-    // git's probe before a large push (a lone flush-pkt, `http.postBuffer`)
-    // answers at once: it is not a push, so it neither queues nor counts.
-    let probe = received.is_some_and(|n| n <= 4);
+    // git's probe before a large push answers at once (the service tells).
+    let request_bytes = received.unwrap_or(u64::MAX);
     // The body is on disk; wait here (not while reading it) for a push slot.
-    let push = match app.host.push(&name, &principal, probe).await {
+    let push = match app.host.push(&name, &principal, request_bytes).await {
         Ok(p) => p,
         Err(r) => return refusal(r),
     };

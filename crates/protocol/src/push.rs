@@ -100,6 +100,78 @@ impl PushRequest {
     }
 }
 
+/// What a push's command list asks of the bytes after it, gathered line
+/// by line while a transport copies the request (before
+/// [`read_push_request`] parses it), by the parser's own rules: whether
+/// push options follow ([`read_push_options`] reads them when a command
+/// line's capabilities, any line's, hold `push-options`) and whether a pack
+/// follows ([`PushRequest::expects_pack`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CommandScan {
+    /// Some command creates or updates a ref: a pack follows.
+    pub needs_pack: bool,
+    /// Push options follow the command list.
+    pub push_options: bool,
+}
+
+impl CommandScan {
+    /// Takes one pkt-line's payload of the command list (a shallow line or
+    /// a command, its LF included or not).
+    pub fn line(&mut self, payload: &[u8]) {
+        let line = payload.strip_suffix(b"\n").unwrap_or(payload);
+        if line.starts_with(b"shallow ") {
+            return;
+        }
+        let (command, caps) = match line.iter().position(|&b| b == 0) {
+            Some(nul) => (&line[..nul], Some(&line[nul + 1..])),
+            None => (line, None),
+        };
+        if caps.is_some_and(|c| Capabilities::parse(c).contains("push-options")) {
+            self.push_options = true;
+        }
+        // `<old> <new> <ref>`: a new value of all zeros is a deletion.
+        let new = command.split(|&b| b == b' ').nth(1).unwrap_or(b"");
+        if !new.iter().all(|&b| b == b'0') {
+            self.needs_pack = true;
+        }
+    }
+}
+
+/// Bounds on what one section of a push request may hold, counted as the
+/// parser counts them (a line's text without its trailing LF): a transport
+/// copying a section stops after the line that passes one, so that the
+/// parser refuses the push in its own words having read no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectionCap {
+    /// Bytes of text of all lines.
+    pub text_bytes: usize,
+    /// Data lines.
+    pub lines: usize,
+}
+
+impl SectionCap {
+    /// No bound but the request's size limit.
+    pub const NONE: SectionCap = SectionCap {
+        text_bytes: usize::MAX,
+        lines: usize::MAX,
+    };
+    /// A push's command list ([`MAX_COMMAND_LIST_BYTES`]).
+    pub const COMMANDS: SectionCap = SectionCap {
+        text_bytes: MAX_COMMAND_LIST_BYTES,
+        lines: usize::MAX,
+    };
+    /// A push's options ([`MAX_PUSH_OPTION_BYTES`], [`MAX_PUSH_OPTIONS`]).
+    pub const PUSH_OPTIONS: SectionCap = SectionCap {
+        text_bytes: MAX_PUSH_OPTION_BYTES,
+        lines: MAX_PUSH_OPTIONS,
+    };
+
+    /// Whether `lines` lines of `text_bytes` bytes of text pass the cap.
+    pub fn passed(&self, lines: usize, text_bytes: usize) -> bool {
+        lines > self.lines || text_bytes > self.text_bytes
+    }
+}
+
 /// Why a receive-pack request could not be read (gitprotocol-pack(5)).
 #[derive(Debug, thiserror::Error)]
 pub enum PushRequestError {
@@ -409,6 +481,48 @@ mod tests {
     use std::io::Read;
 
     const GIT_REPORT_PLAIN: &[u8] = include_bytes!("../tests/fixtures/report_plain.pkt");
+
+    /// The scan a transport makes while copying a command list agrees with
+    /// what the parser reads of it: whether a pack follows, whether push
+    /// options do (a later command line's capabilities count too).
+    #[test]
+    fn the_scan_of_a_command_list_agrees_with_its_parser() {
+        let zero = "0".repeat(40);
+        let one = "1".repeat(40);
+        let del = |r: &str, caps: &str| format!("{one} {zero} {r}{caps}");
+        let upd = |r: &str, caps: &str| format!("{zero} {one} {r}{caps}");
+        let lists: Vec<Vec<String>> = vec![
+            vec![del("refs/heads/a", "\0report-status push-options\n"), del("refs/heads/b", "\n")],
+            vec![format!("shallow {one}"), upd("refs/heads/a", "\0report-status")],
+            vec![upd("refs/heads/a", "\0report-status"), del("refs/heads/b", "\0push-options")],
+            vec![del("refs/heads/a", "\0report-status"), upd("refs/heads/b", "")],
+            vec![del("refs/heads/a", "\0report-status push-optionsx")],
+        ];
+        for lines in lists {
+            let mut wire = Vec::new();
+            let mut scan = CommandScan::default();
+            for line in &lines {
+                write_data(&mut wire, line.as_bytes()).unwrap();
+                scan.line(line.as_bytes());
+            }
+            write_flush(&mut wire).unwrap();
+            let parsed = read_commands(&mut PktReader::new(&wire[..]), 100).unwrap();
+            assert_eq!(scan.needs_pack, parsed.expects_pack(), "{lines:?}");
+            assert_eq!(
+                scan.push_options,
+                !parsed.commands.is_empty() && parsed.capabilities.contains("push-options"),
+                "{lines:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_section_cap_is_passed_by_lines_or_text() {
+        assert!(!SectionCap::PUSH_OPTIONS.passed(MAX_PUSH_OPTIONS, MAX_PUSH_OPTION_BYTES));
+        assert!(SectionCap::PUSH_OPTIONS.passed(MAX_PUSH_OPTIONS + 1, 0));
+        assert!(SectionCap::COMMANDS.passed(1, MAX_COMMAND_LIST_BYTES + 1));
+        assert!(!SectionCap::NONE.passed(usize::MAX, usize::MAX));
+    }
     const GIT_REPORT_SIDEBAND: &[u8] = include_bytes!("../tests/fixtures/report_sideband.pkt");
     const GIT_REPORT_UNPACK_ERROR: &[u8] =
         include_bytes!("../tests/fixtures/report_unpack_error_sideband.pkt");

@@ -15,6 +15,7 @@
 //! only the framing around the bytes.
 //!
 //! - [`fault`]: what a client may be told of a failed command, one text each.
+//! - [`input`]: a request's bounds and pace, as both transports read it.
 //! - [`gate`]: the access gate: tokens, SSH keys, grants, the failed-login limiter.
 //! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
@@ -39,6 +40,7 @@ pub mod conn_caps;
 pub mod fault;
 pub mod fetch;
 pub mod gate;
+pub mod input;
 pub mod maintenance;
 pub mod metrics;
 pub mod output;
@@ -158,6 +160,9 @@ pub struct Config {
     /// How responses are paced and spilled ([`output`]); they spill in
     /// `receive.staging_dir`.
     pub responses: output::Settings,
+    /// The bounds of a request and how fast it must arrive, for every
+    /// transport.
+    pub limits: input::Limits,
 }
 
 /// Why a request is answered before any of git's protocol: each transport

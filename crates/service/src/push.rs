@@ -27,6 +27,13 @@ pub struct Push {
     token: Option<String>,
 }
 
+/// Whether a receive-pack request of `bytes` bytes is git's probe before a
+/// large push (`http.postBuffer`; over SSH too): a lone flush-pkt, 4 bytes
+/// (or nothing).
+pub fn is_probe(bytes: u64) -> bool {
+    bytes <= 4
+}
+
 impl Host {
     /// Whether a push to `name` may go on before its request is read: the
     /// repository exists, or repositories are created on their first push.
@@ -44,8 +51,10 @@ impl Host {
     }
 
     /// A receive-pack request of `principal` on repository `name`, whose
-    /// request is read (spooled) already: waits for a push slot unless it is
-    /// git's `probe` before a large push (a request of at most 4 bytes).
+    /// request of `request_bytes` bytes is read (spooled) already: waits for
+    /// a push slot unless it is git's probe before a large push (a lone
+    /// flush-pkt, [`is_probe`]: it is not a push, so it neither queues nor
+    /// counts).
     ///
     /// # Errors
     /// [`Refusal::Unavailable`] when the repository has webhooks and their
@@ -55,8 +64,9 @@ impl Host {
         &self,
         name: &str,
         principal: &Principal,
-        probe: bool,
+        request_bytes: u64,
     ) -> Result<Push, Refusal> {
+        let probe = is_probe(request_bytes);
         let mut opts = self.config.receive.clone();
         opts.protect = principal
             .protect

@@ -66,22 +66,27 @@ async fn send(out: &Output, chunk: Bytes) -> bool {
     ok
 }
 
-/// Limits of one command's input.
+/// What bounds one command's input: the service's limits (the one value
+/// both transports read by, `--max-pack-size`, `--idle-timeout`,
+/// `--min-body-rate`) and where requests spool.
 #[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest push (commands, options and pack), bytes.
-    pub max_push_bytes: u64,
-    /// Largest upload-pack request (one v2 command), bytes.
-    pub max_fetch_request_bytes: u64,
-    /// Longest wait for the client's next bytes while it sends a request.
-    pub idle: Duration,
-    /// Bytes per second a client holding a fetch slot must send its v0
-    /// negotiation at, on average once it has taken `idle`
-    /// (`--min-body-rate`); 0: only `idle` counts.
-    pub min_rate: u64,
+pub(crate) struct Limits {
+    /// Sizes and pace.
+    pub(crate) input: gitstow_service::input::Limits,
     /// Where pushes and large fetch requests are spooled (`None`: the
     /// system's temp directory).
-    pub staging_dir: Option<std::path::PathBuf>,
+    pub(crate) staging_dir: Option<std::path::PathBuf>,
+}
+
+impl Limits {
+    /// The limits `host` runs with.
+    fn of(host: &Host) -> Limits {
+        let config = host.config();
+        Limits {
+            input: config.limits,
+            staging_dir: config.receive.staging_dir.clone(),
+        }
+    }
 }
 
 /// Why a command ended early; each is said on the client's stderr.
@@ -117,8 +122,6 @@ pub struct Request<'a> {
     pub service: Service,
     /// The protocol version the client asked for (`GIT_PROTOCOL`).
     pub version: ProtocolVersion,
-    /// Limits of its input.
-    pub limits: &'a Limits,
 }
 
 /// Runs `request`, reading the client's stdin from `input` and writing to
@@ -137,8 +140,8 @@ pub async fn run(
         name,
         service,
         version,
-        limits,
     } = request;
+    let limits = &Limits::of(host);
     match service {
         Service::UploadPack if version == ProtocolVersion::V2 => {
             upload_pack_v2(host, principal, name, limits, input, out).await
@@ -216,8 +219,8 @@ async fn upload_pack_v0(
     // Then the rounds of haves, read as the negotiation asks for them:
     // each wait for the client spends a credit its bytes earn back.
     let pace = output::Pace {
-        stall: limits.idle,
-        min_rate: limits.min_rate,
+        stall: limits.input.pace.idle,
+        min_rate: limits.input.pace.min_rate,
     };
     let (mut reader, tx) = BlockingReader::new(Box::new(wants), pace);
     let (mut writer, source) = host.response();
@@ -234,7 +237,7 @@ async fn upload_pack_v0(
         result
     };
     tokio::pin!(both);
-    let fed = pump(input, tx, limits.idle);
+    let fed = pump(input, tx, limits.input.pace.idle);
     tokio::pin!(fed);
     let result = tokio::select! {
         r = &mut both => r,
@@ -269,7 +272,7 @@ async fn receive_pack(
         use std::io::Seek;
         (&file).rewind().map_err(spool_error)?;
     }
-    let push = host.push(name, principal, spooled.probe).await?;
+    let push = host.push(name, principal, spooled.bytes).await?;
     let truncated = spooled.truncated;
     let ran = blocking(host, out, move |w| push.run(&file, truncated, w)).await?;
     ran.map(|_| ()).map_err(Failure::Fault)

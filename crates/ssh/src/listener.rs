@@ -27,7 +27,7 @@ use russh::{Channel, ChannelId, MethodKind, MethodSet};
 use tokio::net::TcpListener;
 
 use crate::command::{self, Command};
-use crate::git::{self, Failure, Limits};
+use crate::git::{self, Failure};
 use crate::proxy::{self, ProxyFrom};
 use crate::HostKeys;
 
@@ -98,13 +98,12 @@ pub struct SshConfig {
     pub proxy: ProxyFrom,
     /// Interval of keepalives when the client is silent.
     pub keepalive: Duration,
-    /// Limits of each command's input.
-    pub limits: Limits,
 }
 
-impl SshConfig {
-    /// The defaults above with `limits`.
-    pub fn new(limits: Limits) -> Self {
+impl Default for SshConfig {
+    /// The defaults above. A command's input is bounded by the service's
+    /// limits (`gitstow_service::input::Limits`), as over HTTP.
+    fn default() -> Self {
         SshConfig {
             user: "git".into(),
             login_grace: Duration::from_secs(60),
@@ -112,7 +111,6 @@ impl SshConfig {
             max_unauthenticated_per_source: 10,
             proxy: ProxyFrom::default(),
             keepalive: Duration::from_secs(15),
-            limits,
         }
     }
 }
@@ -579,7 +577,6 @@ impl<A: KeyAccess> Job<A> {
             name: &exec.repo,
             service: exec.service,
             version: self.version,
-            limits: &self.config.limits,
         };
         let result = git::run(request, &mut input, &output).await;
         let write_half = output.half();

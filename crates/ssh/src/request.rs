@@ -6,9 +6,10 @@
 //! gitprotocol-v2(5)).
 
 use std::io::Write;
-use std::time::Duration;
 
 use gitstow_protocol::pktline::{decode_length, MAX_PKT_LEN};
+use gitstow_protocol::push::{CommandScan, SectionCap};
+use gitstow_service::input::Paced;
 use gitstow_service::Refusal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -32,12 +33,13 @@ pub(crate) async fn read_request(
         Some(dir) => tempfile::spooled_tempfile_in(64 << 10, dir),
         None => tempfile::spooled_tempfile(64 << 10),
     };
+    let mut paced = Paced::new(limits.input.pace);
     let read = read_section(
         input,
         &mut request,
-        limits.max_fetch_request_bytes,
+        limits.input.max_fetch_request_bytes,
         SectionCap::NONE,
-        limits.idle,
+        &mut paced,
         |_| {},
     )
     .await?;
@@ -55,8 +57,8 @@ pub(crate) async fn read_request(
 
 /// What [`spool_push`] read.
 pub(crate) struct Spooled {
-    /// Nothing but a flush-pkt: the client had nothing to push.
-    pub(crate) probe: bool,
+    /// Bytes spooled (a lone flush-pkt: the client had nothing to push).
+    pub(crate) bytes: u64,
     /// The request passed the size limit and was cut.
     pub(crate) truncated: bool,
 }
@@ -76,7 +78,10 @@ pub(crate) async fn spool_push(
     limits: &Limits,
 ) -> Result<Spooled, Failure> {
     let std_file = file.try_clone().map_err(|_| Failure::Gone)?;
-    let limit = limits.max_push_bytes;
+    let limit = limits.input.max_push_bytes;
+    // One pace over the whole push, as HTTP reads its body: a client that
+    // trickles its pack is cut off once below the minimum rate.
+    let mut paced = Paced::new(limits.input.pace);
     let mut sections = std::io::BufWriter::with_capacity(64 << 10, std_file);
     let mut scan = CommandScan::default();
     let first = read_section(
@@ -84,29 +89,26 @@ pub(crate) async fn spool_push(
         &mut sections,
         limit,
         SectionCap::COMMANDS,
-        limits.idle,
+        &mut paced,
         |line| scan.line(line),
     )
     .await?;
-    let done = |sections: std::io::BufWriter<std::fs::File>, truncated| {
+    let done = |sections: std::io::BufWriter<std::fs::File>, bytes| {
         sections
             .into_inner()
             .map_err(|e| spool_error(e.into_error()))?;
         Ok(Spooled {
-            probe: false,
-            truncated,
+            bytes,
+            truncated: false,
         })
     };
-    if first.bytes <= 4 {
-        done(sections, false)?;
-        return Ok(Spooled {
-            probe: true,
-            truncated: false,
-        });
+    // git's probe (a lone flush-pkt), or nothing: no more follows.
+    if gitstow_service::push::is_probe(first.bytes) {
+        return done(sections, first.bytes);
     }
     // A cut section is refused by the parser, before any pack is read.
     if first.cut {
-        return done(sections, false);
+        return done(sections, first.bytes);
     }
     if !first.flushed {
         return Err(Failure::Protocol(
@@ -120,12 +122,12 @@ pub(crate) async fn spool_push(
             &mut sections,
             limit.saturating_sub(total),
             SectionCap::PUSH_OPTIONS,
-            limits.idle,
+            &mut paced,
             |_| {},
         )
         .await?;
         if read.cut {
-            return done(sections, false);
+            return done(sections, total + read.bytes);
         }
         if !read.flushed {
             return Err(Failure::Protocol(
@@ -142,7 +144,7 @@ pub(crate) async fn spool_push(
     if scan.needs_pack {
         let mut buf = vec![0u8; 64 << 10];
         loop {
-            let n = read_idle(input, &mut buf, limits.idle).await?;
+            let n = read_paced(input, &mut buf, &mut paced).await?;
             if n == 0 {
                 break;
             }
@@ -156,79 +158,13 @@ pub(crate) async fn spool_push(
     }
     sink.flush().await.map_err(spool_error)?;
     Ok(Spooled {
-        probe: false,
+        bytes: total,
         truncated,
     })
 }
 
 pub(crate) fn spool_error(e: std::io::Error) -> Failure {
     Failure::Refused(Refusal::from_error("spooling the push", &e))
-}
-
-/// What a command list asks for, gathered line by line.
-#[derive(Debug, Default)]
-struct CommandScan {
-    /// Some command creates or updates a ref (a pack follows).
-    needs_pack: bool,
-    /// The first command's capabilities hold `push-options`.
-    push_options: bool,
-    /// A command line was seen (the first one carries the capabilities).
-    seen_command: bool,
-}
-
-impl CommandScan {
-    /// Takes one pkt-line's payload of the command list.
-    fn line(&mut self, line: &[u8]) {
-        if line.starts_with(b"shallow ") {
-            return;
-        }
-        let (command, caps) = match line.iter().position(|&b| b == 0) {
-            Some(nul) => (&line[..nul], &line[nul + 1..]),
-            None => (line, &[][..]),
-        };
-        if !self.seen_command {
-            self.push_options = caps
-                .split(|&b| b == b' ' || b == b'\n')
-                .any(|c| c == b"push-options");
-            self.seen_command = true;
-        }
-        // `<old> <new> <ref>`: a new value of all zeros is a deletion.
-        let new = command.split(|&b| b == b' ').nth(1).unwrap_or(b"");
-        if !new.iter().all(|&b| b == b'0') {
-            self.needs_pack = true;
-        }
-    }
-}
-
-/// Bounds on what one section of a request may hold, counted as
-/// `gitstow_protocol::push` counts them (a line's text without its
-/// trailing LF): past one, [`read_section`] stops after the line that
-/// passed it.
-#[derive(Debug, Clone, Copy)]
-struct SectionCap {
-    /// Bytes of text of all lines.
-    text_bytes: usize,
-    /// Data lines.
-    lines: usize,
-}
-
-impl SectionCap {
-    /// No bound but the request's size limit.
-    const NONE: SectionCap = SectionCap {
-        text_bytes: usize::MAX,
-        lines: usize::MAX,
-    };
-    /// A push's command list ([`gitstow_protocol::push::MAX_COMMAND_LIST_BYTES`]).
-    const COMMANDS: SectionCap = SectionCap {
-        text_bytes: gitstow_protocol::push::MAX_COMMAND_LIST_BYTES,
-        lines: usize::MAX,
-    };
-    /// A push's options ([`gitstow_protocol::push::MAX_PUSH_OPTION_BYTES`],
-    /// [`gitstow_protocol::push::MAX_PUSH_OPTIONS`]).
-    const PUSH_OPTIONS: SectionCap = SectionCap {
-        text_bytes: gitstow_protocol::push::MAX_PUSH_OPTION_BYTES,
-        lines: gitstow_protocol::push::MAX_PUSH_OPTIONS,
-    };
 }
 
 /// What [`read_section`] read.
@@ -259,7 +195,7 @@ async fn read_section(
     sink: &mut impl Write,
     limit: u64,
     cap: SectionCap,
-    idle: Duration,
+    paced: &mut Paced,
     mut inspect: impl FnMut(&[u8]),
 ) -> Result<Section, Failure> {
     let mut bytes = 0u64;
@@ -267,7 +203,7 @@ async fn read_section(
     let mut buf = vec![0u8; MAX_PKT_LEN];
     loop {
         let mut head = [0u8; 4];
-        match read_exact_idle(input, &mut head, idle).await? {
+        match read_exact_paced(input, &mut head, paced).await? {
             0 => {
                 return Ok(Section {
                     bytes,
@@ -308,7 +244,7 @@ async fn read_section(
             _ => {}
         }
         let payload = &mut buf[..len - 4];
-        if read_exact_idle(input, payload, idle).await? != payload.len() {
+        if read_exact_paced(input, payload, paced).await? != payload.len() {
             return Err(Failure::Protocol(
                 "the request ended inside a pkt-line".into(),
             ));
@@ -323,7 +259,7 @@ async fn read_section(
         inspect(payload);
         lines += 1;
         text_bytes += payload.strip_suffix(b"\n").unwrap_or(payload).len();
-        if lines > cap.lines || text_bytes > cap.text_bytes {
+        if cap.passed(lines, text_bytes) {
             return Ok(Section {
                 bytes,
                 flushed: false,
@@ -333,16 +269,16 @@ async fn read_section(
     }
 }
 
-/// Fills `buf`, each read waiting at most `idle`; returns the bytes read
+/// Fills `buf`, each read within `paced`'s bounds; returns the bytes read
 /// (less than `buf.len()` only at EOF).
-async fn read_exact_idle(
+async fn read_exact_paced(
     input: &mut (impl AsyncRead + Unpin + Send),
     buf: &mut [u8],
-    idle: Duration,
+    paced: &mut Paced,
 ) -> Result<usize, Failure> {
     let mut at = 0;
     while at < buf.len() {
-        let n = read_idle(input, &mut buf[at..], idle).await?;
+        let n = read_paced(input, &mut buf[at..], paced).await?;
         if n == 0 {
             break;
         }
@@ -351,60 +287,82 @@ async fn read_exact_idle(
     Ok(at)
 }
 
-async fn read_idle(
+/// One read of `input` within `paced`'s bounds (the silence, the average
+/// rate), counted.
+async fn read_paced(
     input: &mut (impl AsyncRead + Unpin + Send),
     buf: &mut [u8],
-    idle: Duration,
+    paced: &mut Paced,
 ) -> Result<usize, Failure> {
-    match tokio::time::timeout(idle, input.read(buf)).await {
-        Ok(Ok(n)) => Ok(n),
+    match paced.wait(input.read(buf)).await {
+        Ok(Ok(n)) => {
+            paced.received(n as u64);
+            Ok(n)
+        }
         Ok(Err(_)) => Err(Failure::Gone),
-        Err(_) => Err(Failure::Protocol(format!(
-            "no data from the client for {} s",
-            idle.as_secs()
-        ))),
+        Err(slow) => Err(Failure::Protocol(slow.to_string())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gitstow_service::input::Pace;
+    use std::time::Duration;
+
+    /// 5 s of silence at most, no minimum rate.
+    fn paced() -> Paced {
+        Paced::new(Pace {
+            idle: Duration::from_secs(5),
+            min_rate: 0,
+        })
+    }
+
+    /// A push whose client sends a byte every 9 s never passes a 10 s
+    /// silence, but falls below 100 bytes/s: it is cut off, as over HTTP.
+    #[tokio::test(start_paused = true)]
+    async fn a_push_that_trickles_is_cut_off_below_the_minimum_rate() {
+        let zero = "0".repeat(40);
+        let one = "1".repeat(40);
+        let mut request = pkt(format!("{zero} {one} refs/heads/a\0report-status").as_bytes());
+        request.extend(b"0000PACK");
+        let (mut client, mut server) = tokio::io::duplex(64);
+        tokio::spawn(async move {
+            for b in request {
+                tokio::time::sleep(Duration::from_secs(9)).await;
+                if client.write_all(&[b]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let limits = crate::git::Limits {
+            input: gitstow_service::input::Limits {
+                max_push_bytes: 1 << 20,
+                max_fetch_request_bytes: 1 << 20,
+                pace: Pace {
+                    idle: Duration::from_secs(10),
+                    min_rate: 100,
+                },
+            },
+            staging_dir: None,
+        };
+        let file = tempfile::tempfile().unwrap();
+        let started = tokio::time::Instant::now();
+        match spool_push(&mut server, &file, &limits).await {
+            Err(Failure::Protocol(why)) => {
+                assert!(why.contains("slower than 100 bytes/s"), "{why}")
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("a trickling push was spooled"),
+        }
+        // Cut within the idle time plus a read, not after the whole request.
+        assert!(started.elapsed() <= Duration::from_secs(20), "{:?}", started.elapsed());
+    }
 
     fn pkt(s: &[u8]) -> Vec<u8> {
         let mut v = format!("{:04x}", s.len() + 4).into_bytes();
         v.extend_from_slice(s);
         v
-    }
-
-    /// The scan of a command list given as pkt-lines (no flush).
-    fn scan(mut section: &[u8]) -> CommandScan {
-        let mut scan = CommandScan::default();
-        while section.len() >= 4 {
-            let len =
-                usize::from_str_radix(std::str::from_utf8(&section[..4]).unwrap(), 16).unwrap();
-            scan.line(&section[4..len]);
-            section = &section[len..];
-        }
-        scan
-    }
-
-    #[test]
-    fn a_command_list_says_whether_a_pack_follows() {
-        let zero = "0".repeat(40);
-        let one = "1".repeat(40);
-        let mut deletes =
-            pkt(format!("{one} {zero} refs/heads/a\0report-status push-options").as_bytes());
-        deletes.extend(pkt(format!("{one} {zero} refs/heads/b").as_bytes()));
-        let s = scan(&deletes);
-        assert!(!s.needs_pack);
-        assert!(s.push_options);
-        let mut update = pkt(format!("shallow {one}").as_bytes());
-        update.extend(pkt(
-            format!("{zero} {one} refs/heads/a\0report-status").as_bytes()
-        ));
-        let s = scan(&update);
-        assert!(s.needs_pack);
-        assert!(!s.push_options);
     }
 
     #[tokio::test]
@@ -422,7 +380,7 @@ mod tests {
             &mut out,
             1 << 20,
             SectionCap::NONE,
-            Duration::from_secs(5),
+            &mut paced(),
             |_| {},
         )
         .await
@@ -437,7 +395,7 @@ mod tests {
             &mut rest,
             1 << 20,
             SectionCap::NONE,
-            Duration::from_secs(5),
+            &mut paced(),
             |_| {},
         )
         .await
@@ -458,7 +416,7 @@ mod tests {
                 &mut Vec::new(),
                 limit,
                 SectionCap::NONE,
-                Duration::from_secs(5),
+                &mut paced(),
                 |_| {},
             )
             .await;
@@ -485,7 +443,7 @@ mod tests {
             &mut out,
             1 << 20,
             cap,
-            Duration::from_secs(5),
+            &mut paced(),
             |_| seen += 1,
         )
         .await
@@ -505,7 +463,7 @@ mod tests {
             &mut Vec::new(),
             1 << 20,
             cap,
-            Duration::from_secs(5),
+            &mut paced(),
             |_| {},
         )
         .await

@@ -412,7 +412,7 @@ impl Call {
             false,
             MAX_REQUEST,
             dir.as_deref(),
-            self.app.config.body_pace,
+            self.app.host().config().limits.pace,
         )
         .await
         {

@@ -231,7 +231,7 @@ impl Call {
             Err(e) => return store_failed("opening an LFS spool file", &e),
         };
         let copied =
-            body::copy_body(body, writer, false, size, false, self.app.config.body_pace).await;
+            body::copy_body(body, writer, false, size, false, self.app.host().config().limits.pace).await;
         let hashed = match copied {
             Ok((w, _)) => {
                 let (w, hashed) = w.finish();
