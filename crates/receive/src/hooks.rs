@@ -21,6 +21,7 @@ use gitstow_protocol::push::PushRequest;
 use gix_hash::ObjectId;
 
 use crate::{Options, Outcome};
+use crate::reason::Reason;
 
 /// One ref update of a push, as git's hooks receive it (`<old> <new> <ref>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +88,7 @@ pub(crate) fn update_of(cmd: &gitstow_protocol::push::RefCommand) -> RefUpdate {
 }
 
 /// The updates of the commands not refused yet.
-pub(crate) fn updates_of(push: &PushRequest, rejected: &[Option<String>]) -> Vec<RefUpdate> {
+pub(crate) fn updates_of(push: &PushRequest, rejected: &[Option<Reason>]) -> Vec<RefUpdate> {
     push.commands
         .iter()
         .zip(rejected)
@@ -115,7 +116,7 @@ pub(crate) fn push_info<'a>(
 pub(crate) fn pre_receive(
     repo: &Repository,
     push: &PushRequest,
-    rejected: &mut [Option<String>],
+    rejected: &mut [Option<Reason>],
     hook: &dyn PreReceive,
     opts: &Options,
     outcome: &mut Outcome,
@@ -130,7 +131,7 @@ pub(crate) fn pre_receive(
         tracing::info!(repo = repo.name(), "push refused by the pre-receive check");
         outcome.hook_declined = true;
         for r in rejected.iter_mut().filter(|r| r.is_none()) {
-            *r = Some("pre-receive hook declined".into());
+            *r = Some(Reason::PreReceiveDeclined);
         }
     }
 }

@@ -22,10 +22,12 @@
 pub mod big;
 pub mod check;
 pub mod conflict;
+mod decide;
 pub mod hooks;
 pub mod locked;
 pub mod progress;
 pub mod protect;
+pub mod reason;
 mod rebase;
 mod report;
 pub mod resolve;
@@ -286,7 +288,7 @@ pub fn receive_pack(
     };
 
     let decided = unpacked
-        .and_then(|unpacked| decide(repo, &push, &state, &db, unpacked, opts, &mut outcome));
+        .and_then(|unpacked| decide::decide(repo, &push, &state, &db, unpacked, opts, &mut outcome));
     let (statuses, unpack_line) = match decided {
         Err(failure) => {
             let reason = match failure {
@@ -300,15 +302,12 @@ pub fn receive_pack(
                 }
             };
             outcome.unpack_error = Some(reason.clone());
-            let statuses = vec![RefStatus::Rejected("unpacker error".into()); push.commands.len()];
+            let statuses = vec![Some(reason::Reason::UnpackerError); push.commands.len()];
             (statuses, Err(reason))
         }
         Ok(statuses) => (statuses, Ok(())),
     };
-    outcome.updated = statuses
-        .iter()
-        .filter(|s| matches!(s, RefStatus::Ok))
-        .count();
+    outcome.updated = statuses.iter().filter(|s| s.is_none()).count();
     if sideband {
         // As git's copy_to_sideband: the hook's output, even with `quiet`.
         for chunk in outcome.hook_output.chunks(32 << 10) {
@@ -328,7 +327,7 @@ pub fn receive_pack(
         .commands
         .iter()
         .map(|c| c.name.clone())
-        .zip(statuses)
+        .zip(statuses.iter().map(reason::status))
         .collect();
     report::write_report(
         response,
@@ -516,14 +515,6 @@ fn attach_graphs(
     }
 }
 
-/// The pack type id of an object's kind, from the push's containers or the repository.
-fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> Option<u8> {
-    let pushed = unpacked.oids.binary_search_by_key(oid, |e| e.0).ok();
-    pushed
-        .map(|i| gitstow_odb::record::type_id_from_kind(unpacked.oids[i].1))
-        .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
-}
-
 /// The repository's objects with the push's containers (uploaded, not yet
 /// committed), for the checks that read the pushed commits.
 pub(crate) fn objects_with_push(
@@ -537,185 +528,3 @@ pub(crate) fn objects_with_push(
         .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))
 }
 
-/// Per-command checks, container upload and the ref transaction. A
-/// container the store cannot take fails the push as an unpack failure,
-/// as git's index-pack failing to write the pack does.
-fn decide(
-    repo: &Repository,
-    push: &PushRequest,
-    state: &gitstow_odb::RepoState,
-    db: &ObjectDb,
-    unpacked: Unpacked,
-    opts: &Options,
-    outcome: &mut Outcome,
-) -> Result<Vec<RefStatus>, UnpackFailure> {
-    let mut rejected: Vec<Option<String>> = Vec::with_capacity(push.commands.len());
-    for cmd in &push.commands {
-        let name_ok = if cmd.new.is_null() {
-            check_ref_format_for_delete(&cmd.name).is_ok()
-        } else {
-            check_ref_format(&cmd.name).is_ok()
-        };
-        let reason = if !name_ok {
-            Some("funny refname".to_owned())
-        } else if opts.hidden.hides(&cmd.name) {
-            // git's reject_updates_to_hidden.
-            Some(if cmd.new.is_null() {
-                gitstow_protocol::hidden::DENY_DELETING_HIDDEN.to_owned()
-            } else {
-                gitstow_protocol::hidden::DENY_UPDATING_HIDDEN.to_owned()
-            })
-        } else if cmd.new.is_null() {
-            None
-        } else if !ref_name_fits(&cmd.name) {
-            // Where git's files backend fails to lock it (a path or a
-            // file name too long for the file system).
-            outcome.remote_errors.push(format!(
-                "cannot lock ref '{}': ref name too long (at most {MAX_REF_NAME_BYTES} bytes, {MAX_REF_COMPONENT_BYTES} in a component)",
-                shown_name(&cmd.name)
-            ));
-            Some(transaction::FAILED_TO_UPDATE.to_owned())
-        } else if (unpacked
-            .oids
-            .binary_search_by_key(&cmd.new, |e| e.0)
-            .is_err()
-            && !db.contains(&cmd.new))
-            || unpacked.missing_references > 0
-        {
-            Some("missing necessary objects".to_owned())
-        } else {
-            None
-        };
-        rejected.push(reason);
-    }
-    let non_commit_branch: Vec<bool> = push
-        .commands
-        .iter()
-        .map(|cmd| {
-            !cmd.new.is_null()
-                && cmd.name.starts_with("refs/heads/")
-                && object_kind(&unpacked, db, &cmd.new)
-                    .is_some_and(|k| k != gitstow_odb::record::COMMIT)
-        })
-        .collect();
-    if let Some(hook) = &opts.pre_receive {
-        hooks::pre_receive(repo, push, &mut rejected, hook.as_ref(), opts, outcome);
-    }
-    let mut containers = Vec::new();
-    if rejected.iter().any(Option::is_none) {
-        for sealed in unpacked.sealed {
-            match repo.upload_container(sealed) {
-                Ok(c) => {
-                    outcome.container_bytes += c.bytes;
-                    containers.push(c);
-                }
-                Err(e) => return Err(UnpackFailure::server("storing a container", &e)),
-            }
-        }
-    }
-    outcome.containers = containers.len();
-    if let Some(protect) = &opts.protect {
-        protect::refuse_rewrites(
-            repo,
-            state,
-            &containers,
-            push,
-            &mut rejected,
-            protect,
-            outcome,
-        )?;
-    }
-    if !opts.locked.is_empty() {
-        locked::refuse_locked(
-            repo,
-            state,
-            &containers,
-            push,
-            &mut rejected,
-            &opts.locked,
-            outcome,
-        )?;
-    }
-    let pending = match &opts.notify {
-        Some(notify) if rejected.iter().any(Option::is_none) => {
-            let updates = hooks::updates_of(push, &rejected);
-            match notify.prepare(&hooks::push_info(repo, push, &updates, opts)) {
-                Ok(pending) => Some(pending),
-                Err(e) => {
-                    // Nothing committed: a notice that could be lost is not promised.
-                    tracing::error!(repo = repo.name(), error = %e, "recording the push's notice failed");
-                    let reason = gitstow_store::ServerFault::of(&e).text();
-                    return Ok(vec![
-                        RefStatus::Rejected(format!(
-                            "failed to update ref: {reason}"
-                        ));
-                        push.commands.len()
-                    ]);
-                }
-            }
-        }
-        _ => None,
-    };
-    let tx = Transaction {
-        commands: &push.commands,
-        rejected,
-        non_commit_branch,
-        containers,
-        // Read before anything was uploaded (0 for a new repository).
-        deletions_at_start: state.deletions,
-        // A push into a repository with objects may rely on them.
-        incarnation_at_start: {
-            let has_objects = !(state.containers.is_empty() && state.garbage.is_empty());
-            (has_objects && !state.deleted).then_some(state.incarnation)
-        },
-        tag_targets: &unpacked.tag_targets,
-        db,
-        atomic: push.capabilities.contains("atomic"),
-        max_refs: opts.max_refs,
-        max_attempts: opts.max_state_attempts,
-    };
-    let result = tx.run(repo);
-    if let Some(pending) = pending {
-        let landed: Vec<hooks::RefUpdate> = match &result {
-            Ok(t) => push
-                .commands
-                .iter()
-                .zip(&t.statuses)
-                .filter(|(_, s)| matches!(s, RefStatus::Ok))
-                .map(|(c, _)| hooks::update_of(c))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        pending.finish(&landed);
-    }
-    Ok(match result {
-        Ok(t) => {
-            outcome.state_retries = t.retries;
-            outcome.remote_errors.extend(t.messages);
-            t.statuses
-        }
-        Err(e) => {
-            // git's words ("failed to update ref"), and why only as far as
-            // the client can act on it: the details are in the log.
-            tracing::error!(repo = repo.name(), error = %e, "ref transaction failed");
-            let reason = gitstow_store::ServerFault::of(&e).text();
-            vec![
-                RefStatus::Rejected(format!("failed to update ref: {reason}"));
-                push.commands.len()
-            ]
-        }
-    })
-}
-
-/// A ref name as an error message shows it: the first 256 bytes of a
-/// longer one, then `…`.
-fn shown_name(name: &str) -> String {
-    if name.len() <= 256 {
-        return name.to_owned();
-    }
-    let mut cut = 256;
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &name[..cut])
-}

@@ -43,6 +43,7 @@ use gitstow_odb::Repository;
 use gitstow_protocol::push::PushRequest;
 
 use crate::{objects_with_push, Outcome, UnpackFailure};
+use crate::reason::Reason;
 
 /// A path locked by someone other than the pusher.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -471,7 +472,7 @@ pub(crate) fn refuse_locked(
     state: &gitstow_odb::RepoState,
     containers: &[gitstow_odb::state::ContainerRef],
     push: &PushRequest,
-    rejected: &mut [Option<String>],
+    rejected: &mut [Option<Reason>],
     locked: &[LockedPath],
     outcome: &mut Outcome,
 ) -> Result<(), UnpackFailure> {
@@ -503,7 +504,10 @@ pub(crate) fn refuse_locked(
                     "'{}' is locked by {} (git lfs locks); {kind} {object} changes it, so {} may not take it",
                     lock.path, lock.owner, cmd.name
                 ));
-                rejected[i] = Some(format!("locked by {}: {}", lock.owner, lock.path));
+                rejected[i] = Some(Reason::Locked {
+                    owner: lock.owner.clone(),
+                    path: lock.path.clone(),
+                });
             }
             Some(Breach::TagChainTooDeep { tag }) => {
                 outcome.remote_errors.push(format!(
@@ -511,7 +515,7 @@ pub(crate) fn refuse_locked(
                     cmd.name,
                     MAX_TAG_CHAIN
                 ));
-                rejected[i] = Some("tag chain too deep for the lock check".to_owned());
+                rejected[i] = Some(Reason::TagChainTooDeep);
             }
         }
     }

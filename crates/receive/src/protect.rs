@@ -13,6 +13,7 @@ use gitstow_odb::Repository;
 use gitstow_protocol::push::PushRequest;
 
 use crate::{objects_with_push, Outcome, UnpackFailure};
+use crate::reason::Reason;
 
 /// Which refs a push may not rewrite.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +87,7 @@ pub(crate) fn refuse_rewrites(
     state: &gitstow_odb::RepoState,
     containers: &[gitstow_odb::state::ContainerRef],
     push: &PushRequest,
-    rejected: &mut [Option<String>],
+    rejected: &mut [Option<Reason>],
     protect: &Protect,
     outcome: &mut Outcome,
 ) -> Result<(), UnpackFailure> {
@@ -100,7 +101,7 @@ pub(crate) fn refuse_rewrites(
             outcome
                 .remote_errors
                 .push(format!("denying ref deletion for {}", cmd.name));
-            *refused = Some("deletion prohibited".into());
+            *refused = Some(Reason::DeletionProhibited);
             continue;
         }
         let fast_forward = !cmd.name.starts_with("refs/tags/") && {
@@ -115,7 +116,7 @@ pub(crate) fn refuse_rewrites(
                 "denying non-fast-forward {} (you should pull first)",
                 cmd.name
             ));
-            *refused = Some("non-fast-forward".into());
+            *refused = Some(Reason::NonFastForward);
         }
     }
     Ok(())

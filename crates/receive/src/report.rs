@@ -46,7 +46,10 @@ pub(crate) fn refuse(
     let named: Vec<(String, RefStatus)> = push
         .commands
         .iter()
-        .map(|c| (c.name.clone(), RefStatus::Rejected("unpacker error".into())))
+        .map(|c| {
+            let refused = Some(crate::reason::Reason::UnpackerError);
+            (c.name.clone(), crate::reason::status(&refused))
+        })
         .collect();
     write_report(response, caps, Err(reason), &named)?;
     Ok(Outcome {

@@ -8,33 +8,21 @@ use gitstow_odb::state::{Closure, ContainerRef};
 use gitstow_odb::{CommitOutcome, ObjectCache, ObjectDb, Refs, RepoState, Repository};
 
 use crate::conflict::{ConflictCheck, Overlay};
-use gitstow_protocol::push::{RefCommand, RefStatus};
-use gix_hash::ObjectId;
+use gitstow_protocol::push::RefCommand;
 
-/// Reason git gives when a ref's old value does not match (or the update cannot apply).
-pub const FAILED_TO_UPDATE: &str = "failed to update ref";
-/// Reason given to the other commands of an `--atomic` push when one failed a check.
-pub const ATOMIC_FAILED: &str = "atomic push failure";
-/// Reason given to every command of an `--atomic` push whose ref transaction failed.
-pub const ATOMIC_TRANSACTION_FAILED: &str = "atomic transaction failed";
-/// Reason given when objects the push relies on were pruned by maintenance meanwhile.
-pub const PRUNED: &str = "objects this push relies on were pruned by maintenance; push again";
-/// Reason given when the repository the push read was deleted (or deleted
-/// and created again) before its commit: what it relies on is gone.
-pub const DELETED: &str = "the repository was deleted during the push";
-/// Reason git gives for deleting the branch HEAD points at.
-pub const DELETE_CURRENT: &str = "deletion of the current branch prohibited";
+use crate::reason::Reason;
+use gix_hash::ObjectId;
 
 /// What [`Transaction::plan`] decides: per command a status, the new state
 /// if anything changes, and git's messages for the refused commands.
-type Plan = (Vec<RefStatus>, Option<RepoState>, Vec<String>);
+type Plan = (Vec<Option<Reason>>, Option<RepoState>, Vec<String>);
 
 /// Inputs of one transaction.
 pub struct Transaction<'a> {
     /// The push's commands, in order.
     pub commands: &'a [RefCommand],
     /// Per command, a reason decided before the transaction (bad name, missing objects…).
-    pub rejected: Vec<Option<String>>,
+    pub rejected: Vec<Option<Reason>>,
     /// Per command, true when it would point a branch (`refs/heads/*`) at a
     /// non-commit: git's ref layer refuses that inside the transaction
     /// ("trying to write non-commit object … to branch").
@@ -50,7 +38,7 @@ pub struct Transaction<'a> {
     /// when that state had objects the push may rely on (`None`: it had
     /// none, or the push creates the repository). A commit into a deleted
     /// repository, or into another incarnation of it, is then refused
-    /// ([`DELETED`]): the objects it relied on are gone.
+    /// ([`Reason::RepositoryDeleted`]): the objects it relied on are gone.
     pub incarnation_at_start: Option<u64>,
     /// Annotated tags of the push: tag → target.
     pub tag_targets: &'a HashMap<ObjectId, ObjectId>,
@@ -67,8 +55,8 @@ pub struct Transaction<'a> {
 /// What the transaction did.
 #[derive(Debug)]
 pub struct TransactionOutcome {
-    /// Per command, in order.
-    pub statuses: Vec<RefStatus>,
+    /// Per command, in order: why it was refused (`None`: updated).
+    pub statuses: Vec<Option<Reason>>,
     /// Compare-and-swap retries after conflicts.
     pub retries: u32,
     /// True when a new state was written.
@@ -145,13 +133,10 @@ impl Transaction<'_> {
             if let Some(start) = self.incarnation_at_start {
                 if state.deleted || current.is_none() || state.incarnation != start {
                     return Ok(TransactionOutcome {
-                        statuses: vec![
-                            RefStatus::Rejected(DELETED.to_owned());
-                            self.commands.len()
-                        ],
+                        statuses: vec![Some(Reason::RepositoryDeleted); self.commands.len()],
                         retries,
                         committed: false,
-                        messages: vec![DELETED.to_owned()],
+                        messages: vec![Reason::RepositoryDeleted.to_string()],
                     });
                 }
             }
@@ -173,8 +158,8 @@ impl Transaction<'_> {
                 if !repo.uploads_intact(&state, self.deletions_at_start, &ids)? {
                     // Never name a container that is not in the store: the
                     // client pushes again and the pack is uploaded anew.
-                    statuses = vec![RefStatus::Rejected(PRUNED.to_owned()); self.commands.len()];
-                    messages = vec![PRUNED.to_owned()];
+                    statuses = vec![Some(Reason::Pruned); self.commands.len()];
+                    messages = vec![Reason::Pruned.to_string()];
                     new_state = None;
                 }
             }
@@ -243,9 +228,9 @@ impl Transaction<'_> {
             let statuses = self
                 .commands
                 .iter()
-                .map(|_| RefStatus::Rejected(PRUNED.to_owned()))
+                .map(|_| Some(Reason::Pruned))
                 .collect();
-            return Ok((statuses, None, vec![PRUNED.to_owned()]));
+            return Ok((statuses, None, vec![Reason::Pruned.to_string()]));
         };
         // Each command's ref as it is now: the one lookup of it.
         let before: Vec<Option<ObjectId>> = self
@@ -262,7 +247,7 @@ impl Transaction<'_> {
                 && cmd.new.is_null()
                 && state.head.as_deref() == Some(cmd.name.as_str())
             {
-                *reason = Some(DELETE_CURRENT.to_owned());
+                *reason = Some(Reason::DeleteCurrent);
                 messages.push(format!(
                     "refusing to delete the current branch: {}",
                     cmd.name
@@ -287,17 +272,15 @@ impl Transaction<'_> {
             .count();
         let held = usize::try_from(refs.len()).unwrap_or(usize::MAX);
         if creates > 0 && held.saturating_add(creates).saturating_sub(deletes) > self.max_refs {
-            let why = format!(
-                "too many refs: this repository may hold at most {}",
-                self.max_refs
-            );
             messages.push(format!(
                 "refusing to create refs: the repository holds {} refs, the limit is {}",
                 held, self.max_refs
             ));
             for ((cmd, reason), e) in self.commands.iter().zip(reasons.iter_mut()).zip(&exists) {
                 if reason.is_none() && !cmd.new.is_null() && !*e {
-                    *reason = Some(why.clone());
+                    *reason = Some(Reason::TooManyRefs {
+                        max: self.max_refs,
+                    });
                 }
             }
         }
@@ -305,7 +288,7 @@ impl Transaction<'_> {
         if self.atomic && prechecks_failed {
             for r in reasons.iter_mut() {
                 if r.is_none() {
-                    *r = Some(ATOMIC_FAILED.to_owned());
+                    *r = Some(Reason::AtomicFailed);
                 }
             }
         }
@@ -346,7 +329,7 @@ impl Transaction<'_> {
                         conflict,
                         self.non_commit_branch[i],
                     ));
-                    *reason = Some(FAILED_TO_UPDATE.to_owned());
+                    *reason = Some(Reason::FailedToUpdate);
                     transaction_failed = true;
                     continue;
                 }
@@ -381,7 +364,7 @@ impl Transaction<'_> {
                         conflict,
                         self.non_commit_branch[i],
                     ));
-                    *reason = Some(FAILED_TO_UPDATE.to_owned());
+                    *reason = Some(Reason::FailedToUpdate);
                     continue;
                 }
                 if cmd.new.is_null() {
@@ -395,17 +378,11 @@ impl Transaction<'_> {
         if self.atomic && transaction_failed {
             for (r, pre) in reasons.iter_mut().zip(&self.rejected) {
                 if pre.is_none() {
-                    *r = Some(ATOMIC_TRANSACTION_FAILED.to_owned());
+                    *r = Some(Reason::AtomicTransactionFailed);
                 }
             }
         }
-        let statuses: Vec<RefStatus> = reasons
-            .iter()
-            .map(|r| match r {
-                None => RefStatus::Ok,
-                Some(why) => RefStatus::Rejected(why.clone()),
-            })
-            .collect();
+        let statuses = reasons.clone();
         if reasons.iter().all(Option::is_some) {
             return Ok((statuses, None, messages));
         }
