@@ -1,5 +1,7 @@
 //! Ref updates through `git push`: force, non-fast-forward, deletion, new
-//! refs without new objects, atomic pushes, ref-name rules, push options.
+//! refs without new objects, atomic pushes, ref-name rules, push options;
+//! each body runs over smart HTTP and over SSH (`over_http::…`,
+//! `over_ssh::…`): the transports answer alike.
 
 mod common;
 
@@ -9,32 +11,23 @@ use common::*;
 
 /// A work repository with main = A - B - C pushed to `url`; returns the
 /// work dir and [A, B, C].
-fn pushed_repo(tmp: &Path, url: &str) -> (PathBuf, Vec<String>) {
+fn pushed_repo(r: &Remote, tmp: &Path, url: &str) -> (PathBuf, Vec<String>) {
     let work = tmp.join("work");
     init_repo(&work);
     let a = commit_files(&work, &[("f.txt", "a\n")], "A");
     let b = commit_files(&work, &[("f.txt", "a\nb\n")], "B");
     let c = commit_files(&work, &[("f.txt", "a\nb\nc\n")], "C");
-    git(&work, &["push", "--quiet", url, "main"]);
+    r.git(&work, &["push", "--quiet", url, "main"]);
     (work, vec![a, b, c])
-}
-
-fn remote_ref(url: &str, name: &str) -> Option<String> {
-    ls_remote(url)
-        .lines()
-        .find(|l| l.split('\t').nth(1) == Some(name))
-        .map(|l| l.split('\t').next().unwrap().to_owned())
 }
 
 /// Without `+` the client refuses a non-fast-forward, and nothing changes;
 /// with `+` it lands. `:branch` deletes, and the ref is gone from ls-remote.
-#[test]
-fn force_push_non_fast_forward_and_delete() {
-    let server = Server::start();
+fn force_push_non_fast_forward_and_delete(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("refs");
-    let (work, ids) = pushed_repo(tmp.path(), &url);
-    git(
+    let url = r.url("refs");
+    let (work, ids) = pushed_repo(r, tmp.path(), &url);
+    r.git(
         &work,
         &[
             "push",
@@ -44,28 +37,28 @@ fn force_push_non_fast_forward_and_delete() {
             "main:refs/tags/t1",
         ],
     );
-    let before = ls_remote(&url);
+    let before = r.ls_remote(&url);
 
     // rewrite history: main = A - B - D
-    git(&work, &["reset", "--quiet", "--hard", &ids[1]]);
+    r.git(&work, &["reset", "--quiet", "--hard", &ids[1]]);
     let d = commit_files(&work, &[("f.txt", "a\nb\nd\n")], "D");
 
-    let err = git_fail(&work, &["push", &url, "main"]);
+    let err = r.git_fail(&work, &["push", &url, "main"]);
     // canonical: " ! [rejected]        main -> main (non-fast-forward)"
     assert!(
         err.contains("[rejected]") && err.contains("main -> main (non-fast-forward)"),
         "{err}"
     );
-    assert_eq!(ls_remote(&url), before);
+    assert_eq!(r.ls_remote(&url), before);
 
-    git(&work, &["push", "--quiet", &url, "+main"]);
-    assert_eq!(remote_ref(&url, "refs/heads/main"), Some(d.clone()));
-    assert_eq!(remote_ref(&url, "HEAD"), Some(d.clone()));
+    r.git(&work, &["push", "--quiet", &url, "+main"]);
+    assert_eq!(r.remote_ref(&url, "refs/heads/main"), Some(d.clone()));
+    assert_eq!(r.remote_ref(&url, "HEAD"), Some(d.clone()));
     // the old tip is still reachable through topic
-    assert_eq!(remote_ref(&url, "refs/heads/topic"), Some(ids[2].clone()));
+    assert_eq!(r.remote_ref(&url, "refs/heads/topic"), Some(ids[2].clone()));
 
-    git(&work, &["push", "--quiet", &url, ":topic", ":refs/tags/t1"]);
-    let after = ls_remote(&url);
+    r.git(&work, &["push", "--quiet", &url, ":topic", ":refs/tags/t1"]);
+    let after = r.ls_remote(&url);
     assert!(!after.contains("refs/heads/topic"), "{after}");
     assert!(!after.contains("refs/tags/t1"), "{after}");
     assert_eq!(after, format!("{d}\tHEAD\n{d}\trefs/heads/main"));
@@ -74,15 +67,15 @@ fn force_push_non_fast_forward_and_delete() {
     // canonical:
     //   remote: error: refusing to delete the current branch: refs/heads/main
     //    ! [remote rejected] main (deletion of the current branch prohibited)
-    let err = git_fail(&work, &["push", &url, ":main"]);
+    let err = r.git_fail(&work, &["push", &url, ":main"]);
     assert!(
         err.contains("[remote rejected] main (deletion of the current branch prohibited)"),
         "{err}"
     );
-    assert_eq!(ls_remote(&url), after);
+    assert_eq!(r.ls_remote(&url), after);
 
     // a clone sees exactly the forced history
-    git(
+    r.git(
         tmp.path(),
         &["clone", "--quiet", "--bare", &url, "clone.git"],
     );
@@ -96,14 +89,12 @@ fn force_push_non_fast_forward_and_delete() {
 
 /// A branch and a tag created at commits the server already has (the client
 /// sends an empty pack) land and are advertised.
-#[test]
-fn new_refs_at_existing_commits() {
-    let server = Server::start();
+fn new_refs_at_existing_commits(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("existing");
-    let (work, ids) = pushed_repo(tmp.path(), &url);
+    let url = r.url("existing");
+    let (work, ids) = pushed_repo(r, tmp.path(), &url);
 
-    git(
+    r.git(
         &work,
         &[
             "push",
@@ -113,16 +104,16 @@ fn new_refs_at_existing_commits() {
             "main:refs/tags/light",
         ],
     );
-    assert_eq!(remote_ref(&url, "refs/heads/old"), Some(ids[0].clone()));
-    assert_eq!(remote_ref(&url, "refs/tags/light"), Some(ids[2].clone()));
+    assert_eq!(r.remote_ref(&url, "refs/heads/old"), Some(ids[0].clone()));
+    assert_eq!(r.remote_ref(&url, "refs/tags/light"), Some(ids[2].clone()));
     // an annotated tag: one new object, the tag itself; ls-remote peels it
-    git(&work, &["tag", "-a", "-m", "release", "v1", &ids[1]]);
-    git(&work, &["push", "--quiet", &url, "v1"]);
+    r.git(&work, &["tag", "-a", "-m", "release", "v1", &ids[1]]);
+    r.git(&work, &["push", "--quiet", &url, "v1"]);
     let tag = git_out(&work, &["rev-parse", "v1"]);
-    assert_eq!(remote_ref(&url, "refs/tags/v1"), Some(tag));
-    assert_eq!(remote_ref(&url, "refs/tags/v1^{}"), Some(ids[1].clone()));
+    assert_eq!(r.remote_ref(&url, "refs/tags/v1"), Some(tag));
+    assert_eq!(r.remote_ref(&url, "refs/tags/v1^{}"), Some(ids[1].clone()));
 
-    git(tmp.path(), &["clone", "--quiet", "--mirror", &url, "m.git"]);
+    r.git(tmp.path(), &["clone", "--quiet", "--mirror", &url, "m.git"]);
     let m = tmp.path().join("m.git");
     assert_eq!(git_out(&m, &["rev-parse", "old"]), ids[0]);
     fsck(&m);
@@ -130,33 +121,31 @@ fn new_refs_at_existing_commits() {
 
 /// `--atomic` with one command the server refuses changes nothing; without
 /// `--atomic` the valid command lands and only the bad one is refused.
-#[test]
-fn atomic_push_is_all_or_nothing() {
-    let server = Server::start();
+fn atomic_push_is_all_or_nothing(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("atomic");
-    let (work, _) = pushed_repo(tmp.path(), &url);
+    let url = r.url("atomic");
+    let (work, _) = pushed_repo(r, tmp.path(), &url);
     let next = commit_files(&work, &[("g.txt", "g\n")], "next");
-    let before = ls_remote(&url);
+    let before = r.ls_remote(&url);
 
     // `refs/foo` is a valid name for the client but not for receive-pack
     // (one level under refs/). canonical:
     //   remote: error: refusing to update funny ref 'refs/foo' remotely
     //    ! [remote rejected] main -> main (atomic push failure)
     //    ! [remote rejected] main -> refs/foo (funny refname)
-    let err = git_fail(
+    let err = r.git_fail(
         &work,
         &["push", "--atomic", &url, "main:main", "main:refs/foo"],
     );
     assert!(err.contains("main -> main (atomic push failure)"), "{err}");
     assert!(err.contains("main -> refs/foo (funny refname)"), "{err}");
-    assert_eq!(ls_remote(&url), before);
+    assert_eq!(r.ls_remote(&url), before);
 
     // a directory/file conflict only the ref store sees. canonical:
     //   remote: error: cannot lock ref 'refs/heads/main/sub': 'refs/heads/main' exists; cannot create 'refs/heads/main/sub'
     //    ! [remote rejected] main -> main (atomic transaction failed)
     //    ! [remote rejected] main -> main/sub (atomic transaction failed)
-    let err = git_fail(
+    let err = r.git_fail(
         &work,
         &[
             "push",
@@ -171,29 +160,29 @@ fn atomic_push_is_all_or_nothing() {
         err.contains("[remote rejected] main -> main/sub ("),
         "{err}"
     );
-    assert_eq!(ls_remote(&url), before);
+    assert_eq!(r.ls_remote(&url), before);
 
     // non-atomic: canonical:
     //      <old>..<new>  main -> main
     //    ! [remote rejected] main -> refs/foo (funny refname)
-    let err = git_fail(&work, &["push", &url, "main:main", "main:refs/foo"]);
+    let err = r.git_fail(&work, &["push", &url, "main:main", "main:refs/foo"]);
     assert!(err.contains("main -> refs/foo (funny refname)"), "{err}");
-    assert_eq!(remote_ref(&url, "refs/heads/main"), Some(next.clone()));
-    assert_eq!(remote_ref(&url, "refs/foo"), None);
+    assert_eq!(r.remote_ref(&url, "refs/heads/main"), Some(next.clone()));
+    assert_eq!(r.remote_ref(&url, "refs/foo"), None);
 
     // canonical: " ! [remote rejected] main -> main/sub (failed to update ref)"
-    let err = git_fail(&work, &["push", &url, "main:refs/heads/main/sub"]);
+    let err = r.git_fail(&work, &["push", &url, "main:refs/heads/main/sub"]);
     assert!(
         err.contains("[remote rejected] main -> main/sub ("),
         "{err}"
     );
-    assert_eq!(remote_ref(&url, "refs/heads/main/sub"), None);
+    assert_eq!(r.remote_ref(&url, "refs/heads/main/sub"), None);
 
     // two new refs in conflict with each other. canonical:
     //   remote: error: cannot lock ref 'refs/heads/x/y': cannot process 'refs/heads/x/y' and 'refs/heads/x' at the same time
     //    ! [remote rejected] main -> x/y (atomic transaction failed)
     //    ! [remote rejected] main -> x (atomic transaction failed)
-    let err = git_fail(
+    let err = r.git_fail(
         &work,
         &[
             "push",
@@ -204,11 +193,11 @@ fn atomic_push_is_all_or_nothing() {
         ],
     );
     assert!(err.contains("(atomic"), "{err}");
-    assert_eq!(remote_ref(&url, "refs/heads/x/y"), None);
-    assert_eq!(remote_ref(&url, "refs/heads/x"), None);
+    assert_eq!(r.remote_ref(&url, "refs/heads/x/y"), None);
+    assert_eq!(r.remote_ref(&url, "refs/heads/x"), None);
 
     // and atomic pushes that are fine land together
-    git(
+    r.git(
         &work,
         &[
             "push",
@@ -219,21 +208,19 @@ fn atomic_push_is_all_or_nothing() {
             "main:refs/heads/q",
         ],
     );
-    assert_eq!(remote_ref(&url, "refs/heads/p"), Some(next.clone()));
-    assert_eq!(remote_ref(&url, "refs/heads/q"), Some(next));
+    assert_eq!(r.remote_ref(&url, "refs/heads/p"), Some(next.clone()));
+    assert_eq!(r.remote_ref(&url, "refs/heads/q"), Some(next));
 }
 
 /// The server advertises push-options; a push with `-o` succeeds.
-#[test]
-fn push_options_are_accepted() {
-    let server = Server::start();
+fn push_options_are_accepted(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("opts");
-    let (work, _) = pushed_repo(tmp.path(), &url);
+    let url = r.url("opts");
+    let (work, _) = pushed_repo(r, tmp.path(), &url);
     let next = commit_files(&work, &[("h.txt", "h\n")], "with options");
     // a server without the capability fails this on the client:
     // "fatal: the receiving end does not support push options"
-    git(
+    r.git(
         &work,
         &[
             "push",
@@ -246,22 +233,20 @@ fn push_options_are_accepted() {
             "main",
         ],
     );
-    assert_eq!(remote_ref(&url, "refs/heads/main"), Some(next));
+    assert_eq!(r.remote_ref(&url, "refs/heads/main"), Some(next));
 }
 
 /// Pushes to different branches at the same moment all land: each ref
 /// update is checked against its own old value only.
-#[test]
-fn concurrent_pushes_to_different_branches_all_land() {
+fn concurrent_pushes_to_different_branches_all_land(r: &Remote) {
     const N: usize = 4;
-    let server = Server::start();
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("busy");
-    let (work, _) = pushed_repo(tmp.path(), &url);
+    let url = r.url("busy");
+    let (work, _) = pushed_repo(r, tmp.path(), &url);
     let mut clones = Vec::new();
     for i in 0..N {
         let dir = tmp.path().join(format!("c{i}"));
-        git(
+        r.git(
             tmp.path(),
             &["clone", "--quiet", &url, dir.to_str().unwrap()],
         );
@@ -280,23 +265,23 @@ fn concurrent_pushes_to_different_branches_all_land() {
             let (barrier, url) = (&barrier, &url);
             s.spawn(move || {
                 barrier.wait();
-                git(
+                r.git(
                     dir,
                     &["push", "--quiet", url, &format!("HEAD:refs/heads/b{i}")],
                 );
             });
         }
         barrier.wait();
-        git(&work, &["push", "--quiet", &url, "main"]);
+        r.git(&work, &["push", "--quiet", &url, "main"]);
     });
     for (i, (_, tip)) in clones.iter().enumerate() {
         assert_eq!(
-            remote_ref(&url, &format!("refs/heads/b{i}")),
+            r.remote_ref(&url, &format!("refs/heads/b{i}")),
             Some(tip.clone())
         );
     }
-    assert_eq!(remote_ref(&url, "refs/heads/main"), Some(main_tip));
-    git(
+    assert_eq!(r.remote_ref(&url, "refs/heads/main"), Some(main_tip));
+    r.git(
         tmp.path(),
         &["clone", "--quiet", "--mirror", &url, "all.git"],
     );
@@ -305,25 +290,23 @@ fn concurrent_pushes_to_different_branches_all_land() {
 
 /// `--force-with-lease` with a stale expectation is refused with git's
 /// message and changes nothing; with a fresh one it forces.
-#[test]
-fn force_with_lease() {
-    let server = Server::start();
+fn force_with_lease(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("lease");
+    let url = r.url("lease");
     let a = tmp.path().join("a");
     init_repo(&a);
     let base = commit_files(&a, &[("f", "1\n")], "base");
-    git(&a, &["push", "--quiet", &url, "main"]);
+    r.git(&a, &["push", "--quiet", &url, "main"]);
     let b = tmp.path().join("b");
-    git(tmp.path(), &["clone", "--quiet", &url, b.to_str().unwrap()]);
-    git(&b, &["config", "user.name", "b"]);
-    git(&b, &["config", "user.email", "b@example.com"]);
+    r.git(tmp.path(), &["clone", "--quiet", &url, b.to_str().unwrap()]);
+    r.git(&b, &["config", "user.name", "b"]);
+    r.git(&b, &["config", "user.email", "b@example.com"]);
     let theirs = commit_files(&b, &[("f", "b\n")], "b");
-    git(&b, &["push", "--quiet", "origin", "main"]);
-    git(&a, &["reset", "--quiet", "--hard", &base]);
+    r.git(&b, &["push", "--quiet", "origin", "main"]);
+    r.git(&a, &["reset", "--quiet", "--hard", &base]);
     commit_files(&a, &[("f", "a\n")], "a");
     // a's lease: main is still at base; it is not.
-    let err = git_fail(
+    let err = r.git_fail(
         &a,
         &[
             "push",
@@ -333,9 +316,9 @@ fn force_with_lease() {
         ],
     );
     assert!(err.contains("stale info"), "{err}");
-    assert!(ls_remote(&url).contains(&theirs));
+    assert!(r.ls_remote(&url).contains(&theirs));
     let ours = git_out(&a, &["rev-parse", "HEAD"]);
-    git(
+    r.git(
         &a,
         &[
             "push",
@@ -345,5 +328,14 @@ fn force_with_lease() {
             "main",
         ],
     );
-    assert!(ls_remote(&url).contains(&ours));
+    assert!(r.ls_remote(&url).contains(&ours));
 }
+
+crate::over_both_transports!(
+    force_push_non_fast_forward_and_delete,
+    new_refs_at_existing_commits,
+    atomic_push_is_all_or_nothing,
+    push_options_are_accepted,
+    concurrent_pushes_to_different_branches_all_land,
+    force_with_lease,
+);

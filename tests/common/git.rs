@@ -4,7 +4,7 @@ use super::*;
 
 /// A `HOME` shared by every git run of this test process, with a fixed
 /// global config.
-fn home() -> &'static Path {
+pub fn home() -> &'static Path {
     static HOME: OnceLock<PathBuf> = OnceLock::new();
     HOME.get_or_init(|| {
         let base = option_env!("CARGO_TARGET_TMPDIR")

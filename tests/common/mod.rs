@@ -23,6 +23,7 @@ mod pkt;
 pub mod raw_pack;
 pub mod raw_target;
 mod receiver;
+mod remote;
 mod server;
 mod ssh;
 
@@ -33,6 +34,7 @@ pub use maintain::*;
 pub use pack::*;
 pub use pkt::*;
 pub use receiver::*;
+pub use remote::*;
 pub use server::*;
 pub use ssh::*;
 

@@ -153,10 +153,26 @@ impl Ssh {
         env: &[(&str, &str)],
         setup: impl FnOnce(&TestStore),
     ) -> Ssh {
+        Ssh::start_granting("org/*:write", extra, env, setup)
+    }
+
+    /// As [`Ssh::start`], with `dev` an admin of `org/*` (no protected
+    /// ref holds it back: as over HTTP with access control off).
+    pub fn start_admin() -> Ssh {
+        Ssh::start_granting("org/*:admin", &[], &[], |_| {})
+    }
+
+    /// As [`Ssh::start_with_env`], `dev`'s token granted `dev_grant`.
+    fn start_granting(
+        dev_grant: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        setup: impl FnOnce(&TestStore),
+    ) -> Ssh {
         let tmp = tempfile::tempdir().unwrap();
         let store = TestStore::from_env(tmp.path());
         setup(&store);
-        let secret = store.create_token("dev", &["org/*:write"], &[]);
+        let secret = store.create_token("dev", &[dev_grant], &[]);
         store.create_token("reader", &["*:read"], &[]);
         let dev = keygen(tmp.path(), "dev");
         let reader = keygen(tmp.path(), "reader");
