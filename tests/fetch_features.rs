@@ -1,11 +1,14 @@
 //! Fetch features beyond a plain clone: partial-clone filters with lazy
-//! fetches afterwards, tag auto-following (include-tag), and ls-refs prefixes.
+//! fetches afterwards, tag auto-following (include-tag), shallow clones
+//! (each of these over smart HTTP and SSH from one body: `over_http::…`,
+//! `over_ssh::…`), and ls-refs prefixes and wants the server refuses (on
+//! raw HTTP requests).
 
 mod common;
 
 use common::*;
 
-fn pushed(tmp: &std::path::Path, url: &str) -> std::path::PathBuf {
+fn pushed(r: &Remote, tmp: &std::path::Path, url: &str) -> std::path::PathBuf {
     let src = tmp.join("src.git");
     histgen(
         &src,
@@ -15,7 +18,7 @@ fn pushed(tmp: &std::path::Path, url: &str) -> std::path::PathBuf {
             ..Default::default()
         },
     );
-    git(&src, &["push", "--quiet", "--mirror", url]);
+    r.git(&src, &["push", "--quiet", "--mirror", url]);
     src
 }
 
@@ -28,12 +31,10 @@ fn object_counts(dir: &std::path::Path) -> (usize, usize) {
 
 /// `--filter=blob:none`, `blob:limit=<n>` and `tree:0` clones leave objects
 /// out, and a later checkout fetches what it needs (wants of single objects).
-#[test]
-fn partial_clones_and_lazy_fetches() {
-    let server = Server::start();
+fn partial_clones_and_lazy_fetches(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("partial");
-    let src = pushed(tmp.path(), &url);
+    let url = r.url("partial");
+    let src = pushed(r, tmp.path(), &url);
     let full = git_out(&src, &["rev-list", "--objects", "--all"])
         .lines()
         .count();
@@ -41,7 +42,7 @@ fn partial_clones_and_lazy_fetches() {
         for v in ["0", "2"] {
             let name = format!("c-{}-{v}", spec.replace([':', '='], "_"));
             let pv = format!("protocol.version={v}");
-            git(
+            r.git(
                 tmp.path(),
                 &[
                     "-c",
@@ -65,9 +66,9 @@ fn partial_clones_and_lazy_fetches() {
                 git_out(&src, &["rev-list", "--count", "--all"])
             );
             // Lazy fetches: a checkout and reading an old blob work.
-            git(&dir, &["-c", &pv, "checkout", "--quiet", "main"]);
+            r.git(&dir, &["-c", &pv, "checkout", "--quiet", "main"]);
             let first = git_out(&dir, &["rev-list", "--max-parents=0", "main"]);
-            git(
+            r.git(
                 &dir,
                 &["-c", &pv, "ls-tree", "-r", first.lines().next().unwrap()],
             );
@@ -75,32 +76,30 @@ fn partial_clones_and_lazy_fetches() {
                 object_counts(&dir).0 > present,
                 "{spec} over v{v}: checkout fetched nothing"
             );
-            git(&dir, &["fsck", "--connectivity-only"]);
+            r.git(&dir, &["fsck", "--connectivity-only"]);
         }
     }
 }
 
 /// A plain `git fetch` brings a new annotated tag along with the commit it
 /// points at (include-tag), over both protocol versions.
-#[test]
-fn tags_are_auto_followed() {
-    let server = Server::start();
+fn tags_are_auto_followed(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("follow");
+    let url = r.url("follow");
     let work = tmp.path().join("w");
     init_repo(&work);
     commit_files(&work, &[("a", "1\n")], "one");
-    git(&work, &["push", "--quiet", &url, "main"]);
+    r.git(&work, &["push", "--quiet", &url, "main"]);
     for v in ["0", "2"] {
         let name = format!("c{v}");
         let pv = format!("protocol.version={v}");
-        git(tmp.path(), &["-c", &pv, "clone", "--quiet", &url, &name]);
+        r.git(tmp.path(), &["-c", &pv, "clone", "--quiet", &url, &name]);
         commit_files(&work, &[("a", &format!("{v}\n"))], "next");
         let tag = format!("v-{v}");
-        git(&work, &["tag", "-a", &tag, "-m", "release"]);
-        git(&work, &["push", "--quiet", &url, "main", &tag]);
+        r.git(&work, &["tag", "-a", &tag, "-m", "release"]);
+        r.git(&work, &["push", "--quiet", &url, "main", &tag]);
         let dir = tmp.path().join(&name);
-        git(&dir, &["-c", &pv, "fetch", "--quiet", "origin"]);
+        r.git(&dir, &["-c", &pv, "fetch", "--quiet", "origin"]);
         assert_eq!(
             git_out(&dir, &["rev-parse", &format!("{tag}^{{commit}}")]),
             git_out(&work, &["rev-parse", "main"]),
@@ -376,18 +375,16 @@ fn wants_of_unadvertised_objects() {
 }
 
 /// A shallow clone of a repository of one commit (no parent to cut).
-#[test]
-fn shallow_clone_of_a_single_commit() {
-    let server = Server::start();
+fn shallow_clone_of_a_single_commit(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = server.url("single");
+    let url = r.url("single");
     let work = tmp.path().join("w");
     init_repo(&work);
     let only = commit_files(&work, &[("a", "1\n")], "only");
-    git(&work, &["push", "--quiet", &url, "main"]);
+    r.git(&work, &["push", "--quiet", &url, "main"]);
     for v in ["0", "2"] {
         let dir = tmp.path().join(format!("s{v}"));
-        git(
+        r.git(
             tmp.path(),
             &[
                 "-c",
@@ -405,3 +402,9 @@ fn shallow_clone_of_a_single_commit() {
         fsck(&dir);
     }
 }
+
+crate::over_both_transports!(
+    partial_clones_and_lazy_fetches,
+    tags_are_auto_followed,
+    shallow_clone_of_a_single_commit,
+);
