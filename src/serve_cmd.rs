@@ -94,11 +94,13 @@ pub struct ServeArgs {
     /// Resolver threads per push (default: the number of cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Seconds a request body may go without a byte before the request is dropped (HTTP 408).
+    /// Seconds a request (an HTTP body, an SSH command's input) may go
+    /// without a byte before it is dropped (HTTP 408).
     #[arg(long, default_value_t = 60)]
     pub idle_timeout: u64,
-    /// Bytes per second a request body must average once it has taken
-    /// --idle-timeout seconds (else HTTP 408); 0 turns the check off.
+    /// Bytes per second a request (an HTTP body, an SSH push or fetch
+    /// request) must average once it has taken --idle-timeout seconds
+    /// (else HTTP 408, or `fatal:` over SSH); 0 turns the check off.
     #[arg(long, default_value_t = 1024)]
     pub min_body_rate: u64,
     /// Bytes per second a client must take a response at, on average over
