@@ -126,10 +126,7 @@ fn map_write_error(e: std::io::Error, limit: u64, gzip: bool) -> BodyError {
 }
 
 /// The next chunk of `stream` within `paced`'s bounds.
-async fn next_chunk<S>(
-    paced: &mut Paced,
-    stream: &mut S,
-) -> Result<Option<bytes::Bytes>, BodyError>
+async fn next_chunk<S>(paced: &mut Paced, stream: &mut S) -> Result<Option<bytes::Bytes>, BodyError>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, axum::Error>> + Unpin,
 {

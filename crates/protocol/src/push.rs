@@ -492,10 +492,22 @@ mod tests {
         let del = |r: &str, caps: &str| format!("{one} {zero} {r}{caps}");
         let upd = |r: &str, caps: &str| format!("{zero} {one} {r}{caps}");
         let lists: Vec<Vec<String>> = vec![
-            vec![del("refs/heads/a", "\0report-status push-options\n"), del("refs/heads/b", "\n")],
-            vec![format!("shallow {one}"), upd("refs/heads/a", "\0report-status")],
-            vec![upd("refs/heads/a", "\0report-status"), del("refs/heads/b", "\0push-options")],
-            vec![del("refs/heads/a", "\0report-status"), upd("refs/heads/b", "")],
+            vec![
+                del("refs/heads/a", "\0report-status push-options\n"),
+                del("refs/heads/b", "\n"),
+            ],
+            vec![
+                format!("shallow {one}"),
+                upd("refs/heads/a", "\0report-status"),
+            ],
+            vec![
+                upd("refs/heads/a", "\0report-status"),
+                del("refs/heads/b", "\0push-options"),
+            ],
+            vec![
+                del("refs/heads/a", "\0report-status"),
+                upd("refs/heads/b", ""),
+            ],
             vec![del("refs/heads/a", "\0report-status push-optionsx")],
         ];
         for lines in lists {

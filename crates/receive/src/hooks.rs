@@ -20,8 +20,8 @@ use gitstow_odb::Repository;
 use gitstow_protocol::push::PushRequest;
 use gix_hash::ObjectId;
 
-use crate::{Options, Outcome};
 use crate::reason::Reason;
+use crate::{Options, Outcome};
 
 /// One ref update of a push, as git's hooks receive it (`<old> <new> <ref>`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,17 +45,12 @@ use std::sync::Arc;
 use gitstow_odb::staging::ContainerStaging;
 use gitstow_odb::{ObjectDb, Repository};
 use gitstow_protocol::pktline::PktReader;
-use gitstow_protocol::push::{read_commands, read_push_options, PushRequest, RefStatus};
+use gitstow_protocol::push::{read_commands, read_push_options, RefStatus};
 use gitstow_protocol::sideband::Band;
-use gitstow_protocol::{
-    check_ref_format, check_ref_format_for_delete, ref_name_fits, MAX_REF_COMPONENT_BYTES,
-    MAX_REF_NAME_BYTES,
-};
 
 use crate::progress::Progress;
 pub use crate::report::refuse_pack;
 use crate::resolve::{Counters, ResolveError, ResolveOptions};
-use crate::transaction::Transaction;
 
 /// Capabilities `git-receive-pack` advertises (besides `agent`).
 pub const CAPABILITIES: &[&str] = &[
@@ -287,8 +282,9 @@ pub fn receive_pack(
         Ok(Unpacked::default())
     };
 
-    let decided = unpacked
-        .and_then(|unpacked| decide::decide(repo, &push, &state, &db, unpacked, opts, &mut outcome));
+    let decided = unpacked.and_then(|unpacked| {
+        decide::decide(repo, &push, &state, &db, unpacked, opts, &mut outcome)
+    });
     let (statuses, unpack_line) = match decided {
         Err(failure) => {
             let reason = match failure {
@@ -527,4 +523,3 @@ pub(crate) fn objects_with_push(
     repo.objects(&next)
         .map_err(|e| UnpackFailure::server("reading the pushed objects", &e))
 }
-

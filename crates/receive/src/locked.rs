@@ -42,8 +42,8 @@ use gitstow_odb::{ObjectCache, ObjectDb};
 use gitstow_odb::Repository;
 use gitstow_protocol::push::PushRequest;
 
-use crate::{objects_with_push, Outcome, UnpackFailure};
 use crate::reason::Reason;
+use crate::{objects_with_push, Outcome, UnpackFailure};
 
 /// A path locked by someone other than the pusher.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use gitstow_odb::{ObjectCache, ObjectDb};
 use gitstow_odb::Repository;
 use gitstow_protocol::push::PushRequest;
 
-use crate::{objects_with_push, Outcome, UnpackFailure};
 use crate::reason::Reason;
+use crate::{objects_with_push, Outcome, UnpackFailure};
 
 /// Which refs a push may not rewrite.
 #[derive(Debug, Clone, PartialEq, Eq)]

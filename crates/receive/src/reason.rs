@@ -79,12 +79,10 @@ impl fmt::Display for Reason {
             }
             Reason::AtomicFailed => f.write_str("atomic push failure"),
             Reason::AtomicTransactionFailed => f.write_str("atomic transaction failed"),
-            Reason::Pruned => f.write_str(
-                "objects this push relies on were pruned by maintenance; push again",
-            ),
-            Reason::RepositoryDeleted => {
-                f.write_str("the repository was deleted during the push")
+            Reason::Pruned => {
+                f.write_str("objects this push relies on were pruned by maintenance; push again")
             }
+            Reason::RepositoryDeleted => f.write_str("the repository was deleted during the push"),
             Reason::UnpackerError => f.write_str("unpacker error"),
         }
     }
@@ -117,7 +115,10 @@ mod tests {
             ),
             (Reason::PreReceiveDeclined, "pre-receive hook declined"),
             (Reason::NonFastForward, "non-fast-forward"),
-            (Reason::DeleteCurrent, "deletion of the current branch prohibited"),
+            (
+                Reason::DeleteCurrent,
+                "deletion of the current branch prohibited",
+            ),
             (Reason::AtomicFailed, "atomic push failure"),
             (Reason::UnpackerError, "unpacker error"),
         ] {

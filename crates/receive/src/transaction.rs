@@ -225,11 +225,7 @@ impl Transaction<'_> {
     /// `refs`); returns the statuses and, if anything changes, the new state.
     fn plan(&self, state: &RepoState, refs: &Refs<'_>) -> Result<Plan, TransactionError> {
         let Ok(brought_back) = self.bring_back(state) else {
-            let statuses = self
-                .commands
-                .iter()
-                .map(|_| Some(Reason::Pruned))
-                .collect();
+            let statuses = self.commands.iter().map(|_| Some(Reason::Pruned)).collect();
             return Ok((statuses, None, vec![Reason::Pruned.to_string()]));
         };
         // Each command's ref as it is now: the one lookup of it.
@@ -278,9 +274,7 @@ impl Transaction<'_> {
             ));
             for ((cmd, reason), e) in self.commands.iter().zip(reasons.iter_mut()).zip(&exists) {
                 if reason.is_none() && !cmd.new.is_null() && !*e {
-                    *reason = Some(Reason::TooManyRefs {
-                        max: self.max_refs,
-                    });
+                    *reason = Some(Reason::TooManyRefs { max: self.max_refs });
                 }
             }
         }

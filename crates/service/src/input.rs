@@ -125,7 +125,10 @@ mod tests {
     async fn silence_is_bounded_by_idle() {
         let mut paced = Paced::new(pace(10, 0));
         let never = std::future::pending::<()>();
-        assert_eq!(paced.wait(never).await, Err(Slow::Idle(Duration::from_secs(10))));
+        assert_eq!(
+            paced.wait(never).await,
+            Err(Slow::Idle(Duration::from_secs(10)))
+        );
         assert_eq!(paced.wait(async { 7 }).await, Ok(7));
     }
 
@@ -153,6 +156,9 @@ mod tests {
         };
         assert_eq!(outcome, Slow::BelowRate(100));
         assert!(waited <= Duration::from_secs(10), "{waited:?}");
-        assert_eq!(outcome.to_string(), "the request arrives slower than 100 bytes/s");
+        assert_eq!(
+            outcome.to_string(),
+            "the request arrives slower than 100 bytes/s"
+        );
     }
 }

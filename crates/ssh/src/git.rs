@@ -16,7 +16,6 @@
 //!   client's EOF, spooled to a temp file as HTTP's body is, then run.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use gitstow_protocol::{ProtocolVersion, Service};

@@ -482,7 +482,6 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         let job = Job {
             host: self.host.clone(),
             access: self.access.clone(),
-            config: self.config.clone(),
             peer: self.peer,
             local: self.local,
             fingerprint: fp,
@@ -530,7 +529,6 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
 struct Job<A: KeyAccess> {
     host: Arc<Host>,
     access: Arc<A>,
-    config: Arc<SshConfig>,
     peer: SocketAddr,
     local: Option<SocketAddr>,
     fingerprint: String,

@@ -356,7 +356,11 @@ mod tests {
             Ok(_) => panic!("a trickling push was spooled"),
         }
         // Cut within the idle time plus a read, not after the whole request.
-        assert!(started.elapsed() <= Duration::from_secs(20), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() <= Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     fn pkt(s: &[u8]) -> Vec<u8> {
@@ -438,14 +442,9 @@ mod tests {
         let mut reader = &input[..];
         let mut out = Vec::new();
         let mut seen = 0;
-        let s = read_section(
-            &mut reader,
-            &mut out,
-            1 << 20,
-            cap,
-            &mut paced(),
-            |_| seen += 1,
-        )
+        let s = read_section(&mut reader, &mut out, 1 << 20, cap, &mut paced(), |_| {
+            seen += 1
+        })
         .await
         .ok()
         .unwrap();

@@ -230,8 +230,15 @@ impl Call {
             Ok(f) => Hashing::new(std::io::BufWriter::with_capacity(256 << 10, f)),
             Err(e) => return store_failed("opening an LFS spool file", &e),
         };
-        let copied =
-            body::copy_body(body, writer, false, size, false, self.app.host().config().limits.pace).await;
+        let copied = body::copy_body(
+            body,
+            writer,
+            false,
+            size,
+            false,
+            self.app.host().config().limits.pace,
+        )
+        .await;
         let hashed = match copied {
             Ok((w, _)) => {
                 let (w, hashed) = w.finish();
