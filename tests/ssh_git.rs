@@ -83,7 +83,10 @@ fn a_server_failure_names_nothing_of_the_server_over_either_transport() {
     // none), every clone fails.
     let s = Ssh::start_with_env(
         &["--no-maintenance"],
-        &[("GITSTOW_FAULTS", "get_range:.bin:fail")],
+        &[(
+            "GITSTOW_FAULTS",
+            "get_range:.bin:fail;get:.graph:fail;get_range:.graph:fail",
+        )],
         |_| {},
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -97,14 +100,40 @@ fn a_server_failure_names_nothing_of_the_server_over_either_transport() {
         .args(["clone", "--mirror", &s.http_url("org/app"), "http.git"])
         .output()
         .expect("git runs");
-    // SSH says the fault on stderr (git shows `fatal: …`); git shows
-    // nothing of a failed POST's body over HTTP (`RPC failed; HTTP 500`).
-    assert!(
-        stderr(&over_ssh).contains("internal server error, try again later"),
-        "{}",
-        stderr(&over_ssh)
+    // A shallow clone fails in the walk (it reads commits), before the
+    // pack: an engine error the old SSH path said whole.
+    let shallow_ssh = s.git(
+        tmp.path(),
+        &s.reader,
+        &["clone", "--depth", "1", &s.url("org/app"), "shallow-ssh"],
     );
-    for (transport, out) in [("ssh", &over_ssh), ("http", &over_http)] {
+    let shallow_http = git_cmd(tmp.path())
+        .args([
+            "clone",
+            "--depth",
+            "1",
+            &s.http_url("org/app"),
+            "shallow-http",
+        ])
+        .output()
+        .expect("git runs");
+    // SSH says the fault on stderr (git shows `fatal: …`), and so does
+    // HTTP on side-band 3 once the pack has begun (the mirror clone); a
+    // failure before the response began is an HTTP 500, whose body git
+    // does not show (`RPC failed; HTTP 500`: the shallow clone).
+    for out in [&over_ssh, &shallow_ssh, &over_http] {
+        assert!(
+            stderr(out).contains("internal server error, try again later"),
+            "{}",
+            stderr(out)
+        );
+    }
+    for (transport, out) in [
+        ("ssh", &over_ssh),
+        ("http", &over_http),
+        ("ssh, shallow", &shallow_ssh),
+        ("http, shallow", &shallow_http),
+    ] {
         assert!(!out.status.success(), "{transport}: the clone succeeded");
         let err = stderr(out);
         for inside in ["injected", ".bin", "containers/", "org/app.git/"] {

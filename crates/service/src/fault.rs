@@ -35,14 +35,14 @@ impl Fault {
     }
 
     /// The fault of an upload-pack error (logged by the caller): a bad
-    /// request or a want the server cannot walk from is the client's,
-    /// anything else the server's.
+    /// request or a want the repository does not have is the client's
+    /// ([`gitstow_upload::Error::is_clients`]); a walk that cannot read an
+    /// object, or finds one corrupt, is the server's.
     pub fn of_fetch(e: &gitstow_upload::Error) -> Fault {
-        match e {
-            gitstow_upload::Error::Protocol(_) | gitstow_upload::Error::Walk(_) => {
-                Fault::BadRequest(e.to_string())
-            }
-            other => Fault::Server(ServerFault::of(other)),
+        if e.is_clients() {
+            Fault::BadRequest(e.to_string())
+        } else {
+            Fault::Server(ServerFault::of(e))
         }
     }
 }

@@ -109,6 +109,32 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+impl Error {
+    /// Whether the request is at fault (it is malformed, or wants what the
+    /// repository does not have), not the server.
+    pub fn is_clients(&self) -> bool {
+        use gitstow_odb::limit::LimitError;
+        match self {
+            Error::Protocol(_) | Error::Walk(walk::WalkError::NotOurRef(_)) => true,
+            Error::Walk(walk::WalkError::Object(LimitError::Missing { context, .. })) => {
+                matches!(*context, "want" | "have")
+            }
+            _ => false,
+        }
+    }
+
+    /// What the client may be told: the request's fault in its words, else
+    /// the server's fault in its one text ([`gitstow_store::ServerFault`]),
+    /// never a store key or an error chain (those go to the log).
+    pub fn client_text(&self) -> String {
+        if self.is_clients() {
+            self.to_string()
+        } else {
+            gitstow_store::ServerFault::of(self).text().to_owned()
+        }
+    }
+}
+
 /// Serves one stateless v0/v1 upload-pack request (`POST /git-upload-pack`).
 pub fn serve_v0(
     repo: &Repository,
@@ -274,7 +300,29 @@ struct PackAsk<'a> {
 /// Finds the objects `ask` needs (from the bitmaps or by the walk, with the
 /// tags it includes) and streams the pack, recording the figures in
 /// `outcome`.
+/// [`send_fetch_unsaid`], and when it fails with side-band on, the client
+/// told why on band 3 (`fatal: …`, [`Error::client_text`]): git prints it,
+/// where the pack would otherwise just end (after v2's `packfile` line, or
+/// v0's `NAK`, nothing else can be said in the protocol).
 fn send_fetch(
+    state: &RepoState,
+    refs: &gitstow_odb::Refs<'_>,
+    db: &gitstow_odb::ObjectDb,
+    ask: &PackAsk<'_>,
+    out: &mut dyn Write,
+    opts: &Options,
+    outcome: &mut Outcome,
+) -> Result<(), Error> {
+    let sent = send_fetch_unsaid(state, refs, db, ask, out, opts, outcome);
+    if let (Err(e), Some(_)) = (&sent, ask.sideband) {
+        let said = format!("fatal: {}\n", e.client_text());
+        let _ = write_band(&mut &mut *out, Band::Error, said.as_bytes());
+        let _ = out.flush();
+    }
+    sent
+}
+
+fn send_fetch_unsaid(
     state: &RepoState,
     refs: &gitstow_odb::Refs<'_>,
     db: &gitstow_odb::ObjectDb,
@@ -549,18 +597,9 @@ fn send_pack(
             let stats = match result {
                 Ok(s) => s,
                 Err(e) => {
+                    // What was written goes out; `send_fetch` says why it
+                    // ends there.
                     drop(buffered);
-                    // What the client sees names no store key and no
-                    // error chain (the caller logs the error).
-                    let told = match &e {
-                        pack::PackError::Missing(_) => e.to_string(),
-                        _ => "internal server error while writing the pack".to_owned(),
-                    };
-                    let _ = write_band(
-                        &mut &mut *out,
-                        Band::Error,
-                        format!("fatal: {told}\n").as_bytes(),
-                    );
                     return Err(e.into());
                 }
             };
