@@ -122,6 +122,33 @@ impl Settings {
             "--maintenance-grace",
             args.maintenance.maintenance_grace,
         )?;
+        // A zero here would turn a bound off or refuse everything: neither
+        // is what the flag is for.
+        for (flag, value) in [
+            ("--idle-timeout", args.idle_timeout),
+            ("--access-refresh", args.access_refresh),
+            ("--max-pack-size", args.max_pack_size),
+            ("--max-object-size", args.max_object_size),
+            ("--max-push-objects", args.max_push_objects),
+            ("--max-refs", args.max_refs as u64),
+            ("--threads", args.threads.map_or(1, |t| t as u64)),
+            ("--ssh-login-grace", args.ssh_login_grace),
+            ("--ssh-max-startups", args.ssh_max_startups as u64),
+            (
+                "--ssh-max-startups-per-source",
+                args.ssh_max_startups_per_source as u64,
+            ),
+        ] {
+            if value == 0 {
+                return Err(format!("{flag} must be at least 1"));
+            }
+        }
+        if args.ssh_user.is_empty() || args.ssh_user.contains(char::is_whitespace) {
+            return Err(format!("--ssh-user {:?}: want a user name", args.ssh_user));
+        }
+        if let Some(url) = &args.public_url {
+            check_http_url("--public-url", url)?;
+        }
         let mut receive = gitstow_receive::Options {
             max_object_bytes: args.max_object_size,
             max_objects: args.max_push_objects,
@@ -132,7 +159,7 @@ impl Settings {
             ..Default::default()
         };
         if let Some(t) = args.threads {
-            receive.threads = t.max(1);
+            receive.threads = t;
         }
         if args.pre_receive_timeout == 0 || args.webhook_timeout == 0 {
             return Err("--pre-receive-timeout and --webhook-timeout must be at least 1".into());
@@ -144,11 +171,7 @@ impl Settings {
                 timeout: hook_timeout,
             }));
         } else if let Some(url) = &args.pre_receive_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
-                    "--pre-receive-url {url:?}: want an http:// or https:// URL"
-                ));
-            }
+            check_http_url("--pre-receive-url", url)?;
             receive.pre_receive = Some(Arc::new(gitstow_hooks::pre_receive::Callout::new(
                 url,
                 hook_timeout,
@@ -205,13 +228,13 @@ impl Settings {
                     max_push_bytes: args.max_pack_size,
                     max_fetch_request_bytes: 64 << 20,
                     pace: gitstow_service::input::Pace {
-                        idle: Duration::from_secs(args.idle_timeout.max(1)),
+                        idle: Duration::from_secs(args.idle_timeout),
                         min_rate: args.min_body_rate,
                     },
                 },
             },
             auth: gitstow_service::gate::GateConfig {
-                refresh: Duration::from_secs(args.access_refresh.max(1)),
+                refresh: Duration::from_secs(args.access_refresh),
                 // Decided at start, from the access document (serve_run).
                 enforce: false,
                 loopback_hosts_only: !args.insecure_no_auth,
@@ -229,9 +252,9 @@ impl Settings {
             host_key_files: args.ssh_host_key.clone(),
             config: gitstow_ssh::SshConfig {
                 user: args.ssh_user.clone(),
-                login_grace: Duration::from_secs(args.ssh_login_grace.max(1)),
-                max_unauthenticated: args.ssh_max_startups.max(1),
-                max_unauthenticated_per_source: args.ssh_max_startups_per_source.max(1),
+                login_grace: Duration::from_secs(args.ssh_login_grace),
+                max_unauthenticated: args.ssh_max_startups,
+                max_unauthenticated_per_source: args.ssh_max_startups_per_source,
                 proxy: gitstow_ssh::ProxyFrom::new(args.ssh_proxy_protocol_from.clone()),
                 ..Default::default()
             },
@@ -273,6 +296,18 @@ impl Settings {
         if let Some(m) = &mut service.maintenance {
             m.options.staging_dir = Some(dir.to_owned());
         }
+    }
+}
+
+/// Refuses a URL that is not `http://HOST…` or `https://HOST…`.
+fn check_http_url(flag: &str, url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+    match host {
+        Some(h) if !h.is_empty() && !h.starts_with(':') => Ok(()),
+        _ => Err(format!("{flag} {url:?}: want an http:// or https:// URL")),
     }
 }
 
@@ -397,6 +432,16 @@ mod tests {
             "want an http:// or https:// URL",
         );
         refused(&["--hide-refs", ""], "--hide-refs");
+        refused(&["--hide-refs", "refs/heads/../x"], "--hide-refs");
+        refused(
+            &["--pre-receive-url", "http://"],
+            "want an http:// or https:// URL",
+        );
+        refused(&["--public-url", "ftp://x"], "--public-url");
+        refused(&["--public-url", "https://:443/"], "--public-url");
+        refused(&["--ssh-user", ""], "--ssh-user");
+        settings(&["--public-url", "https://git.example.com/"]).unwrap();
+        settings(&["--pre-receive-url", "http://127.0.0.1:9/check"]).unwrap();
     }
 
     #[test]
@@ -407,7 +452,7 @@ mod tests {
             "--max-concurrent-pushes",
             "3",
             "--threads",
-            "0",
+            "3",
             "--hide-refs",
             "refs/pull/",
             "--no-maintenance",
@@ -421,7 +466,7 @@ mod tests {
         assert_eq!(s.conn_limits.max_connections, 50);
         assert_eq!(s.conn_limits.max_per_address, 50);
         assert_eq!(s.http.service.max_concurrent_pushes, 3);
-        assert_eq!(s.http.service.receive.threads, 1);
+        assert_eq!(s.http.service.receive.threads, 3);
         assert!(s.http.service.receive.hidden.hides("refs/pull/1/head"));
         assert!(s.http.service.upload.hidden.hides("refs/pull/1/head"));
         assert!(s.http.service.maintenance.is_none() && !s.http.service.auto_create);
@@ -444,7 +489,7 @@ mod tests {
             "--min-body-rate",
             "7",
             "--ssh-max-startups",
-            "0",
+            "7",
             "--store",
             "s3://bucket/prefix",
             "--cache-size",
@@ -455,7 +500,7 @@ mod tests {
         assert_eq!(limits.max_push_bytes, 1 << 30);
         assert_eq!(limits.pace.min_rate, 7);
         assert_eq!(limits.pace.idle, Duration::from_secs(60));
-        assert_eq!(s.ssh.as_ref().unwrap().config.max_unauthenticated, 1);
+        assert_eq!(s.ssh.as_ref().unwrap().config.max_unauthenticated, 7);
         let cache = s.cache.as_ref().unwrap();
         assert_eq!(cache.max_bytes, 1 << 20);
         assert_eq!(

@@ -27,12 +27,17 @@ impl HiddenRefs {
     ///
     /// # Errors
     /// A prefix that is empty (after its trailing slashes) or does not
-    /// start with `refs/`: it would hide everything or nothing.
+    /// start with `refs/` (it would hide everything or nothing), or that no
+    /// ref could be under (a name `git check-ref-format` refuses, such as
+    /// `refs/heads/../x`).
     pub fn new<S: AsRef<str>>(prefixes: &[S]) -> Result<Self, String> {
         let mut out = Vec::new();
         for p in prefixes {
             let p = p.as_ref().trim_end_matches('/');
-            if !p.starts_with("refs/") || p.len() <= "refs/".len() {
+            if !p.starts_with("refs/")
+                || p.len() <= "refs/".len()
+                || crate::refname::check_ref_format_for_delete(p).is_err()
+            {
                 return Err(format!(
                     "hidden ref prefix {p:?}: want a namespace under refs/ (e.g. refs/changes)"
                 ));
@@ -95,6 +100,8 @@ mod tests {
         assert!(!h.hides("refs/changesx/1"));
         assert!(!h.hides("refs/heads/main"));
         assert!(HiddenRefs::new(&["refs/"]).is_err());
+        assert!(HiddenRefs::new(&["refs/heads/../x"]).is_err());
+        assert!(HiddenRefs::new(&["refs/heads/a b"]).is_err());
         let (both, refused) = h.with(&["refs/keep-around/", "refs/", "refs/pull"]);
         assert_eq!(refused, ["refs/"]);
         assert!(both.hides("refs/keep-around/abc") && both.hides("refs/pull/1/head"));
