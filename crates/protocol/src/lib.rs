@@ -15,8 +15,9 @@
 //!   `ls-refs` command ([`LsRefsArgs`], [`write_ls_refs`]).
 //! - [`refname`]: git-check-ref-format(1) as receive-pack applies it.
 //! - [`push`]: the receive-pack request (commands, capabilities, push
-//!   options, shallow lines: [`read_push_request`]) and report-status
-//!   ([`write_report_status`]).
+//!   options, shallow lines: [`read_push_request`]; the scan and caps a
+//!   transport copies it by).
+//! - [`report_status`]: receive-pack's answer ([`write_report_status`]).
 //! - [`fetch`]: upload-pack requests, v0 ([`read_upload_request_v0`]) and v2
 //!   ([`read_command_v2`], [`FetchArgsV2`]), and the negotiation answers
 //!   (ACK/NAK, `acknowledgments`, `shallow-info`, `packfile`).
@@ -55,6 +56,7 @@ pub mod ls_refs;
 pub mod pktline;
 pub mod push;
 pub mod refname;
+pub mod report_status;
 pub mod sideband;
 
 pub use advertisement::{
