@@ -77,21 +77,22 @@ pub async fn check(
     repo: Option<&str>,
     needed: Level,
 ) -> Result<Principal, Response> {
-    let hosts: Vec<&str> = headers
+    let mut hosts = headers
         .get_all(header::HOST)
         .iter()
-        .map(|h| h.to_str().unwrap_or("?"))
-        .collect();
+        .map(|h| h.to_str().unwrap_or("?"));
+    let first = hosts.next();
+    let one_host = hosts.next().is_none();
     let host = match target_authority {
         Some(a) => Some(a.rsplit('@').next().unwrap_or(a)),
-        None => hosts.first().copied(),
+        None => first,
     };
     let ask = Ask {
         secret: credentials(headers),
         peer,
         repo,
         needed,
-        names_loopback: hosts.len() <= 1 && is_loopback_host(host),
+        names_loopback: one_host && is_loopback_host(host),
     };
     gate.check(ask).await.map_err(|denied| {
         if denied == Denied::LoopbackOnly {

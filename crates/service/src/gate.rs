@@ -376,10 +376,7 @@ impl Gate {
         repo: &str,
         needed: Level,
     ) -> Result<Principal, Denied> {
-        let doc = self.document().await.map_err(|e| {
-            tracing::error!(error = %e, "reading the access document failed");
-            Denied::Unavailable
-        })?;
+        let doc = self.document_or_denied().await?;
         let token = doc
             .key_token(fingerprint, now_secs())
             .ok_or(Denied::NotFound)?;

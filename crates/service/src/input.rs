@@ -32,21 +32,6 @@ pub struct Limits {
     pub pace: Pace,
 }
 
-impl Default for Limits {
-    /// `serve`'s defaults: 8 GiB a push, 64 MiB a fetch request, 60 s of
-    /// silence, 1 KiB/s.
-    fn default() -> Self {
-        Limits {
-            max_push_bytes: 8 << 30,
-            max_fetch_request_bytes: 64 << 20,
-            pace: Pace {
-                idle: Duration::from_secs(60),
-                min_rate: 1024,
-            },
-        }
-    }
-}
-
 /// Why a request was given up: its client was too slow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Slow {

@@ -299,11 +299,10 @@ struct PackAsk<'a> {
 
 /// Finds the objects `ask` needs (from the bitmaps or by the walk, with the
 /// tags it includes) and streams the pack, recording the figures in
-/// `outcome`.
-/// [`send_fetch_unsaid`], and when it fails with side-band on, the client
-/// told why on band 3 (`fatal: …`, [`Error::client_text`]): git prints it,
-/// where the pack would otherwise just end (after v2's `packfile` line, or
-/// v0's `NAK`, nothing else can be said in the protocol).
+/// `outcome`. When the fetch fails with side-band on, the client is told
+/// why on band 3 (`fatal: …`, [`Error::client_text`]): git prints it, where
+/// the pack would otherwise just end (after v2's `packfile` line, or v0's
+/// `NAK`, nothing else can be said in the protocol).
 fn send_fetch(
     state: &RepoState,
     refs: &gitstow_odb::Refs<'_>,
@@ -313,66 +312,56 @@ fn send_fetch(
     opts: &Options,
     outcome: &mut Outcome,
 ) -> Result<(), Error> {
-    let sent = send_fetch_unsaid(state, refs, db, ask, out, opts, outcome);
+    let sent = (|| -> Result<(), Error> {
+        let shortcuts = Shortcuts::of(state, refs, ask.wants, db)?;
+        let walk_opts =
+            shortcuts.walk_options(ask.common, ask.shallow_plan, ask.filter, opts.cache_bytes);
+        // A clone of every tip: the closed or closure shortcut, no bitmaps read.
+        let (mut walk, have) = match walk::shortcut(db, ask.wants, &walk_opts)? {
+            Some(walk) => (walk, None),
+            None => {
+                let have = shortcuts.have_side(
+                    db,
+                    ask.common,
+                    ask.shallow_req,
+                    ask.filter,
+                    opts.cache_bytes,
+                );
+                let walk = objects_to_send(db, ask.wants, &walk_opts, have.as_ref(), outcome)?;
+                (walk, have)
+            }
+        };
+        if ask.include_tag {
+            walk::include_tags(db, &mut walk, &peeled_tags(refs)?)?;
+        }
+        outcome.commits_read = walk.commits_read;
+        outcome.via = Some(walk.via);
+        let popts = pack::PackOptions {
+            ofs_delta: ask.ofs_delta,
+            cache_bytes: opts.cache_bytes,
+            // A partial clone may lack blobs its trees name: no thin bases then.
+            thin: ask.thin_pack && ask.filter.is_none(),
+        };
+        outcome.pack = Some(send_pack(
+            db,
+            &walk,
+            have.as_ref(),
+            out,
+            ask.sideband,
+            ask.progress,
+            popts,
+        )?);
+        outcome.lookups = db.lookup_stats();
+        outcome.graph_commits = db.graph_hits();
+        outcome.graph_misses = db.graph_misses();
+        Ok(())
+    })();
     if let (Err(e), Some(_)) = (&sent, ask.sideband) {
         let said = format!("fatal: {}\n", e.client_text());
         let _ = write_band(&mut &mut *out, Band::Error, said.as_bytes());
         let _ = out.flush();
     }
     sent
-}
-
-fn send_fetch_unsaid(
-    state: &RepoState,
-    refs: &gitstow_odb::Refs<'_>,
-    db: &gitstow_odb::ObjectDb,
-    ask: &PackAsk<'_>,
-    out: &mut dyn Write,
-    opts: &Options,
-    outcome: &mut Outcome,
-) -> Result<(), Error> {
-    let shortcuts = Shortcuts::of(state, refs, ask.wants, db)?;
-    let walk_opts =
-        shortcuts.walk_options(ask.common, ask.shallow_plan, ask.filter, opts.cache_bytes);
-    // A clone of every tip: the closed or closure shortcut, no bitmaps read.
-    let (mut walk, have) = match walk::shortcut(db, ask.wants, &walk_opts)? {
-        Some(walk) => (walk, None),
-        None => {
-            let have = shortcuts.have_side(
-                db,
-                ask.common,
-                ask.shallow_req,
-                ask.filter,
-                opts.cache_bytes,
-            );
-            let walk = objects_to_send(db, ask.wants, &walk_opts, have.as_ref(), outcome)?;
-            (walk, have)
-        }
-    };
-    if ask.include_tag {
-        walk::include_tags(db, &mut walk, &peeled_tags(refs)?)?;
-    }
-    outcome.commits_read = walk.commits_read;
-    outcome.via = Some(walk.via);
-    let popts = pack::PackOptions {
-        ofs_delta: ask.ofs_delta,
-        cache_bytes: opts.cache_bytes,
-        // A partial clone may lack blobs its trees name: no thin bases then.
-        thin: ask.thin_pack && ask.filter.is_none(),
-    };
-    outcome.pack = Some(send_pack(
-        db,
-        &walk,
-        have.as_ref(),
-        out,
-        ask.sideband,
-        ask.progress,
-        popts,
-    )?);
-    outcome.lookups = db.lookup_stats();
-    outcome.graph_commits = db.graph_hits();
-    outcome.graph_misses = db.graph_misses();
-    Ok(())
 }
 
 /// What a state offers a full clone besides the walk: its ref tips when it is
