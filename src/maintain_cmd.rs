@@ -62,7 +62,7 @@ const MAINTAIN_CACHE_BYTES: u64 = 4 << 30;
 /// failed, 2 bad arguments or no store).
 pub fn main(args: MaintainArgs) -> i32 {
     crate::cli::init_logging(args.log_format);
-    if let Err(why) = gitstow_http::maintenance::check_grace("--grace", args.grace) {
+    if let Err(why) = gitstow_service::maintenance::check_grace("--grace", args.grace) {
         eprintln!("gitstow: {why}");
         return 2;
     }

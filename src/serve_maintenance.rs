@@ -1,6 +1,6 @@
 //! `gitstow serve`'s flags of automatic maintenance (`--no-maintenance`,
 //! `--maintenance-grace`, the scan interval and the GC rules) and the
-//! [`gitstow_http::maintenance::MaintenanceConfig`] they give.
+//! [`gitstow_service::maintenance::MaintenanceConfig`] they give.
 
 /// The maintenance flags of `gitstow serve` (flattened into its arguments).
 #[derive(Debug, clap::Args)]
@@ -44,7 +44,7 @@ impl MaintenanceArgs {
     /// containers staged in the system's temp directory until
     /// [`crate::serve_settings::Settings::use_scratch`] names the server's
     /// scratch directory).
-    pub fn config(&self) -> gitstow_http::maintenance::MaintenanceConfig {
+    pub fn config(&self) -> gitstow_service::maintenance::MaintenanceConfig {
         let grace = std::time::Duration::from_secs(self.maintenance_grace);
         let options = gitstow_maintain::Options {
             grace,
@@ -63,7 +63,7 @@ impl MaintenanceArgs {
                 .map(std::time::Duration::from_millis),
             ..Default::default()
         };
-        gitstow_http::maintenance::MaintenanceConfig {
+        gitstow_service::maintenance::MaintenanceConfig {
             options,
             revisit: (grace / 2).clamp(
                 std::time::Duration::from_secs(1),

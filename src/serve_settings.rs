@@ -45,7 +45,7 @@ impl Machine {
         };
         Machine {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            mem_total: gitstow_http::queue::mem_total(),
+            mem_total: gitstow_service::queue::mem_total(),
             open_files,
             heap_profiling_env: std::env::var("GITSTOW_HEAP_PROFILING").is_ok_and(|v| {
                 !matches!(
@@ -118,7 +118,7 @@ impl Settings {
         if max_connections == 0 || conn_limits.max_per_address == 0 || args.header_timeout == 0 {
             return Err("--max-connections, --max-connections-per-address and --header-timeout must be at least 1".into());
         }
-        gitstow_http::maintenance::check_grace(
+        gitstow_service::maintenance::check_grace(
             "--maintenance-grace",
             args.maintenance.maintenance_grace,
         )?;
@@ -188,10 +188,10 @@ impl Settings {
             );
         }
         let max_concurrent_pushes = args.max_concurrent_pushes.unwrap_or_else(|| {
-            gitstow_http::queue::default_limit(machine.cores, machine.mem_total)
+            gitstow_service::queue::default_limit(machine.cores, machine.mem_total)
         });
         let max_concurrent_fetches = args.max_concurrent_fetches.unwrap_or_else(|| {
-            gitstow_http::queue::default_fetch_limit(machine.cores, machine.mem_total)
+            gitstow_service::queue::default_fetch_limit(machine.cores, machine.mem_total)
         });
         let hidden = gitstow_protocol::HiddenRefs::new(&args.hide_refs)
             .map_err(|why| format!("--hide-refs: {why}"))?;
@@ -368,11 +368,11 @@ mod tests {
         assert_eq!(s.conn_limits.header_timeout, Duration::from_secs(30));
         assert_eq!(
             s.http.service.max_concurrent_pushes,
-            gitstow_http::queue::default_limit(4, MACHINE.mem_total)
+            gitstow_service::queue::default_limit(4, MACHINE.mem_total)
         );
         assert_eq!(
             s.http.service.max_concurrent_fetches,
-            gitstow_http::queue::default_fetch_limit(4, MACHINE.mem_total)
+            gitstow_service::queue::default_fetch_limit(4, MACHINE.mem_total)
         );
         assert!(s.http.service.maintenance.is_some() && s.http.service.auto_create);
         assert!(s.ssh.is_none() && s.tls.is_none() && s.cache.is_none());

@@ -18,8 +18,6 @@
 //! - [`repo_name`]: repository names in URLs.
 //! - [`metrics`]: `/metrics` (Prometheus text).
 //! - [`request_log`]: the access log, response counters, `/healthz` and `/readyz`.
-//! - [`queue`], [`maintenance`]: the push and fetch concurrency caps and
-//!   automatic maintenance, from the service layer (`gitstow-service`).
 //! - [`alloc`]: the counting jemalloc allocator the binary installs.
 #![deny(missing_docs)]
 
@@ -36,5 +34,3 @@ pub mod repo_name;
 pub mod request_log;
 pub mod response;
 pub mod tls;
-
-pub use gitstow_service::{maintenance, queue};
