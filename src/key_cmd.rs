@@ -49,6 +49,10 @@ pub enum KeyCommand {
         /// Only the keys of this token.
         #[arg(long)]
         token: Option<String>,
+        /// One JSON array on stdout: `[{"fingerprint", "token", "title",
+        /// "algorithm", "added"}]` (`added` in RFC 3339).
+        #[arg(long)]
+        json: bool,
     },
     /// Remove a key by its fingerprint (`SHA256:…`, as `key list` and
     /// `ssh-keygen -lf` print it).
@@ -88,15 +92,35 @@ pub fn key_main(args: KeyArgs) -> i32 {
             );
             Ok(())
         }),
-        KeyCommand::List { store, token } => run(&store, IfMissing::Refuse, |s| {
+        KeyCommand::List { store, token, json } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             if let Some(t) = &token {
                 if !doc.has_token(t) {
                     return Err(format!("no token named {t:?}").into());
                 }
             }
-            for k in doc.keys(token.as_deref()) {
-                println!("{} {} {}", k.fingerprint, k.token, k.title);
+            let keys: Vec<_> = doc.keys(token.as_deref()).collect();
+            if json {
+                let rows: Vec<serde_json::Value> = keys
+                    .iter()
+                    .map(|k| {
+                        serde_json::json!({
+                            "fingerprint": k.fingerprint,
+                            "token": k.token,
+                            "title": k.title,
+                            "algorithm": k.public.split(' ').next().unwrap_or(""),
+                            "added": crate::token_cmd::date(k.added),
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::from(rows));
+            } else if keys.is_empty() {
+                println!("no keys");
+            } else {
+                println!("{:<51} {:<24} TITLE", "FINGERPRINT", "TOKEN");
+                for k in keys {
+                    println!("{:<51} {:<24} {}", k.fingerprint, k.token, k.title);
+                }
             }
             Ok(())
         }),

@@ -5,6 +5,8 @@
 //! - [`cli`]: the commands, logging, sizes.
 //! - [`store_open`]: the store's flags, and the one way every command opens it.
 //! - [`admin`]: what the admin commands share (their failure, their frame).
+//! - [`progress`]: progress on stderr for admin commands, in git's form.
+//! - [`size`]: byte counts for people, as git writes them.
 //! - [`config_file`]: `serve --config FILE` (flags from TOML).
 //! - [`serve_cmd`]: `gitstow serve`'s flags.
 //! - [`serve_settings`]: the flags turned into settings (every rule, unit-tested).
@@ -27,11 +29,13 @@ mod key_cmd;
 mod leftovers;
 mod limits;
 mod maintain_cmd;
+mod progress;
 mod repo_cmd;
 mod serve_cmd;
 mod serve_maintenance;
 mod serve_run;
 mod serve_settings;
+mod size;
 mod ssh_access;
 mod store_open;
 mod token_cmd;

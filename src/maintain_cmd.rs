@@ -11,7 +11,7 @@ use std::time::Duration;
 use gitstow_odb::{IndexCache, Repository};
 
 use crate::cli::LogFormat;
-use crate::store_open::{ContainerCache, IfMissing, StoreArgs};
+use crate::store_open::{IfMissing, StoreArgs};
 
 /// Arguments of `gitstow maintain`.
 #[derive(Debug, clap::Args)]
@@ -55,9 +55,6 @@ pub struct MaintainArgs {
     pub log_format: LogFormat,
 }
 
-/// Bytes of the private cache a `maintain` run on an S3 store keeps.
-const MAINTAIN_CACHE_BYTES: u64 = 4 << 30;
-
 /// Runs the command; returns the process exit code (0 done, 1 a repository
 /// failed, 2 bad arguments or no store).
 pub fn main(args: MaintainArgs) -> i32 {
@@ -68,23 +65,12 @@ pub fn main(args: MaintainArgs) -> i32 {
     }
     // Staging files (and an S3 store's cache) live in this run's own
     // scratch directory; those of dead processes are swept first.
-    let scratch = match crate::leftovers::own_scratch(
-        args.tmp_dir.as_deref(),
-        crate::leftovers::MAINTAIN_PREFIX,
-    ) {
-        Ok(s) => s,
+    let (scratch, cache) = match crate::admin::private_cache(args.tmp_dir.as_deref()) {
+        Ok(made) => made,
         Err(e) => {
             eprintln!("gitstow: {e}");
             return 2;
         }
-    };
-    // An S3 store gets a private local cache of immutable objects for the
-    // run: what a GC uploads is then read back locally (its bitmaps and
-    // commit graphs read every commit and tree), not by one ranged GET an
-    // object.
-    let cache = ContainerCache {
-        dir: scratch.path().join("cache"),
-        max_bytes: MAINTAIN_CACHE_BYTES,
     };
     let store = match crate::store_open::open(&args.store, IfMissing::Refuse, Some(cache)) {
         Ok(s) => s,

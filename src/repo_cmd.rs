@@ -9,7 +9,9 @@ use clap::Subcommand;
 use gitstow_odb::{IndexCache, Repository};
 use gitstow_store::ObjectStore;
 
-use crate::admin::{run, Failure, IfMissing};
+use gitstow_maintain::fsck::Progress;
+
+use crate::admin::{run, run_cached, Failure, IfMissing};
 use crate::store_open::StoreArgs;
 
 /// `gitstow repo …`.
@@ -23,8 +25,10 @@ pub struct RepoArgs {
 /// Repository commands.
 #[derive(Debug, Subcommand)]
 pub enum RepoCommand {
-    /// List the repositories (name, refs, containers, bytes, HEAD). Lists
-    /// the store's keys under PREFIX: on S3 one request per 1,000 keys.
+    /// List the repositories (name, refs, containers, their size, Git LFS
+    /// objects and their size, HEAD). Lists the store's keys under PREFIX
+    /// (on S3 one request per 1,000 keys), then reads each repository's
+    /// state and LFS markers, 16 requests at a time.
     List {
         /// The store and its S3 settings.
         #[command(flatten)]
@@ -32,6 +36,14 @@ pub enum RepoCommand {
         /// Only names starting with this (`org/`).
         #[arg(long, default_value = "")]
         prefix: String,
+        /// Sizes in bytes, not in KiB/MiB/GiB.
+        #[arg(long)]
+        bytes: bool,
+        /// One JSON array on stdout: `[{"name", "refs", "containers",
+        /// "bytes", "lfs_objects", "lfs_bytes", "head"}]` (sizes in bytes,
+        /// `head` null when unset).
+        #[arg(long)]
+        json: bool,
     },
     /// Create an empty repository (for servers run with --no-auto-create).
     Create {
@@ -92,6 +104,9 @@ pub struct FsckArgs {
     /// Check every repository of the store.
     #[arg(long)]
     pub all: bool,
+    /// Progress on stderr (`--progress`, `--no-progress`).
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
 }
 
 fn open_repo(store: &Arc<dyn ObjectStore>, name: &str) -> Result<Repository, Failure> {
@@ -110,43 +125,128 @@ fn admin_options() -> gitstow_maintain::Options {
 
 /// The names of the repositories under `prefix`.
 fn names(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<Vec<String>, Failure> {
-    Ok(store
-        .list(prefix)?
-        .iter()
+    Ok(repo_names(&store.list(prefix)?))
+}
+
+/// The names of the repositories among store `keys` (those with a state).
+fn repo_names(keys: &[String]) -> Vec<String> {
+    keys.iter()
         .filter_map(|k| k.strip_suffix(".git/state"))
         .filter(|n| gitstow_http::repo_name::validate(n).is_ok())
         .map(str::to_owned)
-        .collect())
+        .collect()
+}
+
+/// One row of `repo list`.
+struct Listed {
+    name: String,
+    summary: gitstow_maintain::admin::Summary,
+    /// Git LFS objects the repository owns (its markers), and their bytes.
+    lfs_objects: u64,
+    lfs_bytes: u64,
+}
+
+/// Every repository under `prefix` that exists, in name order: one listing
+/// of the keys, then each state and each LFS marker read,
+/// [`PARALLEL_READS`](crate::admin::PARALLEL_READS) at a time.
+fn list(store: &Arc<dyn ObjectStore>, prefix: &str) -> Result<Vec<Listed>, Failure> {
+    let keys = store.list(prefix)?;
+    let names = repo_names(&keys);
+    let markers: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.contains(".git/lfs/objects/"))
+        .collect();
+    let sizes = crate::admin::parallel_map(&markers, crate::admin::PARALLEL_READS, |key| {
+        store.get(key).map(|got| {
+            got.and_then(|(data, _)| gitstow_lfs::objects::Marker::parse(&data))
+                .map_or(0, |m| m.size)
+        })
+    });
+    let mut lfs: std::collections::HashMap<&str, (u64, u64)> = std::collections::HashMap::new();
+    for (key, size) in markers.iter().zip(sizes) {
+        let Some((repo, _)) = key.split_once(".git/lfs/objects/") else {
+            continue;
+        };
+        let entry = lfs.entry(repo).or_default();
+        entry.0 += 1;
+        entry.1 += size?;
+    }
+    let summaries = crate::admin::parallel_map(&names, crate::admin::PARALLEL_READS, |name| {
+        // (A `Failure` does not cross threads: its text does.)
+        let repo = open_repo(store, name).map_err(|e| e.to_string())?;
+        gitstow_maintain::admin::summary(&repo).map_err(|e| e.to_string())
+    });
+    let mut rows = Vec::new();
+    for (name, summary) in names.into_iter().zip(summaries) {
+        // Deleted (or gone since the listing): not listed.
+        let Some(summary) = summary.map_err(Failure::from)? else {
+            continue;
+        };
+        let (lfs_objects, lfs_bytes) = lfs.get(name.as_str()).copied().unwrap_or_default();
+        rows.push(Listed {
+            name,
+            summary,
+            lfs_objects,
+            lfs_bytes,
+        });
+    }
+    Ok(rows)
 }
 
 /// Runs a repo command; returns the exit code.
 pub fn repo_main(args: RepoArgs) -> i32 {
     match args.command {
-        RepoCommand::List { store, prefix } => run(&store, IfMissing::Refuse, |s| {
-            let mut any = false;
-            for name in names(s, &prefix)? {
-                let repo = open_repo(s, &name)?;
-                let Some(sum) = gitstow_maintain::admin::summary(&repo)? else {
-                    continue;
-                };
-                if !any {
-                    println!(
-                        "{:<32} {:>6} {:>10} {:>14}  HEAD",
-                        "NAME", "REFS", "CONTAINERS", "BYTES"
-                    );
-                    any = true;
-                }
-                println!(
-                    "{:<32} {:>6} {:>10} {:>14}  {}",
-                    name,
-                    sum.refs,
-                    sum.containers,
-                    sum.bytes,
-                    sum.head.as_deref().unwrap_or("-")
-                );
+        RepoCommand::List {
+            store,
+            prefix,
+            bytes,
+            json,
+        } => run(&store, IfMissing::Refuse, |s| {
+            let listed = list(s, &prefix)?;
+            if json {
+                let rows: Vec<serde_json::Value> = listed
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({
+                            "name": r.name,
+                            "refs": r.summary.refs,
+                            "containers": r.summary.containers,
+                            "bytes": r.summary.bytes,
+                            "lfs_objects": r.lfs_objects,
+                            "lfs_bytes": r.lfs_bytes,
+                            "head": r.summary.head,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::from(rows));
+                return Ok(());
             }
-            if !any {
+            if listed.is_empty() {
                 println!("no repositories");
+                return Ok(());
+            }
+            let size = |n: u64| {
+                if bytes {
+                    n.to_string()
+                } else {
+                    crate::size::human(n)
+                }
+            };
+            println!(
+                "{:<32} {:>6} {:>10} {:>12} {:>6} {:>12}  HEAD",
+                "NAME", "REFS", "CONTAINERS", "SIZE", "LFS", "LFS SIZE"
+            );
+            for r in &listed {
+                println!(
+                    "{:<32} {:>6} {:>10} {:>12} {:>6} {:>12}  {}",
+                    r.name,
+                    r.summary.refs,
+                    r.summary.containers,
+                    size(r.summary.bytes),
+                    r.lfs_objects,
+                    size(r.lfs_bytes),
+                    r.summary.head.as_deref().unwrap_or("-")
+                );
             }
             Ok(())
         }),
@@ -202,10 +302,19 @@ pub fn repo_main(args: RepoArgs) -> i32 {
 }
 
 /// Runs `gitstow fsck`; returns the exit code: 0 sound, 1 damage found (or
-/// a failure), 2 the store cannot be opened.
+/// a failure), 2 the store cannot be opened. An S3 store is read through a
+/// private container cache: each container is downloaded once, whole.
 pub fn fsck_main(args: FsckArgs) -> i32 {
+    let (_scratch, cache) = match crate::admin::private_cache(None) {
+        Ok(made) => made,
+        Err(e) => {
+            eprintln!("gitstow: {e}");
+            return 2;
+        }
+    };
     let mut damaged = false;
-    let code = run(&args.store, IfMissing::Refuse, |s| {
+    let mut meter = crate::progress::Meter::new(args.progress.shown());
+    let code = run_cached(&args.store, IfMissing::Refuse, Some(cache), |s| {
         let list = match &args.repo {
             Some(name) => vec![name.clone()],
             None => names(s, "")?,
@@ -213,7 +322,16 @@ pub fn fsck_main(args: FsckArgs) -> i32 {
         let mut checked = 0;
         for name in list {
             let repo = open_repo(s, &name)?;
-            let report = match gitstow_maintain::fsck::fsck(&repo) {
+            let report = gitstow_maintain::fsck::fsck(&repo, &mut |p| match p {
+                Progress::Objects { done, total } => {
+                    meter.update("Checking objects", done, Some(total))
+                }
+                Progress::Connectivity { done } => {
+                    meter.update("Checking connectivity", done, None)
+                }
+            });
+            meter.finish();
+            let report = match report {
                 Ok(Some(report)) => report,
                 // Deleted since it was listed, or marked deleted: nothing to check.
                 Ok(None) if args.all => continue,
@@ -236,15 +354,15 @@ pub fn fsck_main(args: FsckArgs) -> i32 {
                 println!("{}: {p}", repo.name());
             }
             println!(
-                "{}: {} containers, {} objects checked, {} reachable: {}",
+                "{}: {}, {} objects checked, {} reachable: {}",
                 repo.name(),
-                report.containers,
+                plural(report.containers, "container"),
                 report.objects,
                 report.reachable,
                 if report.problems.is_empty() {
                     "ok".to_owned()
                 } else {
-                    format!("{} problems", report.problems.len())
+                    plural(report.problems.len(), "problem")
                 }
             );
             damaged |= !report.problems.is_empty();
@@ -252,11 +370,21 @@ pub fn fsck_main(args: FsckArgs) -> i32 {
         if checked == 0 && args.all && !damaged {
             println!("no repositories");
         }
+        meter.requests(s.metrics());
         Ok(())
     });
     if code == 0 && damaged {
         1
     } else {
         code
+    }
+}
+
+/// `1 container`, `2 containers`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
     }
 }

@@ -51,6 +51,11 @@ pub enum TokenCommand {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
+        /// One JSON array on stdout: `[{"name", "created", "expires",
+        /// "expired", "grants": ["write:org/*", …]}]` (dates in RFC 3339,
+        /// `expires` null for never).
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke a token by name (every server stops accepting it within its
     /// refresh interval).
@@ -155,9 +160,13 @@ pub fn token_main(args: TokenArgs) -> i32 {
         } => run(&store, IfMissing::Create, |s| {
             create(s, &name, &grants, expires.as_deref())
         }),
-        TokenCommand::List { store } => run(&store, IfMissing::Refuse, |s| {
+        TokenCommand::List { store, json } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
-            print_tokens(&doc);
+            if json {
+                println!("{}", tokens_json(&doc));
+            } else {
+                print_tokens(&doc);
+            }
             Ok(())
         }),
         TokenCommand::Revoke { store, name, force } => run(&store, IfMissing::Refuse, |s| {
@@ -355,6 +364,23 @@ fn print_tokens(doc: &AccessDoc) {
     }
 }
 
+/// `token list --json`: the tokens as a JSON array.
+fn tokens_json(doc: &AccessDoc) -> serde_json::Value {
+    let now = now_secs();
+    doc.tokens
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name,
+                "created": date(t.created),
+                "expires": t.expires.map(date),
+                "expired": t.expires.is_some_and(|e| e <= now),
+                "grants": t.grants.iter().map(Grant::to_string).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
 fn expiry(t: &StoredToken, now: u64) -> String {
     match t.expires {
         None => "never".into(),
@@ -364,7 +390,7 @@ fn expiry(t: &StoredToken, now: u64) -> String {
 }
 
 /// `2026-12-02T03:16:42Z`.
-fn date(secs: u64) -> String {
+pub fn date(secs: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 

@@ -55,6 +55,10 @@ pub enum WebhookCommand {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
+        /// One JSON array on stdout: `[{"name", "repositories", "url"}]`
+        /// (the URL without credentials, as the table shows it).
+        #[arg(long)]
+        json: bool,
     },
     /// Remove a webhook by name (events not delivered yet to it are dropped).
     Remove {
@@ -268,8 +272,23 @@ pub fn webhook_main(args: WebhookArgs) -> i32 {
             }
             Ok(())
         }),
-        WebhookCommand::List { store } => run(&store, IfMissing::Refuse, |s| {
+        WebhookCommand::List { store, json } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
+            if json {
+                let rows: Vec<serde_json::Value> = doc
+                    .webhooks
+                    .iter()
+                    .map(|w| {
+                        serde_json::json!({
+                            "name": w.name,
+                            "repositories": w.repos.as_str(),
+                            "url": redact_url(&w.url),
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::from(rows));
+                return Ok(());
+            }
             if doc.webhooks.is_empty() {
                 println!("no webhooks");
                 return Ok(());

@@ -219,6 +219,24 @@ fn expired_and_revoked_tokens_are_refused_by_another_instance() {
         listed.contains("brief") && listed.contains("(expired)") && !listed.contains("kept "),
         "{listed}"
     );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&store.admin(&["token", "list", "--json"]).stdout).expect("JSON");
+    let brief_row = rows
+        .iter()
+        .find(|r| r["name"] == "brief")
+        .expect("brief listed");
+    assert_eq!(brief_row["expired"], true, "{brief_row}");
+    assert!(
+        brief_row["expires"]
+            .as_str()
+            .is_some_and(|d| d.ends_with('Z')),
+        "{brief_row}"
+    );
+    assert!(!rows.iter().any(|r| r["name"] == "kept"), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.get("hash").is_none()),
+        "no secret's hash: {rows:?}"
+    );
     for s in [&first, &second] {
         let logs = s.logs();
         for secret in [&brief, &kept] {

@@ -606,4 +606,10 @@ fn webhook_targets_are_checked() {
         !listed.contains("internal0") && !listed.contains("badport"),
         "{listed}"
     );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&store.admin(&["webhook", "list", "--json"]).stdout).expect("JSON");
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["meant", "private"], "{rows:?}");
+    assert_eq!(rows[1]["url"], "http://10.0.0.7/hook");
+    assert!(rows.iter().all(|r| r.get("secret").is_none()), "{rows:?}");
 }

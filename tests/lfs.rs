@@ -33,6 +33,17 @@ fn push_uploads_and_clone_downloads_the_tracked_files() {
         v.sort();
         v
     });
+    // `repo list` counts the repository's LFS objects and their bytes
+    let o = server.store().admin(&["repo", "list", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let app = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "org/app")
+        .unwrap_or_else(|| panic!("org/app in {rows}"));
+    assert_eq!(app["lfs_objects"], 2, "{app}");
+    assert_eq!(app["lfs_bytes"], (big.len() + small.len()) as u64, "{app}");
 
     // a clone by a read-only token gets the files' bytes, not pointers
     let clone = tmp.path().join("clone");

@@ -100,6 +100,32 @@ fn the_default_branch_and_the_repo_commands() {
     assert!(listed.contains("refs/heads/zz"), "{listed}");
     let o = store.admin(&["repo", "list", "--prefix", "with-"]);
     assert!(!out(&o).contains("neither"), "{}", out(&o));
+    // as JSON, sizes in bytes; the table's sizes for people, or exact
+    let o = store.admin(&["repo", "list", "--json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).expect("JSON");
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["neither", "with-main", "with-master"]);
+    let row = &rows[2];
+    assert_eq!(row["head"], "refs/heads/zz", "{row}");
+    assert_eq!(row["refs"], 3, "{row}");
+    assert_eq!(row["lfs_objects"], 0, "{row}");
+    let bytes = row["bytes"].as_u64().unwrap();
+    let stored: u64 = store
+        .repo_state("with-master")
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.bytes)
+        .sum();
+    assert_eq!(bytes, stored, "{row}");
+    let table = out(&store.admin(&["repo", "list", "--bytes", "--prefix", "with-master"]));
+    assert!(table.starts_with("NAME "), "{table}");
+    assert!(table.contains(&format!(" {bytes} ")), "{table}");
+    let human = out(&store.admin(&["repo", "list", "--prefix", "with-master"]));
+    assert!(
+        human.contains(" bytes ") || human.contains(" KiB "),
+        "{human}"
+    );
 
     // delete: not found at once, containers retired, a push re-creates it.
     let ids: Vec<String> = store
@@ -178,6 +204,27 @@ fn fsck_finds_each_kind_of_damage() {
     let o = store.admin(&["fsck", "--repo", "sound"]);
     assert!(o.status.success(), "{}", out(&o));
     assert!(out(&o).contains(": ok"), "{}", out(&o));
+    // No progress when stderr is not a terminal, unless asked for; then in
+    // git's words, with the store's request count on S3.
+    assert!(o.stderr.is_empty(), "{}", out(&o));
+    let o = store.admin(&["fsck", "--repo", "sound", "--progress"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("Checking objects: 100% (") && err.contains("Checking connectivity: "),
+        "{err}"
+    );
+    assert!(err.contains(", done.\n"), "{err}");
+    assert_eq!(
+        err.contains("Store requests: "),
+        std::env::var("GITSTOW_TEST_STORE").as_deref() == Ok("s3"),
+        "{err}"
+    );
+    let o = store.admin(&["fsck", "--repo", "sound", "--progress", "--no-progress"]);
+    assert!(
+        o.stderr.is_empty(),
+        "the last of the pair wins: {}",
+        out(&o)
+    );
 
     let s = store.open();
     let bin = |name: &str| {
@@ -215,7 +262,7 @@ fn fsck_finds_each_kind_of_damage() {
         let text = out(&o);
         assert_eq!(o.status.code(), Some(1), "{name}: {text}");
         assert!(text.contains(want), "{name}: want {want:?} in {text}");
-        assert!(text.contains("problems"), "{name}: {text}");
+        assert!(text.contains(" problem"), "{name}: {text}");
     }
     // Missing containers leave objects the refs reach missing, in git's words.
     let o = store.admin(&["fsck", "--repo", "no-bin"]);

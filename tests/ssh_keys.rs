@@ -48,20 +48,37 @@ fn keys_are_added_listed_and_removed_by_openssh_fingerprint() {
         );
     }
 
-    // listed as FINGERPRINT TOKEN TITLE, by a fresh reader of the store
+    // listed as FINGERPRINT TOKEN TITLE under a header, by a fresh reader
+    // of the store, and as JSON
     let (ok, out, _) = text(&store.admin(&["key", "list"]));
     assert!(ok);
-    let want = format!(
-        "{} ci ed@test\n{} ci ec@test\n{} reader rsa@test\n",
-        openssh_fingerprint(&ed),
-        openssh_fingerprint(&ec),
-        openssh_fingerprint(&rsa)
-    );
-    assert_eq!(out, want);
-    let (_, out, _) = text(&store.admin(&["key", "list", "--token", "reader"]));
+    let want = [
+        (openssh_fingerprint(&ed), "ci", "ed@test"),
+        (openssh_fingerprint(&ec), "ci", "ec@test"),
+        (openssh_fingerprint(&rsa), "reader", "rsa@test"),
+    ];
+    let table: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(table[0], ["FINGERPRINT", "TOKEN", "TITLE"], "{out}");
+    let rows: Vec<(String, &str, &str)> = table[1..]
+        .iter()
+        .map(|r| (r[0].to_owned(), r[1], r[2]))
+        .collect();
+    assert_eq!(rows, want);
     assert_eq!(
-        out,
-        format!("{} reader rsa@test\n", openssh_fingerprint(&rsa))
+        listed_keys(&store, &[]),
+        want.map(|(f, t, c)| (f, t.to_owned(), c.to_owned(), alg_of(c)))
+    );
+    assert_eq!(
+        listed_keys(&store, &["--token", "reader"]),
+        [(
+            openssh_fingerprint(&rsa),
+            "reader".to_owned(),
+            "rsa@test".to_owned(),
+            "ssh-rsa".to_owned()
+        )]
     );
     let (ok, _, err) = text(&store.admin(&["key", "list", "--token", "nobody"]));
     assert!(!ok && err.contains("no token named \"nobody\""), "{err}");
@@ -87,10 +104,14 @@ fn keys_are_added_listed_and_removed_by_openssh_fingerprint() {
     let (ok, _, _) = text(&store.admin(&["token", "revoke", "ci"]));
     assert!(ok);
     store.create_token("ci", &["*:admin"], &[]);
-    let (_, out, _) = text(&store.admin(&["key", "list"]));
     assert_eq!(
-        out,
-        format!("{} reader rsa@test\n", openssh_fingerprint(&rsa))
+        listed_keys(&store, &[]),
+        [(
+            openssh_fingerprint(&rsa),
+            "reader".to_owned(),
+            "rsa@test".to_owned(),
+            "ssh-rsa".to_owned()
+        )]
     );
     // `access show` lists the keys too
     let (_, out, _) = text(&store.admin(&["access", "show"]));
@@ -124,5 +145,45 @@ fn weak_and_unknown_keys_are_refused() {
         assert!(err.contains(says), "{file}: {err}");
     }
     let (_, out, _) = text(&store.admin(&["key", "list"]));
-    assert_eq!(out, "", "nothing was added");
+    assert_eq!(out, "no keys\n", "nothing was added");
+    assert!(listed_keys(&store, &[]).is_empty());
+}
+
+/// `key list --json` parsed: (fingerprint, token, title, algorithm) per key.
+fn listed_keys(store: &TestStore, args: &[&str]) -> Vec<(String, String, String, String)> {
+    let mut argv = vec!["key", "list", "--json"];
+    argv.extend_from_slice(args);
+    let (ok, out, err) = text(&store.admin(&argv));
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).expect("key list --json is JSON");
+    rows.iter()
+        .map(|r| {
+            let added = r["added"].as_str().expect("added");
+            assert!(
+                added.ends_with('Z') && added.len() == 20,
+                "RFC 3339: {added}"
+            );
+            let field = |k: &str| {
+                r[k].as_str()
+                    .unwrap_or_else(|| panic!("{k} in {r}"))
+                    .to_owned()
+            };
+            (
+                field("fingerprint"),
+                field("token"),
+                field("title"),
+                field("algorithm"),
+            )
+        })
+        .collect()
+}
+
+/// The algorithm `ssh-keygen` names for the keys the test makes, by title.
+fn alg_of(title: &str) -> String {
+    match title {
+        "ed@test" => "ssh-ed25519",
+        "ec@test" => "ecdsa-sha2-nistp384",
+        _ => "ssh-rsa",
+    }
+    .to_owned()
 }

@@ -37,9 +37,30 @@ pub struct FsckReport {
     pub problems: Vec<String>,
 }
 
+/// How far [`fsck`] has got, for a progress meter (git's `Checking
+/// objects` and `Checking connectivity`). Sent after every object: a meter
+/// throttles what it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Objects read back and hashed so far, of `total` (every object the
+    /// containers whose index reads list).
+    Objects {
+        /// Objects checked.
+        done: u64,
+        /// Objects to check.
+        total: u64,
+    },
+    /// Objects the refs reach, walked so far.
+    Connectivity {
+        /// Objects walked.
+        done: u64,
+    },
+}
+
 /// Checks `repo` (see the module's documentation); `Ok(None)` when there is
-/// no such repository.
-pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
+/// no such repository. `progress` hears of each object checked (see
+/// [`Progress`]).
+pub fn fsck(repo: &Repository, progress: &mut dyn FnMut(Progress)) -> Result<Option<FsckReport>> {
     let state = match repo.load_state() {
         Ok(Some(v)) if !v.state.deleted => v.state,
         Ok(_) => return Ok(None),
@@ -109,6 +130,9 @@ pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
         .map(|g| &g.id)
         .chain(readable.containers.iter().map(|c| &c.id))
         .collect();
+    let total: u64 = (0..db.container_count())
+        .map(|i| db.container(i).len() as u64)
+        .sum();
     for i in 0..db.container_count() {
         let (id, size) = order
             .get(i)
@@ -117,6 +141,10 @@ pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
             .unwrap_or(("?", u64::MAX));
         for entry in db.container(i).iter() {
             report.objects += 1;
+            progress(Progress::Objects {
+                done: report.objects,
+                total,
+            });
             if entry.offset.saturating_add(entry.length) > size {
                 report.problems.push(format!(
                     "error: container {id}: object {} lies beyond its {size} bytes (truncated)",
@@ -128,7 +156,7 @@ pub fn fsck(repo: &Repository) -> Result<Option<FsckReport>> {
         }
     }
     let refs = ref_tips(repo, &state, &mut report);
-    let pointers = reach(&db, &refs, &mut cache, &mut report);
+    let pointers = reach(&db, &refs, &mut cache, &mut report, progress);
     for (lfs, size, blob) in pointers {
         let claimed = gitstow_lfs::objects::owned_size(store.as_ref(), repo.name(), &lfs)?;
         let stored = gitstow_lfs::objects::stored_size(store.as_ref(), &lfs)?;
@@ -204,6 +232,7 @@ fn reach(
     refs: &[(String, ObjectId)],
     cache: &mut ObjectCache,
     report: &mut FsckReport,
+    progress: &mut dyn FnMut(Progress),
 ) -> Vec<(gitstow_lfs::Oid, u64, ObjectId)> {
     let mut pointers = Vec::new();
     use gix_object::Kind;
@@ -233,6 +262,9 @@ fn reach(
             continue;
         }
         report.reachable += 1;
+        progress(Progress::Connectivity {
+            done: report.reachable,
+        });
         let Some(loc) = db.lookup(&oid) else { continue };
         if loc.entry.kind == gitstow_odb::record::BLOB {
             if loc.entry.size <= gitstow_lfs::pointer::MAX_POINTER {
