@@ -196,7 +196,8 @@ osd_data = $CEPH_DIR/osd-\$id
 osd_objectstore = memstore
 memstore_device_bytes = 4294967296
 [client.rgw.ci]
-rgw_frontends = beast endpoint=127.0.0.1:$RGW_PORT
+# Nagle off, as docs/s3.md asks of an RGW that serves gitstow
+rgw_frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
 rgw_data = $CEPH_DIR/rgw
 rgw_dns_name = 127.0.0.1
 EOF
