@@ -56,7 +56,7 @@ print("pack: %d bytes, %d blobs of %d MiB with a delta child each" % (len(body),
 print("load average at the start:", open("/proc/loadavg").read().split()[:3])
 
 d = tempfile.mkdtemp()
-p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d,
+p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d, "--create-store",
                       "--no-maintenance", "--tmp-dir", d], stdout=subprocess.PIPE,
                      stderr=open(d + "/err", "w"), text=True)
 url = re.search(r"(http://\S+)", p.stdout.readline()).group(1)

@@ -29,7 +29,7 @@ def cpu(pid):
 
 def start(binary, d):
     p = subprocess.Popen(
-        [binary, "serve", "--store", f"file://{d}/store", "--listen", "127.0.0.1:0", "--no-maintenance"],
+        [binary, "serve", "--store", f"file://{d}/store", "--create-store", "--listen", "127.0.0.1:0", "--no-maintenance"],
         stdout=subprocess.PIPE,
         stderr=open(f"{d}/err", "w"),
         text=True,

@@ -12,7 +12,7 @@ import os, subprocess, sys, re, time, urllib.request, tempfile, shutil
 binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/gitstow"
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 999990
 d = tempfile.mkdtemp()
-p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d, "--no-maintenance"], stdout=subprocess.PIPE, stderr=open(d + "/err", "w"), text=True)
+p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d, "--create-store", "--no-maintenance"], stdout=subprocess.PIPE, stderr=open(d + "/err", "w"), text=True)
 url = re.search(r"(http://\S+)", p.stdout.readline()).group(1)
 w = d + "/w"; subprocess.run(["git", "init", "-q", w], check=True)
 open(w + "/a", "w").write("x")

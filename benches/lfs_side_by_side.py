@@ -73,7 +73,7 @@ def through(before, after):
 def gitstow_side(a, work, store, flags, tree, tag):
     port = sbs.free_port()
     err = open(os.path.join(work, "gitstow-%s.err" % tag), "w")
-    p = subprocess.Popen([a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", store,
+    p = subprocess.Popen([a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", store, "--create-store",
                           "--metrics-listen", "127.0.0.1:%d" % port, *flags],
                          stdout=subprocess.PIPE, stderr=err, text=True)
     url = None

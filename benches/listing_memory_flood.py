@@ -15,7 +15,7 @@ binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/gitstow"
 n_refs = int(sys.argv[2]) if len(sys.argv) > 2 else 500_000
 clients = int(sys.argv[3]) if len(sys.argv) > 3 else 12
 d = tempfile.mkdtemp()
-p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d,
+p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d, "--create-store",
                       "--no-maintenance"], stdout=subprocess.PIPE, stderr=open(d + "/err", "w"), text=True)
 url = re.search(r"(http://\S+)", p.stdout.readline()).group(1)
 port = int(url.rsplit(":", 1)[1])

@@ -81,7 +81,7 @@ def gitstow_flood(a, workdir, tip, pack, k):
     store = os.path.join(workdir, "store-%d" % k)
     shutil.rmtree(store, ignore_errors=True)
     os.makedirs(store)
-    p = subprocess.Popen([a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", "file://" + store,
+    p = subprocess.Popen([a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", "file://" + store, "--create-store",
                           "--tmp-dir", workdir], stdout=subprocess.PIPE,
                          stderr=open(workdir + "/serve.err", "a"), text=True)
     port = int(p.stdout.readline().split(":")[-1])

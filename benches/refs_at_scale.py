@@ -269,7 +269,7 @@ def adv_fetch(url):
 
 
 def serve(a, store, hidden, workdir):
-    args = [a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", "file://" + store]
+    args = [a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", "file://" + store, "--create-store"]
     if hidden:
         args += ["--hide-refs", "refs/changes"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(workdir + "/gs.err", "a"), text=True)

@@ -164,7 +164,7 @@ def main():
 
     store = os.path.join(base, "store")
     gs_err = open(os.path.join(base, "gitstow.err"), "w")
-    gs = subprocess.Popen([a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", store],
+    gs = subprocess.Popen([a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", store, "--create-store"],
                           stdout=subprocess.PIPE, stderr=gs_err, text=True)
     m = re.search(r"gitstow listening on (http://\S+)", gs.stdout.readline())
     if not m:

@@ -90,7 +90,7 @@ def timed_client(args, err_path):
 
 def start_gitstow(binary, store, workdir, extra=()):
     out = open(os.path.join(workdir, "gitstow.err"), "w")
-    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", store, *extra],
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", store, "--create-store", *extra],
                          stdout=subprocess.PIPE, stderr=out, text=True)
     line = p.stdout.readline()
     m = re.search(r"gitstow listening on (http://\S+)", line)

@@ -22,7 +22,7 @@ lfs_mib = int(sys.argv[5]) if len(sys.argv) > 5 else 20
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 d = tempfile.mkdtemp()
-p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d,
+p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", "file://%s/store" % d, "--create-store",
                       "--no-maintenance", "--tmp-dir", d],
                      stdout=subprocess.PIPE, stderr=open(d + "/err", "w"), text=True)
 url = re.search(r"(http://\S+)", p.stdout.readline()).group(1)

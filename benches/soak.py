@@ -104,7 +104,7 @@ class Server:
         os.makedirs(os.path.join(workdir, "tmp"), exist_ok=True)
         self.proc = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:0",
-             "--store", "file://" + os.path.join(workdir, "store"),
+             "--store", "file://" + os.path.join(workdir, "store"), "--create-store",
              "--tmp-dir", os.path.join(workdir, "tmp"), *extra],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()

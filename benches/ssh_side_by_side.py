@@ -148,7 +148,7 @@ def start_gitstow(a, work, key):
         sys.exit("key add: " + out.stderr)
     port = sbs.free_port()
     err = open(os.path.join(work, "gitstow.err"), "w")
-    p = subprocess.Popen(gs + ["serve", "--listen", "127.0.0.1:0", "--store", store,
+    p = subprocess.Popen(gs + ["serve", "--listen", "127.0.0.1:0", "--store", store, "--create-store",
                                "--ssh-listen", "127.0.0.1:%d" % port],
                          stdout=subprocess.PIPE, stderr=err, text=True)
     for line in p.stdout:

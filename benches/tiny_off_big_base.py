@@ -42,7 +42,7 @@ print("pack: %d bytes: a %d MiB blob and %d tiny deltas of it" % (len(body), bas
 print("load average at the start:", open("/proc/loadavg").read().split()[:3])
 d = tempfile.mkdtemp()
 store = "file://%s/store" % d
-p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", store, "--no-maintenance",
+p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--store", store, "--create-store", "--no-maintenance",
                       "--tmp-dir", d], stdout=subprocess.PIPE, stderr=open(d + "/err", "w"), text=True)
 url = re.search(r"(http://\S+)", p.stdout.readline()).group(1)
 port = int(url.rsplit(":", 1)[1])

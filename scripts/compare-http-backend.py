@@ -202,7 +202,7 @@ def start_gitstow(binary, store, extra=()):
     env.pop("GITSTOW_LOG", None)
     return Server(
         "gitstow",
-        [binary, "serve", "--listen", "127.0.0.1:0", "--store", f"file://{store}", *extra],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--store", f"file://{store}", "--create-store", *extra],
         env,
         url,
     )

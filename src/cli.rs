@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// gitstow: a git server (smart HTTP and SSH) that keeps repositories in object storage.
+/// gitstow: a git server (smart HTTP and SSH, Git LFS over both) that keeps repositories in object storage.
 #[derive(Debug, Parser)]
 #[command(
     name = "gitstow",
@@ -39,7 +39,7 @@ pub enum LogFormat {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve repositories over smart HTTP (and SSH, with --ssh-listen).
+    /// Serve repositories over smart HTTP and, with --ssh-listen, SSH; Git LFS over both.
     #[command(
         args_override_self = true,
         after_long_help = "\

@@ -32,6 +32,11 @@ pub struct ServeArgs {
     /// The store and its S3 settings.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Make a new, empty local store when --store names a directory that
+    /// does not exist (without it, only the default ./gitstow-data is made:
+    /// a mistyped path is refused rather than served empty).
+    #[arg(long)]
+    pub create_store: bool,
     /// Directory of the local cache of immutable containers, used with s3:// stores
     /// (default: a directory per store under the system temp dir). Each
     /// process claims its directory: a second instance on the host takes

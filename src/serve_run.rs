@@ -11,7 +11,6 @@ use std::sync::Arc;
 use gitstow_http::app;
 
 use crate::serve_settings::Settings;
-use crate::store_open::IfMissing;
 
 /// Runs a server with `settings` until a shutdown; returns the exit code
 /// (0 after a shutdown, 1 when an address or the runtime cannot be had, 2
@@ -34,7 +33,7 @@ pub fn run(mut settings: Settings) -> i32 {
         );
     }
     let store =
-        match crate::store_open::open(&settings.store, IfMissing::Create, settings.cache.clone()) {
+        match crate::store_open::open(&settings.store, settings.if_missing, settings.cache.clone()) {
             Ok(s) => s,
             Err(why) => {
                 eprintln!("gitstow: {why}");
@@ -213,18 +212,24 @@ pub fn run(mut settings: Settings) -> i32 {
         };
         tokio::select! {
             () = served => {
+                // A remote store's request counts and its cache's; the
+                // local store counts none.
                 let m = store_for_stats.metrics();
-                let r = m.requests.unwrap_or_default();
-                let c = m.cache.unwrap_or_default();
-                tracing::info!(
-                    store_gets = r.get + r.get_range,
-                    store_puts = r.put + r.put_conditional + r.multipart_parts,
-                    store_lists = r.list,
-                    store_errors = r.errors,
-                    cache_hits = c.hits,
-                    cache_misses = c.misses,
-                    "shut down"
-                );
+                match (m.requests, m.cache) {
+                    (Some(r), c) => {
+                        let c = c.unwrap_or_default();
+                        tracing::info!(
+                            store_gets = r.get + r.get_range,
+                            store_puts = r.put + r.put_conditional + r.multipart_parts,
+                            store_lists = r.list,
+                            store_errors = r.errors,
+                            cache_hits = c.hits,
+                            cache_misses = c.misses,
+                            "shut down"
+                        );
+                    }
+                    (None, _) => tracing::info!("shut down"),
+                }
                 0
             },
             _ = deadline => {

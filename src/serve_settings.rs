@@ -12,7 +12,7 @@ use gitstow_http::app::Config;
 use gitstow_http::listen::ConnLimits;
 
 use crate::serve_cmd::ServeArgs;
-use crate::store_open::{ContainerCache, StoreArgs};
+use crate::store_open::{ContainerCache, IfMissing, StoreArgs, DEFAULT_STORE};
 
 /// What the machine offers, read once at start: the inputs of
 /// [`Settings::from_args`] besides the flags.
@@ -77,6 +77,10 @@ pub struct Settings {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// The store.
     pub store: StoreArgs,
+    /// What opening the store does when it is a local directory that does
+    /// not exist: create it for the default path or `--create-store`,
+    /// refuse it otherwise.
+    pub if_missing: IfMissing,
     /// The container cache in front of an S3 store (`None` for a local one).
     pub cache: Option<ContainerCache>,
     /// `--tmp-dir` (default: the system's temp directory).
@@ -266,10 +270,16 @@ impl Settings {
                 .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store.url)),
             max_bytes: args.cache_size,
         });
+        let if_missing = if args.create_store || args.store.url == DEFAULT_STORE {
+            IfMissing::Create
+        } else {
+            IfMissing::RefuseForServe
+        };
         Ok(Settings {
             listen: args.listen,
             tls: args.tls_cert.zip(args.tls_key),
             store: args.store,
+            if_missing,
             cache,
             tmp_dir: args.tmp_dir,
             metrics_listen: args.metrics_listen,
@@ -357,6 +367,19 @@ mod tests {
             .err()
             .unwrap_or_else(|| panic!("{flags:?} accepted"));
         assert!(why.contains(says), "{flags:?}: {why}");
+    }
+
+    #[test]
+    fn a_new_local_store_is_made_only_at_the_default_path_or_when_asked() {
+        let made = |flags: &[&str]| settings(flags).unwrap().if_missing;
+        assert_eq!(made(&[]), IfMissing::Create);
+        assert_eq!(made(&["--store", "file://./gitstow-data"]), IfMissing::Create);
+        assert_eq!(made(&["--store", "./gitstow-dta"]), IfMissing::RefuseForServe);
+        assert_eq!(made(&["--store", "file:///srv/git"]), IfMissing::RefuseForServe);
+        assert_eq!(
+            made(&["--store", "/srv/git", "--create-store"]),
+            IfMissing::Create
+        );
     }
 
     #[test]

@@ -9,12 +9,16 @@ use std::sync::Arc;
 
 use gitstow_store::ObjectStore;
 
+/// The store every command uses without `--store`: a directory beside where
+/// it runs (the one local store `serve` makes without `--create-store`).
+pub const DEFAULT_STORE: &str = "file://./gitstow-data";
+
 /// Where repositories live, as `serve` and the admin commands take it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
     /// Where repositories live: file://PATH (the embedded local store), a plain path, or
     /// s3://BUCKET[/PREFIX] (S3 or an S3-compatible server; see the --s3-* flags).
-    #[arg(long = "store", default_value = "file://./gitstow-data")]
+    #[arg(long = "store", default_value = DEFAULT_STORE)]
     pub url: String,
     /// S3 endpoint URL for an S3-compatible server, e.g. http://127.0.0.1:7480
     /// (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS itself).
@@ -56,8 +60,12 @@ pub enum IfMissing {
     /// Refuse it: a mistyped path would otherwise read as an empty store
     /// (and opening it would create the directory).
     Refuse,
-    /// Create it (`serve`, `token create`, `repo create`: the commands
-    /// that may start a store).
+    /// Refuse it, naming the flag that makes one (`serve` on a path other
+    /// than [`DEFAULT_STORE`] without `--create-store`): a mistyped path
+    /// would otherwise serve a new, empty store, with access control off.
+    RefuseForServe,
+    /// Create it and say so in one line (`serve` on the default path or
+    /// with `--create-store`; `token create`, `repo create`).
     Create,
 }
 
@@ -84,9 +92,23 @@ pub fn open(
     if_missing: IfMissing,
     cache: Option<ContainerCache>,
 ) -> Result<Arc<dyn ObjectStore>, String> {
-    if if_missing == IfMissing::Refuse {
-        if let Some(why) = args.missing_local_directory() {
-            return Err(why);
+    let missing = gitstow_store::local_root(&args.url).filter(|path| !path.is_dir());
+    if let Some(path) = &missing {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        match if_missing {
+            IfMissing::Refuse => {
+                return Err(format!(
+                    "store directory {} does not exist (`gitstow serve --create-store`, `token create` and `repo create` make a new store)",
+                    path.display()
+                ))
+            }
+            IfMissing::RefuseForServe => {
+                return Err(format!(
+                    "store directory {} does not exist: check --store, or pass --create-store to start a new, empty store there",
+                    path.display()
+                ))
+            }
+            IfMissing::Create => announce_new_store(&path),
         }
     }
     let store = args.open_plain().map_err(|e| {
@@ -142,16 +164,15 @@ impl StoreArgs {
         gitstow_store::open_with(&self.url, &s3)
     }
 
-    /// For a local store whose directory does not exist, why a command
-    /// that only works on an existing store refuses it.
-    fn missing_local_directory(&self) -> Option<String> {
-        let path = gitstow_store::local_root(&self.url)?;
-        (!path.is_dir()).then(|| {
-            format!(
-                "store directory {} does not exist (`gitstow serve`, `token create` and `repo create` create it)",
-                path.display()
-            )
-        })
+}
+
+/// Says, in one line, that a new local store is made at `path`: in the log
+/// when the command logs (`serve`), else on stderr.
+fn announce_new_store(path: &std::path::Path) {
+    if tracing::dispatcher::has_been_set() {
+        tracing::info!(path = %path.display(), "creating a new, empty local store");
+    } else {
+        eprintln!("gitstow: creating a new, empty local store at {}", path.display());
     }
 }
 
@@ -192,9 +213,13 @@ mod tests {
         let why = open(&args, IfMissing::Refuse, None).err().unwrap();
         assert!(why.contains("does not exist"), "{why}");
         assert!(!tmp.path().join("typo").exists());
+        let why = open(&args, IfMissing::RefuseForServe, None).err().unwrap();
+        assert!(why.contains("pass --create-store"), "{why}");
+        assert!(!tmp.path().join("typo").exists());
         open(&args, IfMissing::Create, None).unwrap();
         assert!(tmp.path().join("typo").is_dir());
         open(&args, IfMissing::Refuse, None).unwrap();
+        open(&args, IfMissing::RefuseForServe, None).unwrap();
     }
 
     #[test]

@@ -216,7 +216,7 @@ pub fn access_main(args: AccessArgs) -> i32 {
                 );
             }
             println!(
-                "protected elsewhere: {}",
+                "protected in every other repository (the default): {}",
                 gitstow_access::DEFAULT_PROTECTED.join(" ")
             );
             for k in doc.keys(None) {

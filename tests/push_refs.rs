@@ -119,6 +119,27 @@ fn new_refs_at_existing_commits(r: &Remote) {
     fsck(&m);
 }
 
+/// `/<name>` and `/<name>.git` are one repository, as forges take them: the
+/// first push through the URL without `.git` creates it, and pushes and
+/// clones through either reach the same refs.
+fn a_url_without_git_names_the_same_repository(r: &Remote) {
+    let tmp = tempfile::tempdir().unwrap();
+    let with = r.url("bare-name");
+    let without = with.strip_suffix(".git").expect("test URLs end in .git").to_owned();
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a.txt", "one\n")], "one");
+    r.git(&work, &["push", "--quiet", &without, "main"]);
+    let first = git_out(&work, &["rev-parse", "main"]);
+    assert_eq!(r.remote_ref(&with, "refs/heads/main"), Some(first));
+    commit_files(&work, &[("a.txt", "two\n")], "two");
+    r.git(&work, &["push", "--quiet", &with, "main"]);
+    let second = git_out(&work, &["rev-parse", "main"]);
+    assert_eq!(r.remote_ref(&without, "refs/heads/main"), Some(second.clone()));
+    r.git(tmp.path(), &["clone", "--quiet", &without, "c"]);
+    assert_eq!(git_out(&tmp.path().join("c"), &["rev-parse", "HEAD"]), second);
+}
+
 /// `--atomic` with one command the server refuses changes nothing; without
 /// `--atomic` the valid command lands and only the bad one is refused.
 fn atomic_push_is_all_or_nothing(r: &Remote) {
@@ -332,6 +353,7 @@ fn force_with_lease(r: &Remote) {
 }
 
 crate::over_both_transports!(
+    a_url_without_git_names_the_same_repository,
     force_push_non_fast_forward_and_delete,
     new_refs_at_existing_commits,
     atomic_push_is_all_or_nothing,

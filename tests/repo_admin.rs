@@ -323,13 +323,53 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
             assert!(out(&o).contains("does not exist"), "{cmd:?}: {}", out(&o));
         }
         assert!(!missing.exists(), "a read-only command created the store");
-        // repo create starts a store.
+        // serve refuses it too, naming the flag, and exits at once with 2:
+        // it would otherwise serve a new, empty store with access control off.
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", &url])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("store directory {} does not exist", missing.display()))
+                && err.contains("--create-store"),
+            "{err}"
+        );
+        assert!(!missing.exists(), "serve created a mistyped store");
+        // repo create starts a store, and says so.
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
             .args(["repo", "create", "first", "--store", &url])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", out(&o));
         assert!(missing.is_dir());
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("creating a new, empty local store at"),
+            "{}",
+            out(&o)
+        );
+        // serve --create-store makes one where told, and logs one line of it.
+        let other = tmp.path().join("made-by-serve");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--create-store", "--no-maintenance"])
+            .args(["--store", &format!("file://{}", other.display())])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.starts_with("gitstow listening on "), "{line}");
+        child.kill().unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.matches("creating a new, empty local store").count(), 1, "{err}");
+        assert!(other.is_dir());
     }
 }
 

@@ -344,3 +344,27 @@ fn cache_files_cut_while_stopped_are_read_again() {
         "the cut copies were noticed"
     );
 }
+
+/// Issue 48: an idle instance with no webhook configured lists the bucket
+/// a few times a minute, not every 5 s (17,000 LISTs a day, on the bill):
+/// the outbox scan waits 5, 10, 20, 40 … s while it finds nothing.
+#[test]
+fn an_idle_instance_seldom_lists_the_bucket() {
+    let store = TestStore::s3();
+    let server = Server::start_on(Some(&store), &[], &[]);
+    let lists = || -> u64 {
+        let text = http(server.port(), "GET", "/metrics", &[], b"").text();
+        text.lines()
+            .find(|l| l.starts_with("gitstow_store_requests_total{op=\"list\",outcome=\"sent\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no LIST counter in {text}"))
+    };
+    let before = lists();
+    std::thread::sleep(std::time::Duration::from_secs(60));
+    let listed = lists() - before;
+    eprintln!("LIST requests of an idle instance over 60 s: {listed}");
+    // 5 + 10 + 20 + 40 s: at most 4 outbox scans in a minute (12 before),
+    // and one more of anything else.
+    assert!(listed <= 5, "{listed} LISTs in a minute of idleness");
+}

@@ -83,6 +83,23 @@ fn credentials_and_region_come_from_a_profile() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot open store"), "{err}");
     assert!(err.to_lowercase().contains("credentials"), "{err}");
+
+    // A wrong secret: the start fails at once (no retries of a 403), saying
+    // the credentials were refused and naming the flags, not the secret.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(store.args())
+        .args(["--s3-access-key", &key])
+        .args(["--s3-secret-key", "not-the-secret-0123456789abcdefghijklmn"])
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("refused the credentials for bucket"), "{err}");
+    assert!(err.contains("--s3-secret-key"), "{err}");
+    assert!(!err.contains("not-the-secret"), "the secret is not echoed: {err}");
 }
 
 /// An STS `AssumeRoleWithWebIdentity` answer with these keys, expiring

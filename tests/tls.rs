@@ -158,6 +158,7 @@ fn a_key_that_does_not_fit_the_certificate_fails_the_start() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
         .args(["serve", "--listen", "127.0.0.1:0", "--store"])
         .arg(format!("file://{}", tmp.path().join("store").display()))
+        .arg("--create-store")
         .arg("--tls-cert")
         .arg(&cert)
         .arg("--tls-key")

@@ -3,7 +3,12 @@
 //!
 //! It looks at the outbox when a local push records an entry, and every
 //! [`DeliverConfig::scan_every`] for the rest (entries of other instances
-//! of the bucket, retries, entries left by a server that stopped). For each
+//! of the bucket, retries, entries left by a server that stopped); while
+//! scans find the outbox empty, the wait doubles up to
+//! [`DeliverConfig::idle_scan_max`] (an idle instance lists the bucket a
+//! few times an hour, not 17,000 times a day), and a local push or an entry
+//! found brings it back. (Each instance is woken by its own pushes, so an
+//! event waits for a scan only when its pusher stopped first.) For each
 //! entry nobody holds a lease on:
 //! - an entry whose push outcome was never recorded (its pusher stopped
 //!   between writing it and committing or after) is *recovered* from the
@@ -47,8 +52,11 @@ pub const MAX_BACKOFF_SECS: u64 = 600;
 pub struct DeliverConfig {
     /// How long one POST may take in all.
     pub timeout: Duration,
-    /// How often the outbox is listed when nothing wakes the deliverer.
+    /// How often the outbox is listed when nothing wakes the deliverer and
+    /// the last scan found entries.
     pub scan_every: Duration,
+    /// The longest wait between scans that find the outbox empty.
+    pub idle_scan_max: Duration,
     /// Attempts before a delivery is dropped.
     pub max_attempts: u32,
 }
@@ -58,6 +66,7 @@ impl Default for DeliverConfig {
         DeliverConfig {
             timeout: Duration::from_secs(10),
             scan_every: Duration::from_secs(5),
+            idle_scan_max: Duration::from_secs(300),
             max_attempts: 30,
         }
     }
@@ -102,21 +111,29 @@ struct Worker {
 
 impl Worker {
     fn run(self, woken: Receiver<()>) {
+        let mut idle_wait = self.config.scan_every;
         loop {
-            let next_due = match self.scan() {
-                Ok(due) => due,
+            let (next_due, empty) = match self.scan() {
+                Ok(scanned) => scanned,
                 Err(e) => {
                     tracing::warn!(error = %e, "webhook outbox not readable");
-                    None
+                    (None, false)
                 }
             };
             let mut wait = self.config.scan_every;
+            if empty {
+                wait = idle_wait;
+                idle_wait = (idle_wait * 2).min(self.config.idle_scan_max.max(wait));
+            } else {
+                idle_wait = self.config.scan_every;
+            }
             if let Some(due) = next_due {
                 let secs = due.saturating_sub(crate::now_secs());
                 wait = wait.min(Duration::from_secs(secs));
             }
             match woken.recv_timeout(wait) {
-                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) => idle_wait = self.config.scan_every,
+                Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     // Every handle is gone (tests): finish what is due, then stop.
                     if wait.is_zero() {
@@ -128,11 +145,12 @@ impl Worker {
         }
     }
 
-    /// One pass over the outbox; returns when the next retry is due.
-    fn scan(&self) -> Result<Option<u64>, Box<dyn std::error::Error + Send + Sync>> {
+    /// One pass over the outbox; returns when the next retry is due, and
+    /// whether the outbox was empty.
+    fn scan(&self) -> Result<(Option<u64>, bool), Box<dyn std::error::Error + Send + Sync>> {
         let keys = self.store.list(OUTBOX_PREFIX)?;
         if keys.is_empty() {
-            return Ok(None);
+            return Ok((None, true));
         }
         let (doc, _) = gitstow_access::load(self.store.as_ref())?;
         // Entries are handled PARALLEL_ENTRIES at a time, so one slow
@@ -158,7 +176,7 @@ impl Worker {
                 });
             }
         });
-        Ok(next_due.into_inner().unwrap_or_else(|e| e.into_inner()))
+        Ok((next_due.into_inner().unwrap_or_else(|e| e.into_inner()), false))
     }
 
     /// Handles one entry; returns when it is next due, if it stays.

@@ -1,39 +1,47 @@
-//! Repository names in URLs: `http://HOST/<name>.git/...`, `<name>` may hold
-//! slashes (`org/repo`).
+//! Repository names in URLs: `http://HOST/<name>.git/...` or, as forges
+//! take them, `http://HOST/<name>/...`; `<name>` may hold slashes
+//! (`org/repo`) and is the same repository either way (named without
+//! `.git` in the log and the access document).
 
 pub use gitstow_service::repo_name::{validate, InvalidName};
 
 /// What a request path asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route<'a> {
-    /// `GET /<name>.git/info/refs`
+    /// `GET /<name>[.git]/info/refs`
     InfoRefs(&'a str),
-    /// `POST /<name>.git/git-upload-pack`
+    /// `POST /<name>[.git]/git-upload-pack`
     UploadPack(&'a str),
-    /// `POST /<name>.git/git-receive-pack`
+    /// `POST /<name>[.git]/git-receive-pack`
     ReceivePack(&'a str),
-    /// `/<name>.git/info/lfs/<rest>`: Git LFS ([`crate::lfs`]).
+    /// `/<name>[.git]/info/lfs/<rest>`: Git LFS ([`crate::lfs`]).
     Lfs(&'a str, &'a str),
     /// A path under `<name>.git/` that smart HTTP does not use (dumb HTTP).
     Other(&'a str),
 }
 
-/// Splits a request path into the repository name and the endpoint.
-/// `None` when the path names no `.git` repository at all.
+/// Splits a request path into the repository name (without `.git`) and
+/// the endpoint. `None` when the path names no repository endpoint at all
+/// (a path without `.git/` that ends in none of smart HTTP's endpoints).
 pub fn route(path: &str) -> Option<Route<'_>> {
     let path = path.strip_prefix('/')?;
+    fn name(prefix: &str) -> &str {
+        prefix.strip_suffix(".git").unwrap_or(prefix)
+    }
+    for (endpoint, make) in [
+        ("/info/refs", Route::InfoRefs as fn(&str) -> Route<'_>),
+        ("/git-upload-pack", Route::UploadPack),
+        ("/git-receive-pack", Route::ReceivePack),
+    ] {
+        if let Some(prefix) = path.strip_suffix(endpoint) {
+            return Some(make(name(prefix)));
+        }
+    }
+    if let Some((prefix, rest)) = path.split_once("/info/lfs/") {
+        return Some(Route::Lfs(name(prefix), rest));
+    }
     let at = path.find(".git/")?;
-    let name = &path[..at];
-    let rest = &path[at + 5..];
-    Some(match rest {
-        "info/refs" => Route::InfoRefs(name),
-        "git-upload-pack" => Route::UploadPack(name),
-        "git-receive-pack" => Route::ReceivePack(name),
-        _ => match rest.strip_prefix("info/lfs/") {
-            Some(lfs) => Route::Lfs(name, lfs),
-            None => Route::Other(name),
-        },
-    })
+    Some(Route::Other(&path[..at]))
 }
 
 #[cfg(test)]
@@ -60,5 +68,23 @@ mod tests {
             Some(Route::Lfs("org/r", "objects/batch"))
         );
         assert_eq!(route("/nothing"), None);
+        assert_eq!(route("/org/r"), None);
+    }
+
+    #[test]
+    fn a_name_without_git_is_the_same_repository() {
+        assert_eq!(route("/org/r/info/refs"), Some(Route::InfoRefs("org/r")));
+        assert_eq!(route("/r/git-upload-pack"), Some(Route::UploadPack("r")));
+        assert_eq!(
+            route("/org/r/git-receive-pack"),
+            Some(Route::ReceivePack("org/r"))
+        );
+        assert_eq!(
+            route("/org/r/info/lfs/locks/verify"),
+            Some(Route::Lfs("org/r", "locks/verify"))
+        );
+        // One `.git` is the suffix; what is left is checked as a name.
+        assert_eq!(route("/r.git.git/info/refs"), Some(Route::InfoRefs("r.git")));
+        assert_eq!(route("/info/refs"), None);
     }
 }

@@ -240,10 +240,14 @@ pub fn run(cfg: &Config) -> Result<RunResult> {
         summary.fixed_pack = git::make_small(&small)?;
     }
 
-    let store = cfg
-        .store
-        .clone()
-        .unwrap_or_else(|| format!("file://{}", work.join("store").display()));
+    let store = match &cfg.store {
+        Some(store) => store.clone(),
+        None => {
+            // `serve` makes no local store but its default one unasked.
+            std::fs::create_dir_all(work.join("store"))?;
+            format!("file://{}", work.join("store").display())
+        }
+    };
     let log = out.join("daemon.log");
     let mut daemon =
         daemon::Daemon::start(&binary, &store, cfg.heap_profiles, &cfg.daemon_args, &log)?;
