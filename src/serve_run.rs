@@ -33,7 +33,8 @@ pub fn run(mut settings: Settings) -> i32 {
         );
     }
     let store =
-        match crate::store_open::open(&settings.store, settings.if_missing, settings.cache.clone()) {
+        match crate::store_open::open(&settings.store, settings.if_missing, settings.cache.clone())
+        {
             Ok(s) => s,
             Err(why) => {
                 eprintln!("gitstow: {why}");

@@ -373,9 +373,18 @@ mod tests {
     fn a_new_local_store_is_made_only_at_the_default_path_or_when_asked() {
         let made = |flags: &[&str]| settings(flags).unwrap().if_missing;
         assert_eq!(made(&[]), IfMissing::Create);
-        assert_eq!(made(&["--store", "file://./gitstow-data"]), IfMissing::Create);
-        assert_eq!(made(&["--store", "./gitstow-dta"]), IfMissing::RefuseForServe);
-        assert_eq!(made(&["--store", "file:///srv/git"]), IfMissing::RefuseForServe);
+        assert_eq!(
+            made(&["--store", "file://./gitstow-data"]),
+            IfMissing::Create
+        );
+        assert_eq!(
+            made(&["--store", "./gitstow-dta"]),
+            IfMissing::RefuseForServe
+        );
+        assert_eq!(
+            made(&["--store", "file:///srv/git"]),
+            IfMissing::RefuseForServe
+        );
         assert_eq!(
             made(&["--store", "/srv/git", "--create-store"]),
             IfMissing::Create

@@ -24,10 +24,9 @@ impl KeyAccess for SshAccess {
         &self,
         fingerprint: &str,
         repo: &str,
-        write: bool,
+        level: Level,
     ) -> Result<Principal, Denied> {
-        let needed = if write { Level::Write } else { Level::Read };
-        self.0.gate().check_key(fingerprint, repo, needed).await
+        self.0.gate().check_key(fingerprint, repo, level).await
     }
 
     async fn lfs_authenticate(
@@ -37,7 +36,8 @@ impl KeyAccess for SshAccess {
         upload: bool,
         local: Option<std::net::SocketAddr>,
     ) -> Result<String, Denied> {
-        let principal = self.authorize(fingerprint, repo, upload).await?;
+        let level = if upload { Level::Write } else { Level::Read };
+        let principal = self.authorize(fingerprint, repo, level).await?;
         let token = principal.token.ok_or(Denied::NotFound)?;
         gitstow_http::lfs::ssh_session(&self.0, &token, repo, upload, local).await
     }

@@ -163,7 +163,6 @@ impl StoreArgs {
         };
         gitstow_store::open_with(&self.url, &s3)
     }
-
 }
 
 /// Says, in one line, that a new local store is made at `path`: in the log
@@ -172,7 +171,10 @@ fn announce_new_store(path: &std::path::Path) {
     if tracing::dispatcher::has_been_set() {
         tracing::info!(path = %path.display(), "creating a new, empty local store");
     } else {
-        eprintln!("gitstow: creating a new, empty local store at {}", path.display());
+        eprintln!(
+            "gitstow: creating a new, empty local store at {}",
+            path.display()
+        );
     }
 }
 

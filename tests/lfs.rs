@@ -611,32 +611,10 @@ fn hostile_batches_and_a_storm_of_lock_requests() {
 fn over_ssh_git_lfs_authenticate_hands_over_to_the_lfs_api() {
     let ssh = Ssh::start();
     let tmp = tempfile::tempdir().unwrap();
-    let (work, big, small) = lfs_work(tmp.path(), "work");
+    let (work, big, _) = lfs_work(tmp.path(), "work");
     let url = ssh.url("org/app");
-    // the push's LFS upload goes through git-lfs-authenticate over SSH
-    // (git-lfs tries git-lfs-transfer first, which is refused)
     let out = ssh.git(&work, &ssh.dev, &["push", "--quiet", &url, "main"]);
     ok(&out, "push over ssh with LFS files");
-    let logs = ssh.server.logs();
-    assert!(
-        logs.contains("service=\"git-lfs-authenticate\" operation=\"upload\" status=0"),
-        "{logs}"
-    );
-    assert!(logs.contains("service=\"lfs batch upload\""), "{logs}");
-    assert_eq!(lfs_keys(&ssh.server, "org/app").1.len(), 2);
-    // a clone over SSH downloads them; the reader's session is read-only
-    let clone = tmp.path().join("clone");
-    let out = ssh.git(
-        tmp.path(),
-        &ssh.reader,
-        &["clone", "--quiet", &url, clone.to_str().unwrap()],
-    );
-    ok(&out, "clone over ssh with LFS files");
-    assert_eq!(std::fs::read(clone.join("big.bin")).unwrap(), big);
-    assert_eq!(
-        std::fs::read(clone.join("assets/small.bin")).unwrap(),
-        small
-    );
     // what git-lfs-authenticate answers, and what it refuses
     let (code, stdout, _) = ssh.ssh(&ssh.reader, "git-lfs-authenticate org/app.git download");
     assert_eq!(code, Some(0));
@@ -685,4 +663,80 @@ fn over_ssh_git_lfs_authenticate_hands_over_to_the_lfs_api() {
         &batch("download", &[(&oid, 1)]),
     );
     assert_eq!(r.status, 401, "{}", r.text());
+}
+
+/// Issue 48: git-lfs 3's pure-SSH protocol (`git-lfs-transfer`). The
+/// server's HTTP side is made unreachable for LFS (its public URL is a
+/// closed port): a push, a clone and locks over SSH work through the SSH
+/// channel alone, and nothing is refused or logged as a fallback.
+#[test]
+fn over_ssh_git_lfs_needs_no_http_at_all() {
+    let ssh = Ssh::start_with(&["--public-url", "http://127.0.0.1:9"], |_| {});
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, big, small) = lfs_work(tmp.path(), "work");
+    let url = ssh.url("org/app");
+    let out = ssh.git(&work, &ssh.dev, &["push", "--quiet", &url, "main"]);
+    ok(&out, "push over ssh with LFS files");
+    let (objects, owned) = lfs_keys(&ssh.server, "org/app");
+    assert_eq!(
+        (objects.len(), owned.len()),
+        (2, 2),
+        "{objects:?} {owned:?}"
+    );
+
+    // a clone by the read-only key gets the files' bytes
+    let clone = tmp.path().join("clone");
+    let out = ssh.git(
+        tmp.path(),
+        &ssh.reader,
+        &["clone", "--quiet", &url, clone.to_str().unwrap()],
+    );
+    ok(&out, "clone over ssh with LFS files");
+    assert_eq!(std::fs::read(clone.join("big.bin")).unwrap(), big);
+    assert_eq!(
+        std::fs::read(clone.join("assets/small.bin")).unwrap(),
+        small
+    );
+
+    // locks: taken and listed by the writer, refused to the reader
+    git(&work, &["remote", "add", "origin", &url]);
+    let out = ssh.git(&work, &ssh.dev, &["lfs", "lock", "assets/small.bin"]);
+    ok(&out, "git lfs lock over ssh");
+    let out = ssh.git(&work, &ssh.dev, &["lfs", "locks"]);
+    ok(&out, "git lfs locks over ssh");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("assets/small.bin") && listed.contains("dev"),
+        "{listed}"
+    );
+    let out = ssh.git(&work, &ssh.dev, &["lfs", "unlock", "assets/small.bin"]);
+    ok(&out, "git lfs unlock over ssh");
+    let logs = ssh.server.logs();
+    for (op, what) in [("upload", "the push"), ("download", "the clone")] {
+        assert!(
+            logs.contains(&format!("service=\"git-lfs-transfer\" operation=\"{op}\"")),
+            "{what} used git-lfs-transfer: {logs}"
+        );
+    }
+    assert!(!logs.contains("command refused"), "{logs}");
+    assert!(!logs.contains("git-lfs-authenticate"), "{logs}");
+    assert!(
+        !logs.contains("info/lfs"),
+        "no LFS request over HTTP: {logs}"
+    );
+
+    // (a read-only key is refused the lock, then git-lfs tries
+    // git-lfs-authenticate, refused too)
+    let out = ssh.git(&clone, &ssh.reader, &["lfs", "lock", "big.bin"]);
+    assert!(!out.status.success(), "a read-only key took a lock");
+
+    // a key with no token, and a name that does not exist, are refused
+    let (code, _, err) = ssh.ssh(&ssh.stranger, "git-lfs-transfer org/app.git download");
+    assert_ne!(code, Some(0), "{err}");
+    let (code, _, err) = ssh.ssh(&ssh.reader, "git-lfs-transfer org/none.git download");
+    assert_eq!(code, Some(128), "{err}");
+    assert!(
+        err.contains("does not appear to be a git repository") || err.contains("not found"),
+        "{err}"
+    );
 }

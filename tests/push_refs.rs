@@ -125,7 +125,10 @@ fn new_refs_at_existing_commits(r: &Remote) {
 fn a_url_without_git_names_the_same_repository(r: &Remote) {
     let tmp = tempfile::tempdir().unwrap();
     let with = r.url("bare-name");
-    let without = with.strip_suffix(".git").expect("test URLs end in .git").to_owned();
+    let without = with
+        .strip_suffix(".git")
+        .expect("test URLs end in .git")
+        .to_owned();
     let work = tmp.path().join("w");
     init_repo(&work);
     commit_files(&work, &[("a.txt", "one\n")], "one");
@@ -135,9 +138,15 @@ fn a_url_without_git_names_the_same_repository(r: &Remote) {
     commit_files(&work, &[("a.txt", "two\n")], "two");
     r.git(&work, &["push", "--quiet", &with, "main"]);
     let second = git_out(&work, &["rev-parse", "main"]);
-    assert_eq!(r.remote_ref(&without, "refs/heads/main"), Some(second.clone()));
+    assert_eq!(
+        r.remote_ref(&without, "refs/heads/main"),
+        Some(second.clone())
+    );
     r.git(tmp.path(), &["clone", "--quiet", &without, "c"]);
-    assert_eq!(git_out(&tmp.path().join("c"), &["rev-parse", "HEAD"]), second);
+    assert_eq!(
+        git_out(&tmp.path().join("c"), &["rev-parse", "HEAD"]),
+        second
+    );
 }
 
 /// `--atomic` with one command the server refuses changes nothing; without

@@ -332,8 +332,10 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
         assert_eq!(o.status.code(), Some(2), "{}", out(&o));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains(&format!("store directory {} does not exist", missing.display()))
-                && err.contains("--create-store"),
+            err.contains(&format!(
+                "store directory {} does not exist",
+                missing.display()
+            )) && err.contains("--create-store"),
             "{err}"
         );
         assert!(!missing.exists(), "serve created a mistyped store");
@@ -352,7 +354,13 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
         // serve --create-store makes one where told, and logs one line of it.
         let other = tmp.path().join("made-by-serve");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--create-store", "--no-maintenance"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--create-store",
+                "--no-maintenance",
+            ])
             .args(["--store", &format!("file://{}", other.display())])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -368,7 +376,11 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
         child.kill().unwrap();
         let o = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(err.matches("creating a new, empty local store").count(), 1, "{err}");
+        assert_eq!(
+            err.matches("creating a new, empty local store").count(),
+            1,
+            "{err}"
+        );
         assert!(other.is_dir());
     }
 }

@@ -99,7 +99,10 @@ fn credentials_and_region_come_from_a_profile() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("refused the credentials for bucket"), "{err}");
     assert!(err.contains("--s3-secret-key"), "{err}");
-    assert!(!err.contains("not-the-secret"), "the secret is not echoed: {err}");
+    assert!(
+        !err.contains("not-the-secret"),
+        "the secret is not echoed: {err}"
+    );
 }
 
 /// An STS `AssumeRoleWithWebIdentity` answer with these keys, expiring

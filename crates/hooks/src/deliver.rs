@@ -176,7 +176,10 @@ impl Worker {
                 });
             }
         });
-        Ok((next_due.into_inner().unwrap_or_else(|e| e.into_inner()), false))
+        Ok((
+            next_due.into_inner().unwrap_or_else(|e| e.into_inner()),
+            false,
+        ))
     }
 
     /// Handles one entry; returns when it is next due, if it stays.

@@ -28,14 +28,14 @@ pub fn route(path: &str) -> Option<Route<'_>> {
     fn name(prefix: &str) -> &str {
         prefix.strip_suffix(".git").unwrap_or(prefix)
     }
-    for (endpoint, make) in [
-        ("/info/refs", Route::InfoRefs as fn(&str) -> Route<'_>),
-        ("/git-upload-pack", Route::UploadPack),
-        ("/git-receive-pack", Route::ReceivePack),
-    ] {
-        if let Some(prefix) = path.strip_suffix(endpoint) {
-            return Some(make(name(prefix)));
-        }
+    if let Some(prefix) = path.strip_suffix("/info/refs") {
+        return Some(Route::InfoRefs(name(prefix)));
+    }
+    if let Some(prefix) = path.strip_suffix("/git-upload-pack") {
+        return Some(Route::UploadPack(name(prefix)));
+    }
+    if let Some(prefix) = path.strip_suffix("/git-receive-pack") {
+        return Some(Route::ReceivePack(name(prefix)));
     }
     if let Some((prefix, rest)) = path.split_once("/info/lfs/") {
         return Some(Route::Lfs(name(prefix), rest));
@@ -84,7 +84,10 @@ mod tests {
             Some(Route::Lfs("org/r", "locks/verify"))
         );
         // One `.git` is the suffix; what is left is checked as a name.
-        assert_eq!(route("/r.git.git/info/refs"), Some(Route::InfoRefs("r.git")));
+        assert_eq!(
+            route("/r.git.git/info/refs"),
+            Some(Route::InfoRefs("r.git"))
+        );
         assert_eq!(route("/info/refs"), None);
     }
 }

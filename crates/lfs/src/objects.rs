@@ -269,6 +269,16 @@ impl<W> Hashing<W> {
         }
     }
 
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The writer, and the oid and length of what was written.
     pub fn finish(self) -> (W, (Oid, u64)) {
         let digest: [u8; 32] = self.hasher.finalize().into();

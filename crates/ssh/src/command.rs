@@ -32,6 +32,15 @@ pub enum Command {
         /// `upload` rather than `download`.
         upload: bool,
     },
+    /// `git-lfs-transfer <path> upload|download` (git-lfs
+    /// `docs/proposals/ssh_adapter.md`): Git LFS over this channel
+    /// ([`crate::lfs_transfer`]).
+    LfsTransfer {
+        /// The repository, as [`Exec::repo`].
+        repo: String,
+        /// `upload` rather than `download`.
+        upload: bool,
+    },
 }
 
 /// Why a command is refused (the text goes to the client's stderr).
@@ -39,7 +48,7 @@ pub enum Command {
 pub enum ExecError {
     /// Not git-upload-pack nor git-receive-pack (a shell command, scp, …).
     #[error(
-        "gitstow runs only git-upload-pack, git-receive-pack and git-lfs-authenticate over SSH"
+        "gitstow runs only git-upload-pack, git-receive-pack, git-lfs-transfer and git-lfs-authenticate over SSH"
     )]
     NotGit,
     /// The path is not quoted as git quotes it, or is empty.
@@ -81,8 +90,9 @@ pub fn parse(command: &[u8]) -> Result<Exec, ExecError> {
 }
 
 /// Parses the command of an `exec` request: one of git's two commands
-/// ([`parse`]) or `git-lfs-authenticate <path> upload|download`, the path
-/// quoted as git quotes it or bare.
+/// ([`parse`]), or `git-lfs-authenticate <path> upload|download` or
+/// `git-lfs-transfer <path> upload|download`, the path quoted as git
+/// quotes it or bare.
 ///
 /// # Errors
 /// [`ExecError`] for anything else.
@@ -91,7 +101,12 @@ pub fn parse_command(command: &[u8]) -> Result<Command, ExecError> {
         return Err(ExecError::NotGit);
     }
     let text = std::str::from_utf8(command).map_err(|_| ExecError::NotGit)?;
-    let Some(rest) = text.trim().strip_prefix("git-lfs-authenticate ") else {
+    let text = text.trim();
+    let (rest, transfer) = if let Some(rest) = text.strip_prefix("git-lfs-authenticate ") {
+        (rest, false)
+    } else if let Some(rest) = text.strip_prefix("git-lfs-transfer ") {
+        (rest, true)
+    } else {
         return parse(command).map(Command::Git);
     };
     let (path, operation) = rest.trim().rsplit_once(' ').ok_or(ExecError::NotGit)?;
@@ -100,10 +115,11 @@ pub fn parse_command(command: &[u8]) -> Result<Command, ExecError> {
         "download" => false,
         _ => return Err(ExecError::NotGit),
     };
-    let path = unquote(path.trim())?;
-    Ok(Command::LfsAuthenticate {
-        repo: repo_name(&path)?,
-        upload,
+    let repo = repo_name(&unquote(path.trim())?)?;
+    Ok(if transfer {
+        Command::LfsTransfer { repo, upload }
+    } else {
+        Command::LfsAuthenticate { repo, upload }
     })
 }
 
@@ -172,7 +188,9 @@ mod tests {
             "git-lfs-authenticate org/repo.git",
             "git-lfs-authenticate '../x' upload",
             "git-lfs-authenticate org/repo.git;id upload",
-            "git-lfs-transfer org/repo.git upload",
+            "git-lfs-transfer org/repo.git lock",
+            "git-lfs-transfer '../x' download",
+            "git-lfs-transfer org/repo.git",
         ] {
             assert!(lfs(bad).is_err(), "{bad}");
         }
@@ -180,6 +198,21 @@ mod tests {
             lfs("git-upload-pack 'org/r.git'"),
             Ok(Command::Git(Exec { .. }))
         ));
+        // git-lfs 3's pure-SSH protocol, as its client runs it.
+        assert_eq!(
+            lfs("git-lfs-transfer 'org/repo.git' upload"),
+            Ok(Command::LfsTransfer {
+                repo: "org/repo".into(),
+                upload: true
+            })
+        );
+        assert_eq!(
+            lfs("git-lfs-transfer /org/repo download"),
+            Ok(Command::LfsTransfer {
+                repo: "org/repo".into(),
+                upload: false
+            })
+        );
     }
 
     fn ok(cmd: &str) -> (Service, String) {

@@ -53,6 +53,11 @@ impl Output {
     pub fn sent(&self) -> u64 {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Sends `chunk` as channel data; false when the channel failed.
+    pub async fn send_chunk(&self, chunk: Bytes) -> bool {
+        send(self, chunk).await
+    }
 }
 
 /// Sends `chunk` as channel data; false when the channel failed.

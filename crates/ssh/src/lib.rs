@@ -12,6 +12,7 @@
 //! - [`request`]: the client's request read from a channel, bounded and
 //!   spooled.
 //! - [`io`]: from a channel to the blocking thread of a v0 negotiation.
+//! - `lfs_transfer`: `git-lfs-transfer`, Git LFS over the channel itself.
 //! - [`proxy`]: the PROXY protocol header a load balancer sends first.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -20,6 +21,7 @@ pub mod command;
 pub mod git;
 pub mod host_key;
 pub mod io;
+mod lfs_transfer;
 pub mod listener;
 pub mod proxy;
 pub mod request;

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use gitstow_protocol::ProtocolVersion;
 use gitstow_service::conn_caps::{self, ConnCaps};
+use gitstow_service::gate::Level;
 use gitstow_service::metrics as m;
 use gitstow_service::{Denied, Host, Principal, Refusal};
 use russh::keys::{Algorithm, HashAlg};
@@ -38,13 +39,14 @@ pub trait KeyAccess: Send + Sync + 'static {
     /// attached to, when the token exists and has not expired.
     fn token_of(&self, fingerprint: &str) -> impl Future<Output = Option<String>> + Send;
 
-    /// What the token of key `fingerprint` may do on `repo` (`write`: push,
-    /// else fetch): the principal, or the line to say on stderr.
+    /// Whether the token of key `fingerprint` has `level` on `repo`
+    /// (`Write`: push, `Read`: fetch, `Admin`: remove another's LFS lock):
+    /// the principal, or the denial to say on stderr.
     fn authorize(
         &self,
         fingerprint: &str,
         repo: &str,
-        write: bool,
+        level: Level,
     ) -> impl Future<Output = Result<Principal, Denied>> + Send;
 
     /// `git-lfs-authenticate`: whether the token of key `fingerprint` may
@@ -544,6 +546,10 @@ impl<A: KeyAccess> Job<A> {
             Ok(Command::LfsAuthenticate { repo, upload }) => {
                 return self.lfs_authenticate(&write_half, &repo, upload).await;
             }
+            Ok(Command::LfsTransfer { repo, upload }) => {
+                let input = read_half.make_reader();
+                return self.lfs_transfer(input, write_half, &repo, upload).await;
+            }
             Err(e) => {
                 tracing::info!(peer = %self.peer, token = self.token.as_deref(), error = %e, "ssh: command refused");
                 say(&write_half, &format!("ERROR: {e}.")).await;
@@ -554,7 +560,11 @@ impl<A: KeyAccess> Job<A> {
         let write = exec.service == gitstow_protocol::Service::ReceivePack;
         let principal = match self
             .access
-            .authorize(&self.fingerprint, &exec.repo, write)
+            .authorize(
+                &self.fingerprint,
+                &exec.repo,
+                if write { Level::Write } else { Level::Read },
+            )
             .await
         {
             Ok(p) => p,
@@ -623,6 +633,64 @@ impl<A: KeyAccess> Job<A> {
 }
 
 impl<A: KeyAccess> Job<A> {
+    /// `git-lfs-transfer <repo> upload|download`: the key's rights checked
+    /// (write to upload and lock, read to download and list locks; admin
+    /// noted for a forced unlock), the repository (or, for an upload where
+    /// pushes create repositories, its name) checked, then the session
+    /// ([`crate::lfs_transfer`]) on a blocking thread, fed from the channel
+    /// at the pace input must keep.
+    async fn lfs_transfer(
+        &self,
+        mut input: impl tokio::io::AsyncRead + Unpin + Send,
+        write_half: russh::ChannelWriteHalf<Msg>,
+        repo: &str,
+        upload: bool,
+    ) {
+        let started = std::time::Instant::now();
+        let level = if upload { Level::Write } else { Level::Read };
+        let refused = match self.access.authorize(&self.fingerprint, repo, level).await {
+            Err(denied) => Some(denied_line(denied)),
+            Ok(principal) => match lfs_repository(&self.host, repo, upload).await {
+                Err(line) => Some(line),
+                Ok(()) => {
+                    let admin = self
+                        .access
+                        .authorize(&self.fingerprint, repo, Level::Admin)
+                        .await
+                        .is_ok();
+                    let owner = principal
+                        .token
+                        .unwrap_or_else(|| gitstow_lfs::locks::ANONYMOUS.to_owned());
+                    let output = git::Output::new(write_half);
+                    let status = run_lfs_transfer(
+                        &self.host, &mut input, &output, repo, upload, admin, owner,
+                    )
+                    .await;
+                    let write_half = output.half();
+                    tracing::info!(
+                        transport = "ssh",
+                        peer = %self.peer,
+                        token = self.token.as_deref(),
+                        fingerprint = %self.fingerprint,
+                        repo,
+                        service = "git-lfs-transfer",
+                        operation = if upload { "upload" } else { "download" },
+                        bytes_out = output.sent(),
+                        status,
+                        ms = started.elapsed().as_millis() as u64,
+                        "ssh command"
+                    );
+                    finish(write_half, status).await;
+                    return;
+                }
+            },
+        };
+        let line = refused.unwrap_or_default();
+        tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo, why = %line, "ssh: git-lfs-transfer refused");
+        say(&write_half, &line).await;
+        finish(&write_half, 128).await;
+    }
+
     /// `git-lfs-authenticate <repo> upload|download`: the JSON git-lfs
     /// reads (`href`, `header`, `expires_in`) on stdout, or `ERROR: …`.
     async fn lfs_authenticate(
@@ -661,6 +729,90 @@ impl<A: KeyAccess> Job<A> {
             "ssh command"
         );
         finish(write_half, status).await;
+    }
+}
+
+/// Whether LFS objects of `repo` may move: it exists, or it is an upload
+/// to a name that a push would create (git-lfs uploads before the push).
+/// `Err` is the line to say on stderr.
+async fn lfs_repository(host: &Host, repo: &str, upload: bool) -> Result<(), String> {
+    match host.state(repo).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) if upload && host.config().auto_create => Ok(()),
+        Ok(None) => Err(NOT_FOUND.to_owned()),
+        Err(refusal) => Err(format!("ERROR: {refusal}")),
+    }
+}
+
+/// One `git-lfs-transfer` session on a blocking thread; the exit status
+/// (0 after the client's `quit` or EOF, 128 when it broke the protocol or
+/// the channel failed, said on stderr).
+async fn run_lfs_transfer(
+    host: &Arc<Host>,
+    input: &mut (impl tokio::io::AsyncRead + Unpin + Send),
+    out: &git::Output,
+    repo: &str,
+    upload: bool,
+    admin: bool,
+    owner: String,
+) -> u32 {
+    let config = host.config();
+    let limits = config.limits;
+    let pace = gitstow_service::output::Pace {
+        stall: limits.pace.idle,
+        min_rate: limits.pace.min_rate,
+    };
+    let (mut reader, tx) = crate::io::BlockingReader::new(Box::new(std::io::empty()), pace);
+    let (mut writer, source) = host.response();
+    let store = host.store().clone();
+    let staging = config.receive.staging_dir.clone();
+    let repo_name = repo.to_owned();
+    let max_size = limits.max_push_bytes;
+    let task = tokio::task::spawn_blocking(move || {
+        let session = crate::lfs_transfer::Session {
+            store: store.as_ref(),
+            repo: &repo_name,
+            upload,
+            admin,
+            owner,
+            max_size,
+            staging_dir: staging.as_deref(),
+            now: || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+            },
+        };
+        let r = session.serve(&mut reader, &mut writer);
+        drop(writer);
+        r
+    });
+    let send = gitstow_service::output::forward(source, host.response_pace(), |chunk| async move {
+        out.send_chunk(chunk).await
+    });
+    let both = async {
+        let (result, _) = tokio::join!(task, send);
+        result
+    };
+    tokio::pin!(both);
+    let fed = crate::io::pump(input, tx, limits.pace.idle);
+    tokio::pin!(fed);
+    let result = tokio::select! {
+        r = &mut both => r,
+        () = &mut fed => both.await,
+    };
+    match result {
+        Ok(Ok(())) => 0,
+        Ok(Err(crate::lfs_transfer::Ended::Protocol(why))) => {
+            tracing::info!(repo, error = %why, "ssh: git-lfs-transfer: protocol error");
+            say(out.half(), &format!("fatal: {why}")).await;
+            128
+        }
+        Ok(Err(crate::lfs_transfer::Ended::Io(e))) => {
+            tracing::info!(repo, error = %e, "ssh: git-lfs-transfer ended");
+            128
+        }
+        Err(_) => 128,
     }
 }
 

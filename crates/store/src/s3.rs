@@ -194,8 +194,8 @@ impl S3Store {
             match self.client.head_bucket().bucket(bucket).send().await {
                 Ok(_) => Ok(true),
                 Err(e) if status(&e) == Some(404) => Ok(false),
-                Err(e) if matches!(status(&e), Some(401 | 403)) => Err(Failure::Final(
-                    Error::Config {
+                Err(e) if matches!(status(&e), Some(401 | 403)) => {
+                    Err(Failure::Final(Error::Config {
                         reason: format!(
                             "{} refused the credentials for bucket {bucket:?} (HTTP {}): check \
                              the access key and secret (--s3-access-key, --s3-secret-key or \
@@ -204,8 +204,8 @@ impl S3Store {
                             self.config.endpoint.as_deref().unwrap_or("AWS S3"),
                             status(&e).unwrap_or(403)
                         ),
-                    },
-                )),
+                    }))
+                }
                 Err(e) => Err(classify(&e)),
             }
         }))?;
