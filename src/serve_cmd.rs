@@ -121,14 +121,15 @@ pub struct ServeArgs {
     /// 0: no spill.
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub max_response_spill: u64,
-    /// Open connections at most; beyond it a new connection is answered 503
-    /// at once (default: half of the open-files limit left after 256
-    /// descriptors).
+    /// Open connections at most, HTTP and SSH together; beyond it a new
+    /// HTTP connection is answered 503 at once and an SSH one closed
+    /// (default: half of the open-files limit left after 256 descriptors).
     #[arg(long)]
     pub max_connections: Option<usize>,
-    /// Open connections from one client address at most, beyond it 503
-    /// (default: no cap beyond --max-connections; set it when clients
-    /// connect directly, not through a proxy or a large NAT).
+    /// Open connections from one client address at most, HTTP and SSH
+    /// together, beyond it 503 (SSH: closed) (default: no cap beyond
+    /// --max-connections; set it when clients connect directly, not through
+    /// a proxy or a large NAT).
     #[arg(long)]
     pub max_connections_per_address: Option<usize>,
     /// Seconds a connection gets to send a whole request head; also how long

@@ -163,14 +163,18 @@ pub fn run(mut settings: Settings) -> i32 {
         }
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (ssh_stop_tx, mut ssh_stop_rx) = tokio::sync::watch::channel(false);
+        // One set of connection caps for both transports: --max-connections
+        // and --max-connections-per-address count HTTP's and SSH's together.
+        let caps = settings.conn_limits.caps();
         let ssh_task = ssh.map(|(l, keys, ssh_config)| {
             let access = Arc::new(crate::ssh_access::SshAccess(app.clone()));
             let host = app.host().clone();
+            let caps = caps.clone();
             tokio::spawn(async move {
                 let stopped = async move {
                     let _ = ssh_stop_rx.wait_for(|s| *s).await;
                 };
-                gitstow_ssh::serve(l, host, access, &keys, ssh_config, stopped).await;
+                gitstow_ssh::serve(l, host, access, &keys, ssh_config, caps, stopped).await;
             })
         });
         let stopping = app.clone();
@@ -192,7 +196,7 @@ pub fn run(mut settings: Settings) -> i32 {
             header_timeout_secs = conn_limits.header_timeout.as_secs(),
             "connection limits"
         );
-        let http = gitstow_http::listen::serve(listener, app::router(app), conn_limits, tls, graceful);
+        let http = gitstow_http::listen::serve(listener, app::router(app), conn_limits, caps, tls, graceful);
         // Both transports drain: SSH commands running at the signal finish
         // (within the grace below) as HTTP requests do.
         let served = async move {

@@ -659,3 +659,52 @@ fn past_half_the_startup_cap_new_connections_are_dropped_at_random() {
     );
     drop(held);
 }
+
+/// `--max-connections` counts HTTP's and SSH's connections together: two
+/// authenticated SSH connections that run nothing (`ssh -N`) hold the two
+/// slots, so HTTP answers 503 and a third SSH connection is closed; once
+/// they go, both transports serve again. (Before, SSH was capped only
+/// while not authenticated: logged-in connections were unbounded.)
+#[test]
+fn authenticated_ssh_connections_count_against_max_connections() {
+    let ssh = Ssh::start_with(&["--max-connections", "2"], |_| {});
+    let holders: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "exec {} -N -p {} git@127.0.0.1",
+                    ssh_command(&ssh.dev),
+                    ssh.port
+                ))
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("ssh runs")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ssh.server.logs().matches("ssh: authenticated").count() < 2 {
+        assert!(Instant::now() < deadline, "{}", ssh.server.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = http(ssh.server.port(), "GET", "/healthz", &[], b"");
+    assert_eq!(r.status, 503, "HTTP beyond the shared cap: {}", r.text());
+    let (code, _, err) = ssh.ssh(&ssh.dev, "git-upload-pack org/none.git");
+    assert_ne!(code, Some(0), "a third SSH connection beyond the cap: {err}");
+    wait_for_log(&ssh.server, "too many open connections (HTTP and SSH)");
+    for mut h in holders {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = http(ssh.server.port(), "GET", "/healthz", &[], b"");
+        if r.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slots never came back");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, _, err) = ssh.ssh(&ssh.dev, "git-upload-pack org/none.git");
+    assert_eq!(code, Some(128), "served again (not found): {err}");
+}

@@ -48,6 +48,12 @@ pub struct ConnLimits {
 }
 
 impl ConnLimits {
+    /// The connection caps these limits set, to share between the HTTP
+    /// listener ([`serve`]) and the SSH one.
+    pub fn caps(&self) -> ConnCaps {
+        ConnCaps::new(self.max_connections, self.max_per_address)
+    }
+
     /// The default connection cap for a process whose open-files soft
     /// limit is `nofile`: half of what is left after 256 descriptors for
     /// the store and logs (a connection may hold a second one: its request
@@ -164,17 +170,20 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 const READ_BUF_MAX: usize = 128 << 10;
 
 /// Serves `router` on `listener` under `limits` until `shutdown` resolves,
-/// then waits for open connections to finish their requests. With `tls`,
-/// each connection's TLS handshake (see [`crate::tls`]) must end within
-/// `limits.header_timeout`, and HTTP is spoken inside it.
+/// then waits for open connections to finish their requests. Each
+/// connection holds a slot of `caps` (made from `limits`' connection caps
+/// by [`ConnLimits::caps`], and shared with the SSH listener, so that both
+/// transports together stay under them). With `tls`, each connection's TLS
+/// handshake (see [`crate::tls`]) must end within `limits.header_timeout`,
+/// and HTTP is spoken inside it.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnLimits,
+    caps: ConnCaps,
     tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let caps = ConnCaps::new(limits.max_connections, limits.max_per_address);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())

@@ -103,6 +103,11 @@ impl ConnCaps {
         }
     }
 
+    /// The caps: (in all, from one address block).
+    pub fn limits(&self) -> (usize, usize) {
+        (self.total, self.per_source)
+    }
+
     /// These caps, with connections dropped at random before the total cap
     /// is reached ([`ConnCaps::admit_rolled`]).
     pub fn with_early_drop(mut self, drop: EarlyDrop) -> Self {

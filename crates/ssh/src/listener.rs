@@ -127,12 +127,19 @@ const NOT_FOUND: &str = "ERROR: Repository not found.";
 
 /// Serves SSH on `listener` until `shutdown` completes, then returns once
 /// the commands running then have finished (the caller bounds the wait).
+///
+/// Every connection holds a slot of `connections` for its whole life: the
+/// server's caps in all and per client address (`--max-connections`,
+/// `--max-connections-per-address`), shared with the HTTP listener, so SSH
+/// and HTTP together stay under them. A connection beyond them is closed
+/// at once, as one beyond the startup caps is.
 pub async fn serve<A: KeyAccess>(
     listener: TcpListener,
     host: Arc<Host>,
     access: Arc<A>,
     keys: &HostKeys,
     config: SshConfig,
+    connections: ConnCaps,
     shutdown: impl Future<Output = ()>,
 ) {
     let russh_config = Arc::new(russh::server::Config {
@@ -196,10 +203,17 @@ pub async fn serve<A: KeyAccess>(
         // names, once read; any other against its own address.
         let proxied = config.proxy.trusts(accepted_from.ip());
         let source = (!proxied).then_some(accepted_from.ip());
+        let mut open = match connections.admit(source) {
+            Ok(held) => held,
+            Err(cap) => {
+                refused(accepted_from, cap, Caps::Open(&connections));
+                continue;
+            }
+        };
         let mut pending = match startups.admit_rolled(source, rand::random_range(0..100)) {
             Ok(held) => held,
             Err(cap) => {
-                refused(accepted_from, cap, &config);
+                refused(accepted_from, cap, Caps::Startups(&config));
                 continue;
             }
         };
@@ -220,9 +234,12 @@ pub async fn serve<A: KeyAccess>(
             channels: HashMap::new(),
         };
         let startups = startups.clone();
+        let connections = connections.clone();
         let russh_config = russh_config.clone();
         let login_grace = config.login_grace;
         tokio::spawn(async move {
+            // The connection's slot among all the server's, held to its end.
+            let _slot = open;
             let _open = m::InFlight::new(m::SSH_CONNECTIONS_OPEN);
             // The grace time counts from the accept: a client that never
             // sends its version line is dropped too.
@@ -235,8 +252,11 @@ pub async fn serve<A: KeyAccess>(
                     .unwrap_or(Err(proxy::HeaderError::Timeout));
                 match header {
                     Ok(Some(client)) => {
+                        if let Err(cap) = connections.attribute(&mut open, client.ip()) {
+                            return refused(client, cap, Caps::Open(&connections));
+                        }
                         if let Err(cap) = startups.attribute(&mut pending, client.ip()) {
-                            return refused(client, cap, &connection.config);
+                            return refused(client, cap, Caps::Startups(&connection.config));
                         }
                         tracing::debug!(peer = %client, via = %accepted_from, "ssh: PROXY header");
                         connection.peer = client;
@@ -846,11 +866,19 @@ const REFUSED_WARN_EVERY_SECS: u64 = 10;
 static REFUSED_WARNED_AT: AtomicU64 = AtomicU64::new(0);
 static REFUSED_SINCE: AtomicU64 = AtomicU64::new(0);
 
+/// Which caps a refused connection met.
+#[derive(Clone, Copy)]
+enum Caps<'a> {
+    /// The server's open connections, HTTP's and SSH's together.
+    Open(&'a ConnCaps),
+    /// The connections not authenticated yet (`MaxStartups`).
+    Startups(&'a SshConfig),
+}
+
 /// Says (metric, and a warning at most every
-/// [`REFUSED_WARN_EVERY_SECS`]) that a connection from `peer` met a
-/// startup cap; the connection is then closed without a word (as sshd
-/// does).
-fn refused(peer: SocketAddr, cap: conn_caps::CapReached, config: &SshConfig) {
+/// [`REFUSED_WARN_EVERY_SECS`]) that a connection from `peer` met one of
+/// `caps`; the connection is then closed without a word (as sshd does).
+fn refused(peer: SocketAddr, cap: conn_caps::CapReached, caps: Caps<'_>) {
     metrics::counter!(m::SSH_CONNECTIONS_REFUSED).increment(1);
     let since = REFUSED_SINCE.fetch_add(1, Ordering::Relaxed) + 1;
     let now = std::time::SystemTime::now()
@@ -865,13 +893,21 @@ fn refused(peer: SocketAddr, cap: conn_caps::CapReached, config: &SshConfig) {
         return;
     }
     REFUSED_SINCE.fetch_sub(since, Ordering::Relaxed);
-    let (limit, whence) = match cap {
-        conn_caps::CapReached::Total => (config.max_unauthenticated, ""),
-        conn_caps::CapReached::Source => {
-            (config.max_unauthenticated_per_source, " from this address")
-        }
+    let ((total, per_source), what) = match caps {
+        Caps::Open(c) => (c.limits(), "open connections (HTTP and SSH)"),
+        Caps::Startups(config) => (
+            (
+                config.max_unauthenticated,
+                config.max_unauthenticated_per_source,
+            ),
+            "not authenticated yet",
+        ),
     };
-    tracing::warn!(%peer, limit, refused = since, "ssh: connection refused: too many not authenticated yet{whence} ({since} refused since the last such warning, at most one every {REFUSED_WARN_EVERY_SECS} s; all counted in {})", m::SSH_CONNECTIONS_REFUSED);
+    let (limit, whence) = match cap {
+        conn_caps::CapReached::Total => (total, ""),
+        conn_caps::CapReached::Source => (per_source, " from this address"),
+    };
+    tracing::warn!(%peer, limit, refused = since, "ssh: connection refused: too many {what}{whence} ({since} refused since the last such warning, at most one every {REFUSED_WARN_EVERY_SECS} s; all counted in {})", m::SSH_CONNECTIONS_REFUSED);
 }
 
 impl Drop for Running {
