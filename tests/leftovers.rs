@@ -50,6 +50,7 @@ fn a_start_removes_dead_processes_leftovers_and_spares_a_live_instance() {
     fs::create_dir_all(&scratch).unwrap();
     let store = TestStore::Fs(tmp.path().join("store"));
     let root = tmp.path().join("store");
+    fs::create_dir_all(&root).unwrap();
     let hours = Duration::from_secs(7200);
     let tmp_flag = scratch.to_str().unwrap().to_owned();
     let args = ["--tmp-dir", tmp_flag.as_str(), "--no-maintenance"];

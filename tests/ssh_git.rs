@@ -222,7 +222,7 @@ fn keys_get_their_tokens_grants_and_nothing_else() {
     assert_eq!(code, Some(128), "{err}");
     assert!(
         err.contains(
-            "ERROR: gitstow runs only git-upload-pack, git-receive-pack and git-lfs-authenticate over SSH"
+            "ERROR: gitstow runs only git-upload-pack, git-receive-pack, git-lfs-transfer and git-lfs-authenticate over SSH"
         ),
         "{err}"
     );

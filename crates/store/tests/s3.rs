@@ -534,9 +534,14 @@ fn open_with_url_and_options() {
         secret_key: Some("wrong".into()),
         ..options.clone()
     };
+    // A refused secret is said as such, with the flags to check (and
+    // never the secret).
     match open_with(&url, &wrong_secret) {
-        Err(Error::Backend { message, .. }) => assert!(message.contains("403"), "{message}"),
-        other => panic!("expected Backend, got {other:?}"),
+        Err(Error::Config { reason }) => {
+            assert!(reason.contains("refused the credentials") && reason.contains("403"), "{reason}");
+            assert!(!reason.contains("wrong"), "{reason}");
+        }
+        other => panic!("expected Config, got {other:?}"),
     }
 }
 
