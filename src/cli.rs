@@ -79,6 +79,8 @@ Exit status: 0 after a shutdown, 1 when the address or runtime cannot be had,
     Webhook(crate::webhook_cmd::WebhookArgs),
     /// List, create, delete repositories; set HEAD.
     Repo(crate::repo_cmd::RepoArgs),
+    /// Take a repository in from another git server (pull mirrors).
+    Mirror(crate::mirror_cmd::MirrorArgs),
     /// Check stored repositories: containers, indexes, objects, reachability.
     #[command(
         after_help = "Exit status: 0 sound, 1 damage found (or a check that failed), 2 the store cannot be opened."
@@ -167,6 +169,7 @@ pub fn main() -> i32 {
         Command::Access(args) => crate::token_cmd::access_main(args),
         Command::Webhook(args) => crate::webhook_cmd::webhook_main(args),
         Command::Repo(args) => crate::repo_cmd::repo_main(args),
+        Command::Mirror(args) => crate::mirror_cmd::mirror_main(args),
         Command::Fsck(args) => crate::repo_cmd::fsck_main(args),
     }
 }

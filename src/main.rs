@@ -18,6 +18,7 @@
 //! - [`key_cmd`]: `gitstow key`.
 //! - [`webhook_cmd`]: `gitstow webhook`.
 //! - [`repo_cmd`]: `gitstow repo` and `gitstow fsck`.
+//! - [`mirror_cmd`]: `gitstow mirror` (pull mirrors).
 //! - [`limits`]: process limits set at start (open files).
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
 #![deny(missing_docs)]
@@ -29,6 +30,7 @@ mod key_cmd;
 mod leftovers;
 mod limits;
 mod maintain_cmd;
+mod mirror_cmd;
 mod progress;
 mod repo_cmd;
 mod serve_cmd;

@@ -197,7 +197,15 @@ impl Settings {
         let max_concurrent_fetches = args.max_concurrent_fetches.unwrap_or_else(|| {
             gitstow_service::queue::default_fetch_limit(machine.cores, machine.mem_total)
         });
-        let hidden = gitstow_protocol::HiddenRefs::new(&args.hide_refs)
+        // Where pull mirrors keep old tips is hidden too: no fetch sees it,
+        // no push changes it.
+        let mut hide_refs = args.hide_refs.clone();
+        hide_refs.push(
+            gitstow_mirror::BACKUP_PREFIX
+                .trim_end_matches('/')
+                .to_owned(),
+        );
+        let hidden = gitstow_protocol::HiddenRefs::new(&hide_refs)
             .map_err(|why| format!("--hide-refs: {why}"))?;
         receive.hidden = hidden.clone();
         let http = Config {
@@ -500,6 +508,7 @@ mod tests {
         assert_eq!(s.http.service.max_concurrent_pushes, 3);
         assert_eq!(s.http.service.receive.threads, 3);
         assert!(s.http.service.receive.hidden.hides("refs/pull/1/head"));
+        assert!(s.http.service.upload.hidden.hides("refs/mirror-backup/1/refs/heads/main"));
         assert!(s.http.service.upload.hidden.hides("refs/pull/1/head"));
         assert!(s.http.service.maintenance.is_none() && !s.http.service.auto_create);
         assert!(!s.http.auth.loopback_hosts_only && s.insecure_no_auth);

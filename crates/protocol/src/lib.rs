@@ -18,6 +18,8 @@
 //!   options, shallow lines: [`read_push_request`]; the scan and caps a
 //!   transport copies it by).
 //! - [`report_status`]: receive-pack's answer ([`write_report_status`]).
+//! - [`client`]: the client side of v2 (capabilities, `ls-refs`, `fetch`)
+//!   for pull mirrors.
 //! - [`fetch`]: upload-pack requests, v0 ([`read_upload_request_v0`]) and v2
 //!   ([`read_command_v2`], [`FetchArgsV2`]), and the negotiation answers
 //!   (ACK/NAK, `acknowledgments`, `shallow-info`, `packfile`).
@@ -50,6 +52,7 @@
 
 pub mod advertisement;
 pub mod capabilities;
+pub mod client;
 pub mod fetch;
 pub mod hidden;
 pub mod ls_refs;

@@ -50,7 +50,7 @@ pub(crate) fn decide(
     outcome: &mut Outcome,
 ) -> Result<Fates, UnpackFailure> {
     let mut fates = validate(push, db, &unpacked, opts, outcome);
-    let non_commit_branch = non_commit_branches(push, db, &unpacked);
+    let mut non_commit_branch = non_commit_branches(push, db, &unpacked);
     if let Some(hook) = &opts.pre_receive {
         hooks::pre_receive(repo, push, &mut fates, hook.as_ref(), opts, outcome);
     }
@@ -73,12 +73,24 @@ pub(crate) fn decide(
             outcome,
         )?;
     }
+    // What the push rewrites, kept in the same transaction (safe mirrors).
+    let kept = match &opts.keep_rewritten {
+        Some(prefix) => protect::kept_rewrites(repo, state, &containers, push, &fates, prefix)?,
+        None => Vec::new(),
+    };
     let pending = match prepare_notice(repo, push, &fates, opts) {
         Ok(pending) => pending,
         Err(fault) => return Ok(vec![Some(Reason::FailedBy(fault)); push.commands.len()]),
     };
+    let commands: std::borrow::Cow<'_, [gitstow_protocol::push::RefCommand]> = if kept.is_empty() {
+        std::borrow::Cow::Borrowed(&push.commands)
+    } else {
+        fates.extend(kept.iter().map(|_| None));
+        non_commit_branch.extend(kept.iter().map(|_| false));
+        std::borrow::Cow::Owned(push.commands.iter().cloned().chain(kept).collect())
+    };
     let tx = Transaction {
-        commands: &push.commands,
+        commands: &commands,
         rejected: fates,
         non_commit_branch,
         containers,
@@ -95,7 +107,10 @@ pub(crate) fn decide(
         max_refs: opts.max_refs,
         max_attempts: opts.max_state_attempts,
     };
-    Ok(transact(repo, push, tx, pending, outcome))
+    let mut fates = transact(repo, push, tx, pending, outcome);
+    // The kept refs are the server's doing: not reported to the client.
+    fates.truncate(push.commands.len());
+    Ok(fates)
 }
 
 /// Phase 1: each command on its own: a ref name git refuses (`funny

@@ -108,6 +108,11 @@ pub struct Options {
     /// Refs this push may not rewrite (non-fast-forward or delete); `None`:
     /// any (no access control, or an admin's push).
     pub protect: Option<protect::Protect>,
+    /// Keep what a rewrite replaces (a pull mirror's safe mode): each
+    /// deletion or non-fast-forward update that lands also creates
+    /// `<prefix><ref>` at the ref's old value, in the same transaction
+    /// ([`protect::kept_rewrites`]); `None`: nothing is kept.
+    pub keep_rewritten: Option<String>,
     /// The name of the token that pushes, for the hooks (`None`: access
     /// control off).
     pub pusher: Option<String>,
@@ -143,6 +148,7 @@ impl Default for Options {
             max_state_attempts: 20,
             staging_dir: None,
             protect: None,
+            keep_rewritten: None,
             pusher: None,
             pre_receive: None,
             notify: None,

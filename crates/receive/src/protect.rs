@@ -122,6 +122,46 @@ pub(crate) fn refuse_rewrites(
     Ok(())
 }
 
+/// The creations that keep what a push rewrites (a pull mirror's safe
+/// mode): for each command not refused that deletes a ref, or moves it to
+/// a value that does not descend from its old one (any change of a tag), a
+/// command creating `<prefix><ref>` at the old value, so that the old tip
+/// stays in the repository, reachable under `prefix` (a hidden namespace).
+/// The push's own commits are read from its containers.
+pub(crate) fn kept_rewrites(
+    repo: &Repository,
+    state: &gitstow_odb::RepoState,
+    containers: &[gitstow_odb::state::ContainerRef],
+    push: &PushRequest,
+    rejected: &[Option<Reason>],
+    prefix: &str,
+) -> Result<Vec<gitstow_protocol::push::RefCommand>, UnpackFailure> {
+    let mut with_push: Option<ObjectDb> = None;
+    let mut kept = Vec::new();
+    for (cmd, refused) in push.commands.iter().zip(rejected) {
+        if refused.is_some() || cmd.old.is_null() {
+            continue;
+        }
+        let rewritten = cmd.new.is_null()
+            || cmd.name.starts_with("refs/tags/")
+            || {
+                if with_push.is_none() {
+                    with_push = Some(objects_with_push(repo, state, containers)?);
+                }
+                let db = with_push.as_ref().expect("just made");
+                !is_ancestor(db, &cmd.old, &cmd.new)
+            };
+        if rewritten {
+            kept.push(gitstow_protocol::push::RefCommand {
+                old: ObjectId::null(cmd.old.kind()),
+                new: cmd.old,
+                name: format!("{prefix}{}", cmd.name),
+            });
+        }
+    }
+    Ok(kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,28 @@
+//! Mirrors (plan 0017): take a repository in from another git server.
+//!
+//! A **pull** ([`pull::pull`]) is a client fetch whose haves come from the
+//! stored repository, so that only new objects move: the upstream's refs
+//! (`ls-refs`, filtered by [`RefFilter`]), then one `fetch` of what changed
+//! ([`upstream::Upstream`]), its pack spooled and handed with the ref
+//! changes to receive-pack's ingest (`gitstow_receive::receive_pack`:
+//! resolve once, thin bases from the store, object checks, containers),
+//! so that every change lands in one compare-and-swap of the state or none
+//! does. By default it is **safe**: a ref the upstream rewrote or deleted
+//! keeps its old tip under [`BACKUP_PREFIX`] in the same transaction
+//! (`exact` mode opts out).
+//!
+//! - [`upstream`]: the upstream over smart HTTP(S), protocol v2.
+//! - [`pull`]: one pull, and what it changed.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod pull;
+pub mod upstream;
+
+pub use pull::{pull, Mode, PullOptions, Pulled, RefFilter};
+pub use upstream::{Upstream, UpstreamError};
+
+/// Where a safe pull keeps what the upstream rewrote or deleted:
+/// `refs/mirror-backup/<UTC time>/<ref>`, hidden from fetches as
+/// `--hide-refs` hides.
+pub const BACKUP_PREFIX: &str = "refs/mirror-backup/";

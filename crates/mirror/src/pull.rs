@@ -1,0 +1,344 @@
+//! One pull of a mirror: the upstream's refs compared with the stored
+//! ones, one fetch of what changed (haves: the stored tips), and the
+//! changes applied by receive-pack's ingest as one atomic push (one
+//! compare-and-swap of the state, or nothing).
+
+use std::io::{Seek, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gitstow_odb::Repository;
+use gitstow_protocol::pktline;
+use gix_hash::ObjectId;
+
+use crate::upstream::{Upstream, UpstreamError};
+use crate::BACKUP_PREFIX;
+
+/// Which of the upstream's refs a mirror takes: full names, or prefixes
+/// ending in `/*` (any depth). The default is `refs/heads/*` and
+/// `refs/tags/*`: never a forge's `refs/pull/*` unless asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefFilter {
+    patterns: Vec<String>,
+}
+
+impl Default for RefFilter {
+    fn default() -> Self {
+        RefFilter {
+            patterns: vec!["refs/heads/*".into(), "refs/tags/*".into()],
+        }
+    }
+}
+
+impl RefFilter {
+    /// A filter of `patterns` (each `refs/…`, a `*` only as a last `/*`).
+    ///
+    /// # Errors
+    /// The pattern that breaks the rule, and why.
+    pub fn new(patterns: Vec<String>) -> Result<RefFilter, String> {
+        if patterns.is_empty() {
+            return Err("no ref pattern".into());
+        }
+        for p in &patterns {
+            let body = p.strip_suffix("/*").unwrap_or(p);
+            if !p.starts_with("refs/") || body.contains('*') || body.ends_with('/') {
+                return Err(format!(
+                    "{p:?} is not a ref pattern: a full ref name (refs/heads/main) or a prefix ending in /* (refs/heads/*)"
+                ));
+            }
+            if p.starts_with(BACKUP_PREFIX) {
+                return Err(format!("{p:?}: {BACKUP_PREFIX} is where a mirror keeps old tips"));
+            }
+        }
+        Ok(RefFilter { patterns })
+    }
+
+    /// The patterns.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Whether the mirror takes `name` (never a kept old tip).
+    pub fn matches(&self, name: &str) -> bool {
+        !name.starts_with(BACKUP_PREFIX)
+            && self.patterns.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => p == name,
+            })
+    }
+
+    /// The `ref-prefix` arguments of `ls-refs` for these patterns.
+    fn prefixes(&self) -> Vec<&str> {
+        self.patterns
+            .iter()
+            .map(|p| p.strip_suffix('*').unwrap_or(p))
+            .collect()
+    }
+}
+
+/// What a pull does with a ref the upstream rewrote or deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Keep its old tip under [`BACKUP_PREFIX`]`<time>/<ref>` (in the same
+    /// transaction), then apply the upstream's value: a force-push or a
+    /// wipe upstream loses nothing here.
+    #[default]
+    Safe,
+    /// Apply the upstream's refs as they are (opt-in).
+    Exact,
+}
+
+/// How a pull runs.
+#[derive(Debug, Clone)]
+pub struct PullOptions {
+    /// Which refs.
+    pub filter: RefFilter,
+    /// Safe or exact.
+    pub mode: Mode,
+    /// Most refs taken from the upstream's listing.
+    pub max_refs: usize,
+    /// Largest pack accepted from the upstream, in bytes (as a push's).
+    pub max_pack_bytes: u64,
+    /// The ingest's limits (object size and count, chain depth, threads,
+    /// staging directory), as a push's.
+    pub receive: gitstow_receive::Options,
+}
+
+impl Default for PullOptions {
+    fn default() -> Self {
+        PullOptions {
+            filter: RefFilter::default(),
+            mode: Mode::Safe,
+            max_refs: 1_000_000,
+            max_pack_bytes: 8 << 30,
+            receive: gitstow_receive::Options::default(),
+        }
+    }
+}
+
+/// What a pull did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    /// Refs created, updated and deleted.
+    pub created: usize,
+    /// Refs moved.
+    pub updated: usize,
+    /// Refs deleted.
+    pub deleted: usize,
+    /// Old tips kept (safe mode), as `refs/mirror-backup/<time>/<ref>`.
+    pub kept: Vec<String>,
+    /// Bytes of the pack fetched.
+    pub pack_bytes: u64,
+    /// Objects new to the repository.
+    pub objects: u64,
+}
+
+impl Pulled {
+    /// Whether anything changed.
+    pub fn changed(&self) -> bool {
+        self.created + self.updated + self.deleted > 0
+    }
+}
+
+/// Why a pull failed; nothing was applied.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    /// Talking to the upstream failed.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The upstream's pack was refused by the ingest (git's words).
+    #[error("the upstream's pack was refused: {0}")]
+    Unpack(String),
+    /// Ref updates were refused (ref, git's reason); the pull is atomic.
+    #[error("the ref updates were refused: {}", .0.iter().map(|(r, why)| format!("{r}: {why}")).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<(String, String)>),
+    /// Reading the repository failed.
+    #[error("reading the repository: {0}")]
+    Repository(#[from] gitstow_odb::Error),
+    /// The ingest could not run.
+    #[error("the ingest failed: {0}")]
+    Receive(#[from] gitstow_receive::Error),
+    /// Local I/O (the spool).
+    #[error("spooling the upstream's pack: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One pull of `repo` from `upstream` (see the module's documentation).
+///
+/// # Errors
+/// [`PullError`]; nothing is applied then.
+pub fn pull(repo: &Repository, upstream: &Upstream, opts: &PullOptions) -> Result<Pulled, PullError> {
+    upstream.capabilities()?;
+    let remote: Vec<(String, ObjectId)> = upstream
+        .ls_refs(&opts.filter.prefixes(), opts.max_refs)?
+        .into_iter()
+        .filter(|r| r.symref_target.is_none() && opts.filter.matches(&r.name))
+        .map(|r| (r.name, r.oid))
+        .collect();
+    let local: std::collections::BTreeMap<String, ObjectId> = match repo.load_state()? {
+        Some(v) if !v.state.deleted => repo
+            .refs(&v.state)
+            .and_then(|refs| refs.to_map())?
+            .into_iter()
+            .filter(|(name, _)| opts.filter.matches(name))
+            .filter_map(|(name, value)| Some((name, value.oid()?)))
+            .collect(),
+        _ => Default::default(),
+    };
+    let mut commands = Vec::new();
+    let mut pulled = Pulled::default();
+    let null = ObjectId::null(gix_hash::Kind::Sha1);
+    let upstream_names: std::collections::HashSet<&str> =
+        remote.iter().map(|(n, _)| n.as_str()).collect();
+    for (name, new) in &remote {
+        match local.get(name) {
+            Some(old) if old == new => {}
+            Some(old) => {
+                commands.push((*old, *new, name.clone()));
+                pulled.updated += 1;
+            }
+            None => {
+                commands.push((null, *new, name.clone()));
+                pulled.created += 1;
+            }
+        }
+    }
+    for (name, old) in &local {
+        if !upstream_names.contains(name.as_str()) {
+            commands.push((*old, null, name.clone()));
+            pulled.deleted += 1;
+        }
+    }
+    if commands.is_empty() {
+        return Ok(pulled);
+    }
+    let wants: Vec<ObjectId> = {
+        let mut w: Vec<ObjectId> = commands.iter().map(|c| c.1).filter(|n| !n.is_null()).collect();
+        w.sort();
+        w.dedup();
+        w
+    };
+    let haves: Vec<ObjectId> = {
+        let mut h: Vec<ObjectId> = local.values().copied().collect();
+        h.sort();
+        h.dedup();
+        h
+    };
+    let mut spool = match &opts.receive.staging_dir {
+        Some(dir) => tempfile::tempfile_in(dir)?,
+        None => tempfile::tempfile()?,
+    };
+    {
+        let mut w = std::io::BufWriter::new(&mut spool);
+        for (i, (old, new, name)) in commands.iter().enumerate() {
+            if i == 0 {
+                let caps = format!(
+                    "report-status atomic object-format=sha1 agent={}",
+                    gitstow_protocol::client::AGENT
+                );
+                let mut line = format!("{old} {new} {name}").into_bytes();
+                line.push(0);
+                line.extend_from_slice(caps.as_bytes());
+                line.push(b'\n');
+                pktline::write_data(&mut w, &line)?;
+            } else {
+                pktline::write_text(&mut w, &format!("{old} {new} {name}"))?;
+            }
+        }
+        pktline::write_flush(&mut w)?;
+        if !wants.is_empty() {
+            pulled.pack_bytes = upstream.fetch(&wants, &haves, &mut w, opts.max_pack_bytes)?;
+        }
+        w.flush()?;
+    }
+    spool.rewind()?;
+    let mut receive = opts.receive.clone();
+    if opts.mode == Mode::Safe {
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        receive.keep_rewritten = Some(format!("{BACKUP_PREFIX}{secs}/"));
+    }
+    let before = kept_names(repo);
+    let mut report = Vec::new();
+    let outcome = gitstow_receive::receive_pack(repo, &spool, &mut report, &receive)?;
+    if let Some(e) = outcome.unpack_error {
+        return Err(PullError::Unpack(e));
+    }
+    let refused = refused_refs(&report);
+    if !refused.is_empty() {
+        return Err(PullError::Refused(refused));
+    }
+    pulled.objects = outcome.staged;
+    if opts.mode == Mode::Safe {
+        let after = kept_names(repo);
+        pulled.kept = after.into_iter().filter(|n| !before.contains(n)).collect();
+    }
+    Ok(pulled)
+}
+
+/// The kept old tips of `repo` (empty when they cannot be read: only the
+/// report of a pull uses them).
+fn kept_names(repo: &Repository) -> std::collections::BTreeSet<String> {
+    let Ok(Some(v)) = repo.load_state() else {
+        return Default::default();
+    };
+    repo.refs(&v.state)
+        .and_then(|refs| refs.to_map())
+        .map(|m| {
+            m.into_keys()
+                .filter(|n| n.starts_with(BACKUP_PREFIX))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `ng <ref> <reason>` lines of a report-status (gitprotocol-pack(5)).
+fn refused_refs(report: &[u8]) -> Vec<(String, String)> {
+    let mut r = pktline::PktReader::new(report);
+    let mut refused = Vec::new();
+    while let Ok(Some(p)) = r.read_packet() {
+        let Some(line) = p.as_text() else { continue };
+        let line = String::from_utf8_lossy(line);
+        if let Some(rest) = line.strip_prefix("ng ") {
+            let (name, why) = rest.split_once(' ').unwrap_or((rest, ""));
+            refused.push((name.to_owned(), why.to_owned()));
+        }
+    }
+    refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_filter_takes_branches_and_tags_only() {
+        let f = RefFilter::default();
+        assert!(f.matches("refs/heads/main") && f.matches("refs/tags/v1/rc"));
+        assert!(!f.matches("refs/pull/1/head") && !f.matches("HEAD"));
+        assert!(!f.matches("refs/mirror-backup/1/refs/heads/main"));
+        let all = RefFilter::new(vec!["refs/*".into()]).unwrap();
+        assert!(all.matches("refs/pull/1/head"));
+        assert!(!all.matches("refs/mirror-backup/1/refs/heads/main"));
+        let one = RefFilter::new(vec!["refs/heads/main".into()]).unwrap();
+        assert!(one.matches("refs/heads/main") && !one.matches("refs/heads/main2"));
+        assert_eq!(one.prefixes(), ["refs/heads/main"]);
+        for bad in ["heads/*", "refs/*/x", "refs/heads/", "refs/mirror-backup/*", "refs/he*"] {
+            assert!(RefFilter::new(vec![bad.into()]).is_err(), "{bad}");
+        }
+        assert!(RefFilter::new(vec![]).is_err());
+    }
+
+    #[test]
+    fn refused_refs_come_from_ng_lines() {
+        let mut report = Vec::new();
+        pktline::write_text(&mut report, "unpack ok").unwrap();
+        pktline::write_text(&mut report, "ok refs/heads/a").unwrap();
+        pktline::write_text(&mut report, "ng refs/heads/b atomic push failed").unwrap();
+        pktline::write_flush(&mut report).unwrap();
+        assert_eq!(
+            refused_refs(&report),
+            [("refs/heads/b".to_owned(), "atomic push failed".to_owned())]
+        );
+    }
+}

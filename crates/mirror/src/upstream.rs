@@ -1,0 +1,204 @@
+//! The upstream of a pull mirror over smart HTTP(S), protocol v2
+//! (gitprotocol-http(5), gitprotocol-v2(5)): `GET …/info/refs?service=
+//! git-upload-pack` with `Git-Protocol: version=2` for the capabilities,
+//! then `POST …/git-upload-pack` for `ls-refs` and for `fetch`, as git's
+//! `remote-curl` sends them. Blocking (`ureq`): run it off the async
+//! runtime.
+
+use std::io::Write;
+use std::time::Duration;
+
+use gitstow_protocol::client::{self, ClientError, RemoteRef};
+use gix_hash::ObjectId;
+
+/// Why talking to the upstream failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// Not an `http://` or `https://` URL, or one with credentials in it.
+    #[error("{0}")]
+    Url(String),
+    /// The upstream answered with an HTTP error status.
+    #[error("the upstream answered HTTP {status} to {what}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// Which request.
+        what: &'static str,
+    },
+    /// The connection failed, or timed out.
+    #[error("cannot reach the upstream: {0}")]
+    Connect(String),
+    /// The answer broke the protocol, or a bound.
+    #[error(transparent)]
+    Protocol(#[from] ClientError),
+}
+
+impl UpstreamError {
+    /// Whether trying again later may help (connection, timeout, 5xx, 429),
+    /// as opposed to a refusal that stays (401, 403, 404, a bad answer).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            UpstreamError::Connect(_) => true,
+            UpstreamError::Status { status, .. } => *status >= 500 || *status == 429,
+            UpstreamError::Protocol(ClientError::Io(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+/// A repository on another git server, reached over smart HTTP(S).
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// The repository's URL without a trailing `/` (`https://host/org/x.git`).
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Upstream {
+    /// The repository at `url` (`http://` or `https://`, no credentials in
+    /// it), each request bounded by `timeout` in all.
+    ///
+    /// # Errors
+    /// [`UpstreamError::Url`] for another scheme or a URL with a user or
+    /// password (credentials never go in a URL: plan 0017).
+    pub fn new(url: &str, timeout: Duration) -> Result<Upstream, UpstreamError> {
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or_else(|| UpstreamError::Url(format!("not an http(s) URL: {url}")))?;
+        let authority = rest.split('/').next().unwrap_or("");
+        if authority.contains('@') {
+            return Err(UpstreamError::Url(
+                "the URL holds credentials: give the URL without them".into(),
+            ));
+        }
+        if authority.is_empty() {
+            return Err(UpstreamError::Url(format!("no host in {url}")));
+        }
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .user_agent(client::AGENT)
+            .build()
+            .into();
+        Ok(Upstream {
+            base: url.trim_end_matches('/').to_owned(),
+            agent,
+        })
+    }
+
+    /// The URL as given (no credentials: [`Upstream::new`] refuses them).
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// The capabilities the upstream's upload-pack advertises in v2.
+    ///
+    /// # Errors
+    /// [`UpstreamError`]; [`ClientError::NotV2`] inside it for a server
+    /// that speaks only v0.
+    pub fn capabilities(&self) -> Result<Vec<String>, UpstreamError> {
+        let url = format!("{}/info/refs?service=git-upload-pack", self.base);
+        let response = self
+            .agent
+            .get(&url)
+            .header("Git-Protocol", "version=2")
+            .call()
+            .map_err(connect)?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(UpstreamError::Status {
+                status,
+                what: "the ref discovery",
+            });
+        }
+        Ok(client::read_capabilities(
+            response.into_body().into_reader(),
+        )?)
+    }
+
+    /// The refs under `prefixes` (all when empty), at most `max_refs`.
+    ///
+    /// # Errors
+    /// [`UpstreamError`].
+    pub fn ls_refs(&self, prefixes: &[&str], max_refs: usize) -> Result<Vec<RemoteRef>, UpstreamError> {
+        let body = client::ls_refs_request(prefixes);
+        let response = self.post(&body, "ls-refs")?;
+        Ok(client::read_ls_refs(response.into_body().into_reader(), max_refs)?)
+    }
+
+    /// Fetches what `wants` need beyond `haves` into `pack` (a thin pack);
+    /// returns its bytes. More than `max_bytes` fails.
+    ///
+    /// # Errors
+    /// [`UpstreamError`].
+    pub fn fetch(
+        &self,
+        wants: &[ObjectId],
+        haves: &[ObjectId],
+        pack: &mut impl Write,
+        max_bytes: u64,
+    ) -> Result<u64, UpstreamError> {
+        let body = client::fetch_request(wants, haves);
+        let response = self.post(&body, "fetch")?;
+        Ok(client::read_fetch_response(
+            response.into_body().into_reader(),
+            pack,
+            max_bytes,
+        )?)
+    }
+
+    fn post(
+        &self,
+        body: &[u8],
+        what: &'static str,
+    ) -> Result<ureq::http::Response<ureq::Body>, UpstreamError> {
+        let url = format!("{}/git-upload-pack", self.base);
+        let response = self
+            .agent
+            .post(&url)
+            .header("Git-Protocol", "version=2")
+            .header("Content-Type", "application/x-git-upload-pack-request")
+            .header("Accept", "application/x-git-upload-pack-result")
+            .send(body)
+            .map_err(connect)?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(UpstreamError::Status { status, what });
+        }
+        Ok(response)
+    }
+}
+
+/// A transport error, without the URL (it is said once by the caller).
+fn connect(e: ureq::Error) -> UpstreamError {
+    UpstreamError::Connect(match e {
+        ureq::Error::Timeout(t) => format!("timed out ({t})"),
+        other => other.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_with_credentials_or_other_schemes_are_refused() {
+        let t = Duration::from_secs(1);
+        assert!(Upstream::new("https://github.com/org/x.git/", t).is_ok());
+        assert_eq!(
+            Upstream::new("http://h/x.git/", t).unwrap().url(),
+            "http://h/x.git"
+        );
+        for bad in [
+            "https://user:secret@github.com/org/x.git",
+            "https://token@github.com/org/x.git",
+            "ssh://git@h/x.git",
+            "git@github.com:org/x.git",
+            "https:///x.git",
+        ] {
+            let e = Upstream::new(bad, t).unwrap_err().to_string();
+            assert!(!e.contains("secret"), "{e}");
+        }
+    }
+}
