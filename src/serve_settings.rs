@@ -508,7 +508,12 @@ mod tests {
         assert_eq!(s.http.service.max_concurrent_pushes, 3);
         assert_eq!(s.http.service.receive.threads, 3);
         assert!(s.http.service.receive.hidden.hides("refs/pull/1/head"));
-        assert!(s.http.service.upload.hidden.hides("refs/mirror-backup/1/refs/heads/main"));
+        assert!(s
+            .http
+            .service
+            .upload
+            .hidden
+            .hides("refs/mirror-backup/1/refs/heads/main"));
         assert!(s.http.service.upload.hidden.hides("refs/pull/1/head"));
         assert!(s.http.service.maintenance.is_none() && !s.http.service.auto_create);
         assert!(!s.http.auth.loopback_hosts_only && s.insecure_no_auth);

@@ -29,7 +29,11 @@ fn heads_and_tags(url: &str) -> Vec<String> {
 /// Every ref the store's repository holds (hidden ones too), name → oid.
 fn stored_refs(store: &TestStore, repo: &str) -> std::collections::BTreeMap<String, String> {
     let r = gitstow_odb::Repository::new(store.open(), repo, gitstow_odb::IndexCache::new());
-    let state = r.load_state().unwrap().expect("the repository exists").state;
+    let state = r
+        .load_state()
+        .unwrap()
+        .expect("the repository exists")
+        .state;
     r.refs(&state)
         .and_then(|v| v.to_map())
         .unwrap()
@@ -42,7 +46,11 @@ fn stored_refs(store: &TestStore, repo: &str) -> std::collections::BTreeMap<Stri
 fn upstream_work(dir: &Path) {
     init_repo(dir);
     for i in 0..5 {
-        commit_files(dir, &[("a.txt", &format!("line {i}\n")), (&format!("f{i}"), "x\n")], &format!("c{i}"));
+        commit_files(
+            dir,
+            &[("a.txt", &format!("line {i}\n")), (&format!("f{i}"), "x\n")],
+            &format!("c{i}"),
+        );
     }
     git(dir, &["tag", "-a", "-m", "release", "v1"]);
     git(dir, &["checkout", "-q", "-b", "dev"]);
@@ -64,13 +72,24 @@ fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
     let store = TestStore::from_env(&tmp.path().join("here"));
     let o = store.admin(&["mirror", "pull", "org/app", "--from", &up]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("3 created, 0 updated, 0 deleted"), "{}", text(&o));
+    assert!(
+        text(&o).contains("3 created, 0 updated, 0 deleted"),
+        "{}",
+        text(&o)
+    );
     let here = Server::start_on(Some(&store), &[], &[]);
     let mine = here.url("org/app");
     assert_eq!(heads_and_tags(&mine), heads_and_tags(&up));
-    assert!(!ls_remote(&mine).contains("refs/pull/"), "{}", ls_remote(&mine));
+    assert!(
+        !ls_remote(&mine).contains("refs/pull/"),
+        "{}",
+        ls_remote(&mine)
+    );
     let clone = tmp.path().join("clone");
-    git(tmp.path(), &["clone", "-q", "--mirror", &mine, clone.to_str().unwrap()]);
+    git(
+        tmp.path(),
+        &["clone", "-q", "--mirror", &mine, clone.to_str().unwrap()],
+    );
     fsck(&clone);
     let o = store.admin(&["fsck", "--repo", "org/app"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -89,7 +108,11 @@ fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
     git(&work, &["push", "-q", &up, ":refs/tags/v1"]);
     let o = store.admin(&["mirror", "pull", "org/app", "--from", &up]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("0 created, 2 updated, 1 deleted"), "{}", text(&o));
+    assert!(
+        text(&o).contains("0 created, 2 updated, 1 deleted"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(heads_and_tags(&mine), heads_and_tags(&up));
     // the old tips are kept (hidden: no fetch sees them); main moved
     // forward, so it keeps none
@@ -98,8 +121,16 @@ fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
         .filter(|(n, _)| n.starts_with("refs/mirror-backup/"))
         .collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
-    assert!(kept.iter().any(|(n, v)| n.ends_with("/refs/heads/dev") && *v == old_dev), "{kept:?}");
-    assert!(kept.iter().any(|(n, v)| n.ends_with("/refs/tags/v1") && *v == old_tag), "{kept:?}");
+    assert!(
+        kept.iter()
+            .any(|(n, v)| n.ends_with("/refs/heads/dev") && *v == old_dev),
+        "{kept:?}"
+    );
+    assert!(
+        kept.iter()
+            .any(|(n, v)| n.ends_with("/refs/tags/v1") && *v == old_tag),
+        "{kept:?}"
+    );
     assert!(!ls_remote(&mine).contains("mirror-backup"));
     let o = store.admin(&["fsck", "--repo", "org/app"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -114,13 +145,24 @@ fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(!text(&o).contains("kept"), "{}", text(&o));
     assert_eq!(
-        stored_refs(&store, "org/app").keys().filter(|n| n.starts_with("refs/mirror-backup/")).count(),
+        stored_refs(&store, "org/app")
+            .keys()
+            .filter(|n| n.starts_with("refs/mirror-backup/"))
+            .count(),
         2
     );
     assert_eq!(heads_and_tags(&mine), heads_and_tags(&up));
 
     // a ref filter: only main, into another repository
-    let o = store.admin(&["mirror", "pull", "org/main-only", "--from", &up, "--refs", "refs/heads/main"]);
+    let o = store.admin(&[
+        "mirror",
+        "pull",
+        "org/main-only",
+        "--from",
+        &up,
+        "--refs",
+        "refs/heads/main",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let only: Vec<String> = heads_and_tags(&here.url("org/main-only"));
     assert_eq!(only.len(), 1, "{only:?}");
@@ -129,15 +171,33 @@ fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
 
 #[test]
 fn a_pull_mirror_from_canonical_git_http_backend() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/git-http-backend-server.py");
-    assert!(script.exists(), "the canonical server script {} is missing", script.display());
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/git-http-backend-server.py");
+    assert!(
+        script.exists(),
+        "the canonical server script {} is missing",
+        script.display()
+    );
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
     let work = tmp.path().join("work");
     upstream_work(&work);
-    git(tmp.path(), &["clone", "-q", "--bare", work.to_str().unwrap(), root.join("app.git").to_str().unwrap()]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            root.join("app.git").to_str().unwrap(),
+        ],
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut backend = std::process::Command::new("python3")
         .arg(&script)
         .arg(&root)
@@ -146,7 +206,10 @@ fn a_pull_mirror_from_canonical_git_http_backend() {
         .expect("python3 runs the canonical server");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "git http-backend did not come up");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git http-backend did not come up"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let up = format!("http://127.0.0.1:{port}/app.git");
@@ -159,13 +222,16 @@ fn a_pull_mirror_from_canonical_git_http_backend() {
     assert!(said.contains("3 created"), "{said}");
     let here = Server::start_on(Some(&store), &[], &[]);
     assert_eq!(heads_and_tags(&here.url("app")), {
-        let mut want: Vec<String> = git_out(&root.join("app.git"), &["show-ref", "--heads", "--tags", "-d"])
-            .lines()
-            .map(|l| {
-                let (oid, name) = l.split_once(' ').unwrap();
-                format!("{oid}\t{name}")
-            })
-            .collect();
+        let mut want: Vec<String> = git_out(
+            &root.join("app.git"),
+            &["show-ref", "--heads", "--tags", "-d"],
+        )
+        .lines()
+        .map(|l| {
+            let (oid, name) = l.split_once(' ').unwrap();
+            format!("{oid}\t{name}")
+        })
+        .collect();
         want.sort_by(|a, b| a.split('\t').nth(1).cmp(&b.split('\t').nth(1)));
         want
     });
@@ -175,11 +241,21 @@ fn a_pull_mirror_from_canonical_git_http_backend() {
 fn bad_upstreams_are_refused_in_words_that_hold_no_secret() {
     let tmp = tempfile::tempdir().unwrap();
     let store = TestStore::from_env(tmp.path());
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     for (url, says) in [
-        ("http://me:hunter2@127.0.0.1:9/x.git".to_owned(), "holds credentials"),
+        (
+            "http://me:hunter2@127.0.0.1:9/x.git".to_owned(),
+            "holds credentials",
+        ),
         ("ssh://git@127.0.0.1/x.git".to_owned(), "not an http(s) URL"),
-        (format!("http://127.0.0.1:{closed}/x.git"), "cannot reach the upstream"),
+        (
+            format!("http://127.0.0.1:{closed}/x.git"),
+            "cannot reach the upstream",
+        ),
     ] {
         let o = store.admin(&["mirror", "pull", "org/x", "--from", &url]);
         assert_eq!(o.status.code(), Some(1), "{url}: {}", text(&o));
@@ -188,7 +264,13 @@ fn bad_upstreams_are_refused_in_words_that_hold_no_secret() {
     }
     // an upstream that has no such repository: its HTTP status, no change here
     let upstream = Server::start();
-    let o = store.admin(&["mirror", "pull", "org/x", "--from", &upstream.url("nothing")]);
+    let o = store.admin(&[
+        "mirror",
+        "pull",
+        "org/x",
+        "--from",
+        &upstream.url("nothing"),
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("HTTP 404"), "{}", text(&o));
     let o = store.admin(&["repo", "list"]);

@@ -690,7 +690,11 @@ fn authenticated_ssh_connections_count_against_max_connections() {
     let r = http(ssh.server.port(), "GET", "/healthz", &[], b"");
     assert_eq!(r.status, 503, "HTTP beyond the shared cap: {}", r.text());
     let (code, _, err) = ssh.ssh(&ssh.dev, "git-upload-pack org/none.git");
-    assert_ne!(code, Some(0), "a third SSH connection beyond the cap: {err}");
+    assert_ne!(
+        code,
+        Some(0),
+        "a third SSH connection beyond the cap: {err}"
+    );
     wait_for_log(&ssh.server, "too many open connections (HTTP and SSH)");
     for mut h in holders {
         let _ = h.kill();

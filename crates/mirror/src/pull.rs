@@ -46,7 +46,9 @@ impl RefFilter {
                 ));
             }
             if p.starts_with(BACKUP_PREFIX) {
-                return Err(format!("{p:?}: {BACKUP_PREFIX} is where a mirror keeps old tips"));
+                return Err(format!(
+                    "{p:?}: {BACKUP_PREFIX} is where a mirror keeps old tips"
+                ));
             }
         }
         Ok(RefFilter { patterns })
@@ -166,7 +168,11 @@ pub enum PullError {
 ///
 /// # Errors
 /// [`PullError`]; nothing is applied then.
-pub fn pull(repo: &Repository, upstream: &Upstream, opts: &PullOptions) -> Result<Pulled, PullError> {
+pub fn pull(
+    repo: &Repository,
+    upstream: &Upstream,
+    opts: &PullOptions,
+) -> Result<Pulled, PullError> {
     upstream.capabilities()?;
     let remote: Vec<(String, ObjectId)> = upstream
         .ls_refs(&opts.filter.prefixes(), opts.max_refs)?
@@ -212,7 +218,11 @@ pub fn pull(repo: &Repository, upstream: &Upstream, opts: &PullOptions) -> Resul
         return Ok(pulled);
     }
     let wants: Vec<ObjectId> = {
-        let mut w: Vec<ObjectId> = commands.iter().map(|c| c.1).filter(|n| !n.is_null()).collect();
+        let mut w: Vec<ObjectId> = commands
+            .iter()
+            .map(|c| c.1)
+            .filter(|n| !n.is_null())
+            .collect();
         w.sort();
         w.dedup();
         w
@@ -323,7 +333,13 @@ mod tests {
         let one = RefFilter::new(vec!["refs/heads/main".into()]).unwrap();
         assert!(one.matches("refs/heads/main") && !one.matches("refs/heads/main2"));
         assert_eq!(one.prefixes(), ["refs/heads/main"]);
-        for bad in ["heads/*", "refs/*/x", "refs/heads/", "refs/mirror-backup/*", "refs/he*"] {
+        for bad in [
+            "heads/*",
+            "refs/*/x",
+            "refs/heads/",
+            "refs/mirror-backup/*",
+            "refs/he*",
+        ] {
             assert!(RefFilter::new(vec![bad.into()]).is_err(), "{bad}");
         }
         assert!(RefFilter::new(vec![]).is_err());

@@ -121,10 +121,17 @@ impl Upstream {
     ///
     /// # Errors
     /// [`UpstreamError`].
-    pub fn ls_refs(&self, prefixes: &[&str], max_refs: usize) -> Result<Vec<RemoteRef>, UpstreamError> {
+    pub fn ls_refs(
+        &self,
+        prefixes: &[&str],
+        max_refs: usize,
+    ) -> Result<Vec<RemoteRef>, UpstreamError> {
         let body = client::ls_refs_request(prefixes);
         let response = self.post(&body, "ls-refs")?;
-        Ok(client::read_ls_refs(response.into_body().into_reader(), max_refs)?)
+        Ok(client::read_ls_refs(
+            response.into_body().into_reader(),
+            max_refs,
+        )?)
     }
 
     /// Fetches what `wants` need beyond `haves` into `pack` (a thin pack);

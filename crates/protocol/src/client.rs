@@ -82,10 +82,9 @@ pub fn read_capabilities(input: impl Read) -> Result<Vec<String>, ClientError> {
         first = text(&mut r, "the capability advertisement")?;
     }
     if first != "version 2" {
-        return Err(if first.starts_with("ERR ") {
-            ClientError::Remote(first[4..].to_owned())
-        } else {
-            ClientError::NotV2
+        return Err(match first.strip_prefix("ERR ") {
+            Some(msg) => ClientError::Remote(msg.to_owned()),
+            None => ClientError::NotV2,
         });
     }
     let mut caps = Vec::new();
@@ -136,7 +135,11 @@ pub fn read_ls_refs(input: impl Read, max_refs: usize) -> Result<Vec<RemoteRef>,
             Some(Packet::Flush) => return Ok(refs),
             Some(p @ Packet::Data(_)) => line_of(&p)?,
             None => return Err(ClientError::Protocol("the ref list ends early".into())),
-            Some(_) => return Err(ClientError::Protocol("a special packet in the ref list".into())),
+            Some(_) => {
+                return Err(ClientError::Protocol(
+                    "a special packet in the ref list".into(),
+                ))
+            }
         };
         if let Some(msg) = line.strip_prefix("ERR ") {
             return Err(ClientError::Remote(msg.to_owned()));
@@ -146,8 +149,15 @@ pub fn read_ls_refs(input: impl Read, max_refs: usize) -> Result<Vec<RemoteRef>,
         }
         let mut words = line.split(' ');
         let bad = || ClientError::Protocol(format!("not a ref line: {line:?}"));
-        let oid = words.next().and_then(|w| ObjectId::from_hex(w.as_bytes()).ok()).ok_or_else(bad)?;
-        let name = words.next().filter(|n| !n.is_empty()).ok_or_else(bad)?.to_owned();
+        let oid = words
+            .next()
+            .and_then(|w| ObjectId::from_hex(w.as_bytes()).ok())
+            .ok_or_else(bad)?;
+        let name = words
+            .next()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(bad)?
+            .to_owned();
         let mut remote = RemoteRef {
             name,
             oid,
@@ -216,7 +226,9 @@ pub fn read_fetch_response(
             }
             Some(Packet::Delim) => {}
             Some(Packet::Flush) | Some(Packet::ResponseEnd) | None => {
-                return Err(ClientError::Protocol("the answer has no packfile section".into()))
+                return Err(ClientError::Protocol(
+                    "the answer has no packfile section".into(),
+                ))
             }
         }
     }
@@ -293,19 +305,26 @@ mod tests {
 
     #[test]
     fn capabilities_with_and_without_the_service_header() {
-        let caps = read_capabilities(&pkts(&[
-            "# service=git-upload-pack",
-            "0000",
-            "version 2",
-            "agent=git/2.43.0",
-            "ls-refs=unborn",
-            "fetch=shallow wait-for-done filter",
-            "object-format=sha1",
-            "0000",
-        ])[..])
+        let caps = read_capabilities(
+            &pkts(&[
+                "# service=git-upload-pack",
+                "0000",
+                "version 2",
+                "agent=git/2.43.0",
+                "ls-refs=unborn",
+                "fetch=shallow wait-for-done filter",
+                "object-format=sha1",
+                "0000",
+            ])[..],
+        )
         .unwrap();
         assert_eq!(caps[2], "fetch=shallow wait-for-done filter");
-        assert_eq!(read_capabilities(&pkts(&["version 2", "0000"])[..]).unwrap().len(), 0);
+        assert_eq!(
+            read_capabilities(&pkts(&["version 2", "0000"])[..])
+                .unwrap()
+                .len(),
+            0
+        );
         let v0 = format!("{A} HEAD\0multi_ack");
         assert!(matches!(
             read_capabilities(&pkts(&["# service=git-upload-pack", "0000", &v0])[..]),
@@ -340,10 +359,20 @@ mod tests {
         assert_eq!(refs.len(), 3);
         assert_eq!(refs[0].symref_target.as_deref(), Some("refs/heads/main"));
         assert_eq!(refs[2].peeled.unwrap().to_string(), A);
-        assert!(matches!(read_ls_refs(&answer[..], 2), Err(ClientError::TooLarge(_))));
-        for bad in ["nothex refs/heads/x", A, &format!("{B} refs/tags/v1 peeled:zz")] {
+        assert!(matches!(
+            read_ls_refs(&answer[..], 2),
+            Err(ClientError::TooLarge(_))
+        ));
+        for bad in [
+            "nothex refs/heads/x",
+            A,
+            &format!("{B} refs/tags/v1 peeled:zz"),
+        ] {
             let answer = pkts(&[bad, "0000"]);
-            assert!(matches!(read_ls_refs(&answer[..], 10), Err(ClientError::Protocol(_))), "{bad}");
+            assert!(
+                matches!(read_ls_refs(&answer[..], 10), Err(ClientError::Protocol(_))),
+                "{bad}"
+            );
         }
         assert!(matches!(
             read_ls_refs(&pkts(&["ERR access denied", "0000"])[..], 10),

@@ -142,15 +142,13 @@ pub(crate) fn kept_rewrites(
         if refused.is_some() || cmd.old.is_null() {
             continue;
         }
-        let rewritten = cmd.new.is_null()
-            || cmd.name.starts_with("refs/tags/")
-            || {
-                if with_push.is_none() {
-                    with_push = Some(objects_with_push(repo, state, containers)?);
-                }
-                let db = with_push.as_ref().expect("just made");
-                !is_ancestor(db, &cmd.old, &cmd.new)
-            };
+        let rewritten = cmd.new.is_null() || cmd.name.starts_with("refs/tags/") || {
+            if with_push.is_none() {
+                with_push = Some(objects_with_push(repo, state, containers)?);
+            }
+            let db = with_push.as_ref().expect("just made");
+            !is_ancestor(db, &cmd.old, &cmd.new)
+        };
         if rewritten {
             kept.push(gitstow_protocol::push::RefCommand {
                 old: ObjectId::null(cmd.old.kind()),

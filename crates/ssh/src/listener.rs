@@ -203,7 +203,7 @@ pub async fn serve<A: KeyAccess>(
         // names, once read; any other against its own address.
         let proxied = config.proxy.trusts(accepted_from.ip());
         let source = (!proxied).then_some(accepted_from.ip());
-        let mut open = match connections.admit(source) {
+        let open = match connections.admit(source) {
             Ok(held) => held,
             Err(cap) => {
                 refused(accepted_from, cap, Caps::Open(&connections));
@@ -238,8 +238,9 @@ pub async fn serve<A: KeyAccess>(
         let russh_config = russh_config.clone();
         let login_grace = config.login_grace;
         tokio::spawn(async move {
-            // The connection's slot among all the server's, held to its end.
-            let _slot = open;
+            // The connection's slot among all the server's, held to its
+            // end (`open` lives as long as this task).
+            let mut open = open;
             let _open = m::InFlight::new(m::SSH_CONNECTIONS_OPEN);
             // The grace time counts from the accept: a client that never
             // sends its version line is dropped too.

@@ -538,7 +538,10 @@ fn open_with_url_and_options() {
     // never the secret).
     match open_with(&url, &wrong_secret) {
         Err(Error::Config { reason }) => {
-            assert!(reason.contains("refused the credentials") && reason.contains("403"), "{reason}");
+            assert!(
+                reason.contains("refused the credentials") && reason.contains("403"),
+                "{reason}"
+            );
             assert!(!reason.contains("wrong"), "{reason}");
         }
         other => panic!("expected Config, got {other:?}"),
