@@ -123,7 +123,7 @@ const DISCONNECT_WAIT: Duration = Duration::from_secs(5);
 
 /// What [`not_found`] says: one line for a missing repository and one the
 /// key may not read.
-const NOT_FOUND: &str = "ERROR: Repository not found.";
+pub(crate) const NOT_FOUND: &str = "ERROR: Repository not found.";
 
 /// Serves SSH on `listener` until `shutdown` completes, then returns once
 /// the commands running then have finished (the caller bounds the wait).
@@ -671,40 +671,42 @@ impl<A: KeyAccess> Job<A> {
         let level = if upload { Level::Write } else { Level::Read };
         let refused = match self.access.authorize(&self.fingerprint, repo, level).await {
             Err(denied) => Some(denied_line(denied)),
-            Ok(principal) => match lfs_repository(&self.host, repo, upload).await {
-                Err(line) => Some(line),
-                Ok(()) => {
-                    let admin = self
-                        .access
-                        .authorize(&self.fingerprint, repo, Level::Admin)
-                        .await
-                        .is_ok();
-                    let owner = principal
-                        .token
-                        .unwrap_or_else(|| gitstow_lfs::locks::ANONYMOUS.to_owned());
-                    let output = git::Output::new(write_half);
-                    let status = run_lfs_transfer(
-                        &self.host, &mut input, &output, repo, upload, admin, owner,
-                    )
-                    .await;
-                    let write_half = output.half();
-                    tracing::info!(
-                        transport = "ssh",
-                        peer = %self.peer,
-                        token = self.token.as_deref(),
-                        fingerprint = %self.fingerprint,
-                        repo,
-                        service = "git-lfs-transfer",
-                        operation = if upload { "upload" } else { "download" },
-                        bytes_out = output.sent(),
-                        status,
-                        ms = started.elapsed().as_millis() as u64,
-                        "ssh command"
-                    );
-                    finish(write_half, status).await;
-                    return;
+            Ok(principal) => {
+                match crate::lfs_transfer::run::repository(&self.host, repo, upload).await {
+                    Err(line) => Some(line),
+                    Ok(()) => {
+                        let admin = self
+                            .access
+                            .authorize(&self.fingerprint, repo, Level::Admin)
+                            .await
+                            .is_ok();
+                        let owner = principal
+                            .token
+                            .unwrap_or_else(|| gitstow_lfs::locks::ANONYMOUS.to_owned());
+                        let output = git::Output::new(write_half);
+                        let status = crate::lfs_transfer::run::run(
+                            &self.host, &mut input, &output, repo, upload, admin, owner,
+                        )
+                        .await;
+                        let write_half = output.half();
+                        tracing::info!(
+                            transport = "ssh",
+                            peer = %self.peer,
+                            token = self.token.as_deref(),
+                            fingerprint = %self.fingerprint,
+                            repo,
+                            service = "git-lfs-transfer",
+                            operation = if upload { "upload" } else { "download" },
+                            bytes_out = output.sent(),
+                            status,
+                            ms = started.elapsed().as_millis() as u64,
+                            "ssh command"
+                        );
+                        finish(write_half, status).await;
+                        return;
+                    }
                 }
-            },
+            }
         };
         let line = refused.unwrap_or_default();
         tracing::info!(peer = %self.peer, token = self.token.as_deref(), repo, why = %line, "ssh: git-lfs-transfer refused");
@@ -750,90 +752,6 @@ impl<A: KeyAccess> Job<A> {
             "ssh command"
         );
         finish(write_half, status).await;
-    }
-}
-
-/// Whether LFS objects of `repo` may move: it exists, or it is an upload
-/// to a name that a push would create (git-lfs uploads before the push).
-/// `Err` is the line to say on stderr.
-async fn lfs_repository(host: &Host, repo: &str, upload: bool) -> Result<(), String> {
-    match host.state(repo).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) if upload && host.config().auto_create => Ok(()),
-        Ok(None) => Err(NOT_FOUND.to_owned()),
-        Err(refusal) => Err(format!("ERROR: {refusal}")),
-    }
-}
-
-/// One `git-lfs-transfer` session on a blocking thread; the exit status
-/// (0 after the client's `quit` or EOF, 128 when it broke the protocol or
-/// the channel failed, said on stderr).
-async fn run_lfs_transfer(
-    host: &Arc<Host>,
-    input: &mut (impl tokio::io::AsyncRead + Unpin + Send),
-    out: &git::Output,
-    repo: &str,
-    upload: bool,
-    admin: bool,
-    owner: String,
-) -> u32 {
-    let config = host.config();
-    let limits = config.limits;
-    let pace = gitstow_service::output::Pace {
-        stall: limits.pace.idle,
-        min_rate: limits.pace.min_rate,
-    };
-    let (mut reader, tx) = crate::io::BlockingReader::new(Box::new(std::io::empty()), pace);
-    let (mut writer, source) = host.response();
-    let store = host.store().clone();
-    let staging = config.receive.staging_dir.clone();
-    let repo_name = repo.to_owned();
-    let max_size = limits.max_push_bytes;
-    let task = tokio::task::spawn_blocking(move || {
-        let session = crate::lfs_transfer::Session {
-            store: store.as_ref(),
-            repo: &repo_name,
-            upload,
-            admin,
-            owner,
-            max_size,
-            staging_dir: staging.as_deref(),
-            now: || {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs())
-            },
-        };
-        let r = session.serve(&mut reader, &mut writer);
-        drop(writer);
-        r
-    });
-    let send = gitstow_service::output::forward(source, host.response_pace(), |chunk| async move {
-        out.send_chunk(chunk).await
-    });
-    let both = async {
-        let (result, _) = tokio::join!(task, send);
-        result
-    };
-    tokio::pin!(both);
-    let fed = crate::io::pump(input, tx, limits.pace.idle);
-    tokio::pin!(fed);
-    let result = tokio::select! {
-        r = &mut both => r,
-        () = &mut fed => both.await,
-    };
-    match result {
-        Ok(Ok(())) => 0,
-        Ok(Err(crate::lfs_transfer::Ended::Protocol(why))) => {
-            tracing::info!(repo, error = %why, "ssh: git-lfs-transfer: protocol error");
-            say(out.half(), &format!("fatal: {why}")).await;
-            128
-        }
-        Ok(Err(crate::lfs_transfer::Ended::Io(e))) => {
-            tracing::info!(repo, error = %e, "ssh: git-lfs-transfer ended");
-            128
-        }
-        Err(_) => 128,
     }
 }
 
@@ -918,7 +836,7 @@ impl Drop for Running {
 }
 
 /// Writes `line` to the client's stderr (git prints it as is).
-async fn say(out: &russh::ChannelWriteHalf<Msg>, line: &str) {
+pub(crate) async fn say(out: &russh::ChannelWriteHalf<Msg>, line: &str) {
     let _ = out
         .extended_data_bytes(1, format!("{line}\n").into_bytes())
         .await;

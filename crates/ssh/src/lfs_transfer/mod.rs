@@ -28,6 +28,11 @@
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
+pub(crate) mod run;
+mod wire;
+
+use wire::{drain, read_line, read_message, refuse, status, Message, Refusal};
+
 use gitstow_lfs::locks::{self, Created, Lock, LockError, Unlocked};
 use gitstow_lfs::objects::{self, Hashing, ObjectError};
 use gitstow_lfs::Oid;
@@ -81,30 +86,6 @@ impl From<pktline::PktError> for Ended {
         }
     }
 }
-
-/// A request's command line and arguments (up to its delim-pkt or
-/// flush-pkt); `delim` when a delim-pkt follows them.
-struct Message {
-    command: String,
-    args: Vec<(String, String)>,
-    delim: bool,
-}
-
-impl Message {
-    fn arg(&self, key: &str) -> Option<&str> {
-        self.args
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn size(&self) -> Option<u64> {
-        self.arg("size").and_then(|s| s.parse().ok())
-    }
-}
-
-/// An answer that is not 2xx: its code and its one line.
-struct Refusal(u16, String);
 
 impl Session<'_> {
     /// Runs the session: the capabilities, then one message after another
@@ -534,98 +515,6 @@ fn store_failed(context: &str, error: &(dyn std::error::Error + 'static)) -> Ref
         ServerFault::Internal => 500,
     };
     Refusal(code, fault.text().to_owned())
-}
-
-/// `status <code>`, `args`, flush.
-fn status(out: &mut impl Write, code: u16, args: &[String]) -> Result<(), Ended> {
-    pktline::write_text(out, &format!("status {code}"))?;
-    for arg in args {
-        pktline::write_text(out, arg)?;
-    }
-    pktline::write_flush(out).map_err(Ended::from)
-}
-
-/// `status <code>`, delim, the refusal's line, flush.
-fn refuse(out: &mut impl Write, Refusal(code, text): Refusal) -> Result<(), Ended> {
-    pktline::write_text(out, &format!("status {code}"))?;
-    pktline::write_delim(out)?;
-    pktline::write_text(out, &text)?;
-    pktline::write_flush(out).map_err(Ended::from)
-}
-
-/// The next message's command and arguments; `None` on a clean EOF.
-fn read_message(input: &mut PktReader<impl Read>) -> Result<Option<Message>, Ended> {
-    let command = loop {
-        match input.read_packet()? {
-            None => return Ok(None),
-            // A stray flush between messages is harmless.
-            Some(Packet::Flush) => continue,
-            Some(p) => match p.as_text() {
-                Some(text) => break text_of(text)?,
-                None => {
-                    return Err(Ended::Protocol(
-                        "a message starts with a special packet".into(),
-                    ))
-                }
-            },
-        }
-    };
-    let mut args = Vec::new();
-    loop {
-        match input.read_packet()? {
-            None => {
-                return Err(Ended::Protocol(
-                    "the client hung up inside a message".into(),
-                ))
-            }
-            Some(Packet::Flush) => {
-                return Ok(Some(Message {
-                    command,
-                    args,
-                    delim: false,
-                }))
-            }
-            Some(Packet::Delim) => {
-                return Ok(Some(Message {
-                    command,
-                    args,
-                    delim: true,
-                }))
-            }
-            Some(p) => {
-                let text = text_of(p.as_text().unwrap_or_default())?;
-                if args.len() >= MAX_ARGS {
-                    return Err(Ended::Protocol("too many arguments".into()));
-                }
-                let (k, v) = text.split_once('=').unwrap_or((text.as_str(), ""));
-                args.push((k.to_owned(), v.to_owned()));
-            }
-        }
-    }
-}
-
-/// The next text line of a section; `None` at its flush-pkt.
-fn read_line(input: &mut PktReader<impl Read>) -> Result<Option<String>, Ended> {
-    match input.read_packet()? {
-        None => Err(Ended::Protocol(
-            "the client hung up inside a message".into(),
-        )),
-        Some(Packet::Flush) => Ok(None),
-        Some(Packet::Data(data)) => text_of(data.strip_suffix(b"\n").unwrap_or(&data)).map(Some),
-        Some(_) => Err(Ended::Protocol("a special packet inside a message".into())),
-    }
-}
-
-/// Reads what follows a message's delim-pkt up to its flush-pkt, unused.
-fn drain(input: &mut PktReader<impl Read>, message: &Message) -> Result<(), Ended> {
-    if message.delim {
-        while input.read_packet()?.is_some_and(|p| p != Packet::Flush) {}
-    }
-    Ok(())
-}
-
-fn text_of(bytes: &[u8]) -> Result<String, Ended> {
-    String::from_utf8(bytes.to_vec()).map_err(|_| Ended::Protocol("a line is not UTF-8".into()))
 }
 
 #[cfg(test)]
