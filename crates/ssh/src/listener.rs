@@ -689,19 +689,8 @@ impl<A: KeyAccess> Job<A> {
                         )
                         .await;
                         let write_half = output.half();
-                        tracing::info!(
-                            transport = "ssh",
-                            peer = %self.peer,
-                            token = self.token.as_deref(),
-                            fingerprint = %self.fingerprint,
-                            repo,
-                            service = "git-lfs-transfer",
-                            operation = if upload { "upload" } else { "download" },
-                            bytes_out = output.sent(),
-                            status,
-                            ms = started.elapsed().as_millis() as u64,
-                            "ssh command"
-                        );
+                        let sent = output.sent();
+                        self.log_lfs("git-lfs-transfer", repo, upload, status, sent, started);
                         finish(write_half, status).await;
                         return;
                     }
@@ -722,15 +711,17 @@ impl<A: KeyAccess> Job<A> {
         repo: &str,
         upload: bool,
     ) {
+        let started = std::time::Instant::now();
         let answer = self
             .access
             .lfs_authenticate(&self.fingerprint, repo, upload, self.local)
             .await;
+        let mut sent = 0;
         let status = match answer {
             Ok(json) => {
-                let _ = write_half
-                    .data_bytes(format!("{json}\n").into_bytes())
-                    .await;
+                let line = format!("{json}\n").into_bytes();
+                sent = line.len() as u64;
+                let _ = write_half.data_bytes(line).await;
                 0
             }
             Err(denied) => {
@@ -740,18 +731,34 @@ impl<A: KeyAccess> Job<A> {
                 128
             }
         };
+        self.log_lfs("git-lfs-authenticate", repo, upload, status, sent, started);
+        finish(write_half, status).await;
+    }
+
+    /// The access-log line of a Git LFS command (`service`), as git's
+    /// commands have theirs.
+    fn log_lfs(
+        &self,
+        service: &'static str,
+        repo: &str,
+        upload: bool,
+        status: u32,
+        bytes_out: u64,
+        started: std::time::Instant,
+    ) {
         tracing::info!(
             transport = "ssh",
             peer = %self.peer,
             token = self.token.as_deref(),
             fingerprint = %self.fingerprint,
             repo,
-            service = "git-lfs-authenticate",
+            service,
             operation = if upload { "upload" } else { "download" },
+            bytes_out,
             status,
+            ms = started.elapsed().as_millis() as u64,
             "ssh command"
         );
-        finish(write_half, status).await;
     }
 }
 
