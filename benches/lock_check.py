@@ -22,7 +22,7 @@ store = "file://%s/store" % d
 
 
 def token(name):
-    out = subprocess.run([binary, "token", "create", "--store", store, "--name", name, "--grant", "*:write"],
+    out = subprocess.run([binary, "token", "create", "--store", store, "--create-store", "--name", name, "--grant", "*:write"],
                          check=True, capture_output=True, text=True).stdout
     return out.split()[-1]
 

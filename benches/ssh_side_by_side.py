@@ -138,7 +138,7 @@ def start_sshd(a, work, key):
 def start_gitstow(a, work, key):
     store = "file://" + os.path.join(work, "gs-store")
     gs = [a.gitstow]
-    out = subprocess.run(gs + ["token", "create", "--name", "bench", "--grant", "*:write",
+    out = subprocess.run(gs + ["token", "create", "--create-store", "--name", "bench", "--grant", "*:write",
                                "--store", store], capture_output=True, text=True)
     if out.returncode:
         sys.exit("token create: " + out.stderr)

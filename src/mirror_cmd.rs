@@ -10,7 +10,7 @@ use gitstow_mirror::{Mode, PullOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
 
 use crate::admin::{run, Failure, IfMissing};
-use crate::store_open::StoreArgs;
+use crate::store_open::{CreateStore, StoreArgs};
 
 /// `gitstow mirror …`.
 #[derive(Debug, clap::Args)]
@@ -33,6 +33,9 @@ pub enum MirrorCommand {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
+        /// `--create-store`.
+        #[command(flatten)]
+        create: CreateStore,
         /// The repository here (`org/project`).
         repo: String,
         /// The upstream repository's URL: http:// or https://, without
@@ -58,39 +61,43 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
     match args.command {
         MirrorCommand::Pull {
             store,
+            create,
             repo,
             from,
             refs,
             exact,
             timeout,
-        } => run(&store, IfMissing::Create, |s| {
-            let name = repo.strip_suffix(".git").unwrap_or(&repo);
-            gitstow_http::repo_name::validate(name)?;
-            let filter = if refs.is_empty() {
-                RefFilter::default()
-            } else {
-                RefFilter::new(refs.clone())?
-            };
-            let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
-            let (scratch, _) = crate::admin::private_cache(None)?;
-            let opts = PullOptions {
-                filter,
-                mode: if exact { Mode::Exact } else { Mode::Safe },
-                receive: gitstow_receive::Options {
-                    staging_dir: Some(scratch.path().to_owned()),
+        } => run(
+            &store,
+            IfMissing::creating(create.create_store, &store),
+            |s| {
+                let name = repo.strip_suffix(".git").unwrap_or(&repo);
+                gitstow_http::repo_name::validate(name)?;
+                let filter = if refs.is_empty() {
+                    RefFilter::default()
+                } else {
+                    RefFilter::new(refs.clone())?
+                };
+                let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
+                let (scratch, _) = crate::admin::private_cache(None)?;
+                let opts = PullOptions {
+                    filter,
+                    mode: if exact { Mode::Exact } else { Mode::Safe },
+                    receive: gitstow_receive::Options {
+                        staging_dir: Some(scratch.path().to_owned()),
+                        ..Default::default()
+                    },
                     ..Default::default()
-                },
-                ..Default::default()
-            };
-            let repository = Repository::new(s.clone(), name, IndexCache::new());
-            let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
-                Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
-            })?;
-            if !pulled.changed() {
-                println!("{name}: up to date with {}", upstream.url());
-                return Ok(());
-            }
-            println!(
+                };
+                let repository = Repository::new(s.clone(), name, IndexCache::new());
+                let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
+                    Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
+                })?;
+                if !pulled.changed() {
+                    println!("{name}: up to date with {}", upstream.url());
+                    return Ok(());
+                }
+                println!(
                 "{name}: pulled from {}: {} created, {} updated, {} deleted; {} new objects, {} fetched",
                 upstream.url(),
                 pulled.created,
@@ -99,10 +106,13 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 pulled.objects,
                 crate::size::human(pulled.pack_bytes)
             );
-            for kept in &pulled.kept {
-                println!("{name}: kept the old tip as {kept}");
-            }
-            Ok(())
-        }),
+                for (kept, oid) in &pulled.kept {
+                    println!(
+                        "{name}: kept the old tip {oid} as {kept} (hidden; fetch it by its id)"
+                    );
+                }
+                Ok(())
+            },
+        ),
     }
 }

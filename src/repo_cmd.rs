@@ -12,7 +12,7 @@ use gitstow_store::ObjectStore;
 use gitstow_maintain::fsck::Progress;
 
 use crate::admin::{run, run_cached, Failure, IfMissing};
-use crate::store_open::StoreArgs;
+use crate::store_open::{CreateStore, StoreArgs};
 
 /// `gitstow repo …`.
 #[derive(Debug, clap::Args)]
@@ -50,6 +50,9 @@ pub enum RepoCommand {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
+        /// `--create-store`.
+        #[command(flatten)]
+        create: CreateStore,
         /// `org/project`.
         name: String,
         /// The branch HEAD names.
@@ -250,17 +253,26 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             }
             Ok(())
         }),
-        RepoCommand::Create { store, name, head } => run(&store, IfMissing::Create, |s| {
-            let repo = open_repo(s, &name)?;
-            gitstow_protocol::check_ref_format(&format!("refs/heads/{head}"))
-                .map_err(|_| format!("invalid branch name {head:?}"))?;
-            gitstow_maintain::admin::create(&repo, &head)?;
-            println!(
-                "created repository '{}' (HEAD: refs/heads/{head})",
-                repo.name()
-            );
-            Ok(())
-        }),
+        RepoCommand::Create {
+            store,
+            create,
+            name,
+            head,
+        } => run(
+            &store,
+            IfMissing::creating(create.create_store, &store),
+            |s| {
+                let repo = open_repo(s, &name)?;
+                gitstow_protocol::check_ref_format(&format!("refs/heads/{head}"))
+                    .map_err(|_| format!("invalid branch name {head:?}"))?;
+                gitstow_maintain::admin::create(&repo, &head)?;
+                println!(
+                    "created repository '{}' (HEAD: refs/heads/{head})",
+                    repo.name()
+                );
+                Ok(())
+            },
+        ),
         RepoCommand::Delete { store, name } => run(&store, IfMissing::Refuse, |s| {
             let repo = open_repo(s, &name)?;
             // A repository created later under this name must not read the

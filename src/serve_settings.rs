@@ -12,7 +12,7 @@ use gitstow_http::app::Config;
 use gitstow_http::listen::ConnLimits;
 
 use crate::serve_cmd::ServeArgs;
-use crate::store_open::{ContainerCache, IfMissing, StoreArgs, DEFAULT_STORE};
+use crate::store_open::{ContainerCache, IfMissing, StoreArgs};
 
 /// What the machine offers, read once at start: the inputs of
 /// [`Settings::from_args`] besides the flags.
@@ -278,11 +278,7 @@ impl Settings {
                 .unwrap_or_else(|| gitstow_store::default_cache_dir(&args.store.url)),
             max_bytes: args.cache_size,
         });
-        let if_missing = if args.create_store || args.store.url == DEFAULT_STORE {
-            IfMissing::Create
-        } else {
-            IfMissing::RefuseForServe
-        };
+        let if_missing = IfMissing::creating(args.create_store, &args.store);
         Ok(Settings {
             listen: args.listen,
             tls: args.tls_cert.zip(args.tls_key),
@@ -387,11 +383,11 @@ mod tests {
         );
         assert_eq!(
             made(&["--store", "./gitstow-dta"]),
-            IfMissing::RefuseForServe
+            IfMissing::RefuseUnlessAsked
         );
         assert_eq!(
             made(&["--store", "file:///srv/git"]),
-            IfMissing::RefuseForServe
+            IfMissing::RefuseUnlessAsked
         );
         assert_eq!(
             made(&["--store", "/srv/git", "--create-store"]),

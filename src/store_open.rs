@@ -60,13 +60,38 @@ pub enum IfMissing {
     /// Refuse it: a mistyped path would otherwise read as an empty store
     /// (and opening it would create the directory).
     Refuse,
-    /// Refuse it, naming the flag that makes one (`serve` on a path other
-    /// than [`DEFAULT_STORE`] without `--create-store`): a mistyped path
-    /// would otherwise serve a new, empty store, with access control off.
-    RefuseForServe,
-    /// Create it and say so in one line (`serve` on the default path or
-    /// with `--create-store`; `token create`, `repo create`).
+    /// Refuse it, naming the flag that makes one (a command that may start
+    /// a store, on a path other than [`DEFAULT_STORE`], without
+    /// `--create-store`): a mistyped path would otherwise get a new, empty
+    /// store (served with access control off, or holding the only token).
+    RefuseUnlessAsked,
+    /// Create it and say so in one line (the default path, or
+    /// `--create-store`).
     Create,
+}
+
+impl IfMissing {
+    /// What a command that may start a store does with a missing local
+    /// directory: create it at the default path or when `create_store`
+    /// (`--create-store`) asks, refuse it otherwise.
+    pub fn creating(create_store: bool, args: &StoreArgs) -> IfMissing {
+        if create_store || args.url == DEFAULT_STORE {
+            IfMissing::Create
+        } else {
+            IfMissing::RefuseUnlessAsked
+        }
+    }
+}
+
+/// `--create-store` of the commands that may start a store (`serve`,
+/// `token create`, `repo create`, `mirror pull`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct CreateStore {
+    /// Make a new, empty local store when --store names a directory that
+    /// does not exist (without it, only the default ./gitstow-data is made:
+    /// a mistyped path is refused).
+    #[arg(long)]
+    pub create_store: bool,
 }
 
 /// A local cache of immutable container objects (data, indexes, commit
@@ -102,7 +127,7 @@ pub fn open(
                     path.display()
                 ))
             }
-            IfMissing::RefuseForServe => {
+            IfMissing::RefuseUnlessAsked => {
                 return Err(format!(
                     "store directory {} does not exist: check --store, or pass --create-store to start a new, empty store there",
                     path.display()
@@ -215,13 +240,15 @@ mod tests {
         let why = open(&args, IfMissing::Refuse, None).err().unwrap();
         assert!(why.contains("does not exist"), "{why}");
         assert!(!tmp.path().join("typo").exists());
-        let why = open(&args, IfMissing::RefuseForServe, None).err().unwrap();
+        let why = open(&args, IfMissing::RefuseUnlessAsked, None)
+            .err()
+            .unwrap();
         assert!(why.contains("pass --create-store"), "{why}");
         assert!(!tmp.path().join("typo").exists());
         open(&args, IfMissing::Create, None).unwrap();
         assert!(tmp.path().join("typo").is_dir());
         open(&args, IfMissing::Refuse, None).unwrap();
-        open(&args, IfMissing::RefuseForServe, None).unwrap();
+        open(&args, IfMissing::RefuseUnlessAsked, None).unwrap();
     }
 
     #[test]

@@ -10,7 +10,7 @@ use clap::Subcommand;
 use gitstow_access::{AccessDoc, Grant, RepoPattern, StoredToken};
 
 use crate::admin::{run, Failure, IfMissing};
-use crate::store_open::StoreArgs;
+use crate::store_open::{CreateStore, StoreArgs};
 
 /// `gitstow token …`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +30,9 @@ pub enum TokenCommand {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
+        /// `--create-store`.
+        #[command(flatten)]
+        create: CreateStore,
         /// A unique name (letters, digits, '.', '_', '-'): logs and webhooks
         /// name the token's requests by it.
         #[arg(long)]
@@ -154,12 +157,15 @@ pub fn token_main(args: TokenArgs) -> i32 {
     match args.command {
         TokenCommand::Create {
             store,
+            create: asked,
             name,
             grants,
             expires,
-        } => run(&store, IfMissing::Create, |s| {
-            create(s, &name, &grants, expires.as_deref())
-        }),
+        } => run(
+            &store,
+            IfMissing::creating(asked.create_store, &store),
+            |s| create(s, &name, &grants, expires.as_deref()),
+        ),
         TokenCommand::List { store, json } => run(&store, IfMissing::Refuse, |s| {
             let (doc, _) = gitstow_access::load(s.as_ref())?;
             if json {

@@ -339,9 +339,37 @@ fn fsck_all_skips_deleted_repositories_and_commands_refuse_a_missing_local_store
             "{err}"
         );
         assert!(!missing.exists(), "serve created a mistyped store");
-        // repo create starts a store, and says so.
+        // so do the commands that may start a store, unless asked to
+        for cmd in [
+            &["repo", "create", "first", "--store", &url][..],
+            &[
+                "token", "create", "--name", "a", "--grant", "*:read", "--store", &url,
+            ],
+            &[
+                "mirror",
+                "pull",
+                "x",
+                "--from",
+                "http://127.0.0.1:9/x.git",
+                "--store",
+                &url,
+            ],
+        ] {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+                .args(cmd)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", out(&o));
+            assert!(
+                out(&o).contains("pass --create-store"),
+                "{cmd:?}: {}",
+                out(&o)
+            );
+        }
+        assert!(!missing.exists(), "a command made the store unasked");
+        // repo create --create-store starts a store, and says so.
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
-            .args(["repo", "create", "first", "--store", &url])
+            .args(["repo", "create", "first", "--create-store", "--store", &url])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", out(&o));

@@ -232,6 +232,14 @@ fn keys_get_their_tokens_grants_and_nothing_else() {
     let (code, _, err) = s.ssh(&s.stranger, "\"git-upload-pack 'org/app.git'\"");
     assert_eq!(code, Some(255), "{err}");
     assert!(err.contains("Permission denied (publickey)"), "{err}");
+    // The operator's log says why, with the key's fingerprint.
+    assert!(
+        s.server
+            .logs()
+            .contains("ssh: key offered is attached to no token"),
+        "{}",
+        s.server.logs()
+    );
 }
 
 #[test]
@@ -496,6 +504,12 @@ fn protocols_key_types_url_forms_and_refusals() {
         stderr(&out).contains("Permission denied (publickey)"),
         "{}",
         stderr(&out)
+    );
+    assert!(
+        s.server.logs().contains("user=\"root\"")
+            && s.server.logs().contains("key offered for an unknown user"),
+        "{}",
+        s.server.logs()
     );
 
     // A pty and port forwarding are refused.

@@ -126,8 +126,9 @@ pub struct Pulled {
     pub updated: usize,
     /// Refs deleted.
     pub deleted: usize,
-    /// Old tips kept (safe mode), as `refs/mirror-backup/<time>/<ref>`.
-    pub kept: Vec<String>,
+    /// Old tips kept (safe mode): `refs/mirror-backup/<time>/<ref>` and
+    /// the object it keeps.
+    pub kept: Vec<(String, ObjectId)>,
     /// Bytes of the pack fetched.
     pub pack_bytes: u64,
     /// Objects new to the repository.
@@ -281,22 +282,26 @@ pub fn pull(
     pulled.objects = outcome.staged;
     if opts.mode == Mode::Safe {
         let after = kept_names(repo);
-        pulled.kept = after.into_iter().filter(|n| !before.contains(n)).collect();
+        pulled.kept = after
+            .into_iter()
+            .filter(|(n, _)| !before.contains_key(n))
+            .collect();
     }
     Ok(pulled)
 }
 
-/// The kept old tips of `repo` (empty when they cannot be read: only the
-/// report of a pull uses them).
-fn kept_names(repo: &Repository) -> std::collections::BTreeSet<String> {
+/// The kept old tips of `repo` and what they keep (empty when they cannot
+/// be read: only the report of a pull uses them).
+fn kept_names(repo: &Repository) -> std::collections::BTreeMap<String, ObjectId> {
     let Ok(Some(v)) = repo.load_state() else {
         return Default::default();
     };
     repo.refs(&v.state)
         .and_then(|refs| refs.to_map())
         .map(|m| {
-            m.into_keys()
-                .filter(|n| n.starts_with(BACKUP_PREFIX))
+            m.into_iter()
+                .filter(|(n, _)| n.starts_with(BACKUP_PREFIX))
+                .filter_map(|(n, v)| Some((n, v.oid()?)))
                 .collect()
         })
         .unwrap_or_default()

@@ -376,21 +376,25 @@ impl<A: KeyAccess> russh::server::Handler for Connection<A> {
         user: &str,
         offer: russh::server::PublicKeyOffer<'_>,
     ) -> Result<Auth, Self::Error> {
+        // Each refused offer has its line, as a refused signature does: an
+        // operator looking for why a key is refused finds it in the log.
+        let fp = gitstow_service::gate::fingerprint(offer.public_key);
         if user != self.config.user {
+            tracing::info!(peer = %self.peer, user, fingerprint = %fp, want = %self.config.user, "ssh: key offered for an unknown user");
             return Ok(Auth::reject());
         }
         // Only keys attached to a token go on to a signature: an agent
         // holding many keys finds its key without spending attempts.
         if matches!(offer.algorithm, Algorithm::Rsa { hash: None }) {
+            tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: key offered with an ssh-rsa (SHA-1) signature, which is refused");
             return Ok(Auth::reject());
         }
-        match self
-            .access
-            .token_of(&gitstow_service::gate::fingerprint(offer.public_key))
-            .await
-        {
+        match self.access.token_of(&fp).await {
             Some(_) => Ok(Auth::Accept),
-            None => Ok(Auth::reject()),
+            None => {
+                tracing::info!(peer = %self.peer, user, fingerprint = %fp, "ssh: key offered is attached to no token (gitstow key add)");
+                Ok(Auth::reject())
+            }
         }
     }
 
@@ -568,7 +572,7 @@ impl<A: KeyAccess> Job<A> {
                 return self.lfs_authenticate(&write_half, &repo, upload).await;
             }
             Ok(Command::LfsTransfer { repo, upload }) => {
-                let input = read_half.make_reader();
+                let input = crate::io::Counted::new(read_half.make_reader());
                 return self.lfs_transfer(input, write_half, &repo, upload).await;
             }
             Err(e) => {
@@ -662,7 +666,7 @@ impl<A: KeyAccess> Job<A> {
     /// at the pace input must keep.
     async fn lfs_transfer(
         &self,
-        mut input: impl tokio::io::AsyncRead + Unpin + Send,
+        mut input: crate::io::Counted<impl tokio::io::AsyncRead + Unpin + Send>,
         write_half: russh::ChannelWriteHalf<Msg>,
         repo: &str,
         upload: bool,
@@ -690,7 +694,8 @@ impl<A: KeyAccess> Job<A> {
                         .await;
                         let write_half = output.half();
                         let sent = output.sent();
-                        self.log_lfs("git-lfs-transfer", repo, upload, status, sent, started);
+                        let bytes = (input.bytes, sent);
+                        self.log_lfs("git-lfs-transfer", repo, upload, status, bytes, started);
                         finish(write_half, status).await;
                         return;
                     }
@@ -731,19 +736,26 @@ impl<A: KeyAccess> Job<A> {
                 128
             }
         };
-        self.log_lfs("git-lfs-authenticate", repo, upload, status, sent, started);
+        self.log_lfs(
+            "git-lfs-authenticate",
+            repo,
+            upload,
+            status,
+            (0, sent),
+            started,
+        );
         finish(write_half, status).await;
     }
 
     /// The access-log line of a Git LFS command (`service`), as git's
-    /// commands have theirs.
+    /// commands have theirs; `bytes` are (in, out).
     fn log_lfs(
         &self,
         service: &'static str,
         repo: &str,
         upload: bool,
         status: u32,
-        bytes_out: u64,
+        (bytes_in, bytes_out): (u64, u64),
         started: std::time::Instant,
     ) {
         tracing::info!(
@@ -754,6 +766,7 @@ impl<A: KeyAccess> Job<A> {
             repo,
             service,
             operation = if upload { "upload" } else { "download" },
+            bytes_in,
             bytes_out,
             status,
             ms = started.elapsed().as_millis() as u64,
