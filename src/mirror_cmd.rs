@@ -1,11 +1,15 @@
 //! `gitstow mirror`: take a repository in from another git server (plan
-//! 0017). `mirror pull` runs one pull now, from the command line: safe to
-//! run while servers serve the store (one compare-and-swap of the state,
-//! as a push).
+//! 0017). `mirror pull` runs one pull now, from the command line; `mirror
+//! add` stores a pull mirror (`<repo>.git/mirror`), `mirror sync` pulls it
+//! with its stored settings and records the outcome, `mirror list` shows
+//! them, `mirror remove` drops one. All are safe to run while servers
+//! serve the store (a pull is one compare-and-swap of the state, as a
+//! push; the settings change by compare-and-swap too).
 
 use std::time::Duration;
 
 use clap::Subcommand;
+use gitstow_mirror::settings::{self, PullMirror};
 use gitstow_mirror::{Mode, PullOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
 
@@ -54,6 +58,62 @@ pub enum MirrorCommand {
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         timeout: u64,
     },
+    /// Store a pull mirror of REPO: its upstream, refs, mode and interval
+    /// (kept in the store; `mirror sync` pulls it).
+    Add {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The repository here (`org/project`).
+        repo: String,
+        /// The upstream repository's URL (http:// or https://, no credentials).
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// The refs to take (repeatable; default: refs/heads/* and refs/tags/*).
+        #[arg(long = "refs", value_name = "PATTERN")]
+        refs: Vec<String>,
+        /// Apply the upstream's refs exactly (keep no old tips).
+        #[arg(long)]
+        exact: bool,
+        /// Seconds between scheduled pulls (at least 60).
+        #[arg(long, default_value_t = 3600, value_name = "SECS")]
+        interval: u64,
+        /// Replace the repository's mirror if it has one.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Pull REPO's stored mirror now, and record the outcome (last
+    /// success, last error) in its run state.
+    Sync {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The repository here (`org/project`).
+        repo: String,
+        /// Seconds each request to the upstream may take in all.
+        #[arg(long, default_value_t = 3600, value_name = "SECS")]
+        timeout: u64,
+    },
+    /// List the stored mirrors: repository, upstream, refs, mode, interval,
+    /// last success, last error (one listing of the store's keys).
+    List {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// One JSON array on stdout: `[{"repository", "from", "refs",
+        /// "exact", "interval_secs", "last_attempt", "last_success",
+        /// "last_error", "failures"}]` (times in seconds since the epoch).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop REPO's stored mirror (the repository stays as it is).
+    Remove {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The repository here (`org/project`).
+        repo: String,
+    },
 }
 
 /// Runs a mirror command; returns the exit code.
@@ -67,52 +127,197 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             refs,
             exact,
             timeout,
-        } => run(
-            &store,
-            IfMissing::creating(create.create_store, &store),
-            |s| {
-                let name = repo.strip_suffix(".git").unwrap_or(&repo);
-                gitstow_http::repo_name::validate(name)?;
-                let filter = if refs.is_empty() {
-                    RefFilter::default()
-                } else {
-                    RefFilter::new(refs.clone())?
-                };
-                let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
-                let (scratch, _) = crate::admin::private_cache(None)?;
-                let opts = PullOptions {
-                    filter,
-                    mode: if exact { Mode::Exact } else { Mode::Safe },
-                    receive: gitstow_receive::Options {
-                        staging_dir: Some(scratch.path().to_owned()),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                };
-                let repository = Repository::new(s.clone(), name, IndexCache::new());
-                let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
-                    Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
-                })?;
-                if !pulled.changed() {
-                    println!("{name}: up to date with {}", upstream.url());
-                    return Ok(());
+        } => run(&store, IfMissing::creating(create.create_store, &store), |s| {
+            let name = repo_name(&repo)?;
+            let filter = if refs.is_empty() {
+                RefFilter::default()
+            } else {
+                RefFilter::new(refs.clone())?
+            };
+            let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
+            let (scratch, _) = crate::admin::private_cache(None)?;
+            let opts = PullOptions {
+                filter,
+                mode: if exact { Mode::Exact } else { Mode::Safe },
+                ..base_options(scratch.path())
+            };
+            let repository = Repository::new(s.clone(), &name, IndexCache::new());
+            let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
+                Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
+            })?;
+            print_pulled(&name, upstream.url(), &pulled);
+            Ok(())
+        }),
+        MirrorCommand::Add {
+            store,
+            repo,
+            from,
+            refs,
+            exact,
+            interval,
+            replace,
+        } => run(&store, IfMissing::Refuse, |s| {
+            let name = repo_name(&repo)?;
+            let mirror = PullMirror::new(&from, refs.clone(), exact, interval)?;
+            settings::update(s.as_ref(), &name, |doc| match &doc.pull {
+                Some(old) if !replace => Err(format!(
+                    "{name} mirrors {} already: pass --replace to change it",
+                    old.url
+                )),
+                _ => {
+                    doc.pull = Some(mirror.clone());
+                    Ok(Some(()))
                 }
-                println!(
-                "{name}: pulled from {}: {} created, {} updated, {} deleted; {} new objects, {} fetched",
-                upstream.url(),
-                pulled.created,
-                pulled.updated,
-                pulled.deleted,
-                pulled.objects,
-                crate::size::human(pulled.pack_bytes)
+            })??;
+            println!(
+                "{name}: pull mirror of {} ({}; {}; every {} s); `gitstow mirror sync {name}` pulls it now",
+                mirror.url,
+                mirror.refs.join(" "),
+                if exact { "exact" } else { "safe" },
+                mirror.interval_secs
             );
-                for (kept, oid) in &pulled.kept {
-                    println!(
-                        "{name}: kept the old tip {oid} as {kept} (hidden; fetch it by its id)"
-                    );
+            Ok(())
+        }),
+        MirrorCommand::Sync {
+            store,
+            repo,
+            timeout,
+        } => run(&store, IfMissing::Refuse, |s| {
+            let name = repo_name(&repo)?;
+            let mirror = settings::load(s.as_ref(), &name)?
+                .and_then(|(doc, _)| doc.pull)
+                .ok_or_else(|| format!("{name} has no pull mirror (gitstow mirror add)"))?;
+            let (scratch, _) = crate::admin::private_cache(None)?;
+            let started = now_secs();
+            let outcome = Upstream::new(&mirror.url, Duration::from_secs(timeout.max(1)))
+                .map_err(|e| e.to_string())
+                .and_then(|upstream| {
+                    let opts = mirror.pull_options(base_options(scratch.path()))?;
+                    let repository = Repository::new(s.clone(), &name, IndexCache::new());
+                    gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| e.to_string())
+                });
+            settings::update(s.as_ref(), &name, |doc| match doc.pull.as_mut() {
+                // Removed or replaced meanwhile: nothing to record.
+                Some(p) if p.url == mirror.url => {
+                    p.record(started, &outcome);
+                    Ok(Some(()))
                 }
-                Ok(())
-            },
-        ),
+                _ => Ok(None),
+            })??;
+            match outcome {
+                Ok(pulled) => {
+                    print_pulled(&name, &mirror.url, &pulled);
+                    Ok(())
+                }
+                Err(e) => Err(format!("{name}: pull from {} failed: {e}", mirror.url).into()),
+            }
+        }),
+        MirrorCommand::List { store, json } => run(&store, IfMissing::Refuse, |s| {
+            let mut rows = Vec::new();
+            for key in s.list("")? {
+                let Some(name) = key.strip_suffix(".git/mirror") else {
+                    continue;
+                };
+                if let Some(p) = settings::load(s.as_ref(), name)?.and_then(|(d, _)| d.pull) {
+                    rows.push((name.to_owned(), p));
+                }
+            }
+            if json {
+                let out: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|(name, p)| {
+                        serde_json::json!({
+                            "repository": name,
+                            "from": p.url,
+                            "refs": p.refs,
+                            "exact": p.exact,
+                            "interval_secs": p.interval_secs,
+                            "last_attempt": p.last_attempt,
+                            "last_success": p.last_success,
+                            "last_error": p.last_error,
+                            "failures": p.failures,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::from(out));
+                return Ok(());
+            }
+            if rows.is_empty() {
+                println!("no mirrors");
+            }
+            for (name, p) in rows {
+                let when = |t: Option<u64>| t.map_or("never".to_owned(), crate::token_cmd::date);
+                let error = p
+                    .last_error
+                    .as_ref()
+                    .map(|e| format!("; last error ({} in a row): {e}", p.failures))
+                    .unwrap_or_default();
+                println!(
+                    "{name}: pull from {} ({}; {}; every {} s); last success {}{error}",
+                    p.url,
+                    p.refs.join(" "),
+                    if p.exact { "exact" } else { "safe" },
+                    p.interval_secs,
+                    when(p.last_success),
+                );
+            }
+            Ok(())
+        }),
+        MirrorCommand::Remove { store, repo } => run(&store, IfMissing::Refuse, |s| {
+            let name = repo_name(&repo)?;
+            let removed =
+                settings::update(s.as_ref(), &name, |doc| Ok(doc.pull.take().map(|p| p.url)))??;
+            match removed {
+                Some(url) => {
+                    println!("{name}: no longer mirrors {url} (the repository stays as it is)");
+                    Ok(())
+                }
+                None => Err(format!("{name} has no mirror").into()),
+            }
+        }),
     }
+}
+
+/// The pull limits of a command-line pull: staging in this run's scratch
+/// directory.
+fn base_options(scratch: &std::path::Path) -> PullOptions {
+    PullOptions {
+        receive: gitstow_receive::Options {
+            staging_dir: Some(scratch.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Prints what a pull of `name` from `url` did.
+fn print_pulled(name: &str, url: &str, pulled: &gitstow_mirror::Pulled) {
+    if !pulled.changed() {
+        println!("{name}: up to date with {url}");
+        return;
+    }
+    println!(
+        "{name}: pulled from {url}: {} created, {} updated, {} deleted; {} new objects, {} fetched",
+        pulled.created,
+        pulled.updated,
+        pulled.deleted,
+        pulled.objects,
+        crate::size::human(pulled.pack_bytes)
+    );
+    for (kept, oid) in &pulled.kept {
+        println!("{name}: kept the old tip {oid} as {kept} (hidden; fetch it by its id)");
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `org/project` (a `.git` suffix dropped), checked.
+fn repo_name(repo: &str) -> Result<String, Failure> {
+    let name = repo.strip_suffix(".git").unwrap_or(repo);
+    gitstow_http::repo_name::validate(name)?;
+    Ok(name.to_owned())
 }

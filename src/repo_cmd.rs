@@ -283,6 +283,13 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             if disowned > 0 {
                 println!("dropped its claim to {disowned} Git LFS object(s)");
             }
+            // Its pull mirror would bring it back: it goes too.
+            let unmirrored = gitstow_mirror::settings::update(s.as_ref(), repo.name(), |doc| {
+                Ok(doc.pull.take().map(|p| p.url))
+            })??;
+            if let Some(url) = unmirrored {
+                println!("dropped its pull mirror of {url}");
+            }
             let retired = deleted?;
             println!(
                 "deleted repository '{}': its {retired} container{} removed by maintenance after the grace period",

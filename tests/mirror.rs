@@ -276,3 +276,71 @@ fn bad_upstreams_are_refused_in_words_that_hold_no_secret() {
     let o = store.admin(&["repo", "list"]);
     assert!(text(&o).contains("no repositories"), "{}", text(&o));
 }
+
+#[test]
+fn a_stored_mirror_is_added_synced_listed_and_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let upstream = Server::start();
+    let work = tmp.path().join("work");
+    upstream_work(&work);
+    let up = upstream.url("org/app");
+    git(&work, &["push", "-q", "--mirror", &up]);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let listed = |store: &TestStore| -> Vec<serde_json::Value> {
+        let o = store.admin(&["mirror", "list", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).expect("mirror list --json is JSON")
+    };
+    assert!(listed(&store).is_empty());
+
+    let o = store.admin(&["mirror", "add", "org/app", "--from", &up, "--interval", "600"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // a second add is refused without --replace; a bad interval, always
+    let o = store.admin(&["mirror", "add", "org/app", "--from", &up]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--replace"), "{}", text(&o));
+    let o = store.admin(&["mirror", "add", "org/other", "--from", &up, "--interval", "5"]);
+    assert!(text(&o).contains("least allowed"), "{}", text(&o));
+    let rows = listed(&store);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["repository"], "org/app");
+    assert_eq!(rows[0]["from"], up.as_str());
+    assert_eq!(rows[0]["interval_secs"], 600);
+    assert!(rows[0]["last_success"].is_null());
+
+    // sync pulls with the stored settings and records the success
+    let o = store.admin(&["mirror", "sync", "org/app"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("3 created"), "{}", text(&o));
+    let here = Server::start_on(Some(&store), &[], &[]);
+    assert_eq!(heads_and_tags(&here.url("org/app")), heads_and_tags(&up));
+    let rows = listed(&store);
+    assert!(rows[0]["last_success"].as_u64().is_some(), "{rows:?}");
+    assert_eq!(rows[0]["failures"], 0);
+
+    // an upstream gone: the failure is recorded, counted, and said
+    let o = store.admin(&["mirror", "add", "org/app", "--replace", "--from", &upstream.url("org/gone")]);
+    assert!(o.status.success(), "{}", text(&o));
+    for n in 1..=2 {
+        let o = store.admin(&["mirror", "sync", "org/app"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let rows = listed(&store);
+        assert_eq!(rows[0]["failures"], n, "{rows:?}");
+        assert!(rows[0]["last_error"].as_str().unwrap().contains("HTTP 404"), "{rows:?}");
+    }
+    let human = text(&store.admin(&["mirror", "list"]));
+    assert!(human.contains("last error (2 in a row)"), "{human}");
+
+    // removed: the repository stays; deleting a repository drops its mirror
+    let o = store.admin(&["mirror", "remove", "org/app"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(listed(&store).is_empty());
+    assert_eq!(heads_and_tags(&here.url("org/app")), heads_and_tags(&up));
+    let o = store.admin(&["mirror", "sync", "org/app"]);
+    assert!(text(&o).contains("has no pull mirror"), "{}", text(&o));
+    let o = store.admin(&["mirror", "add", "org/app", "--from", &up]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = store.admin(&["repo", "delete", "org/app"]);
+    assert!(text(&o).contains("dropped its pull mirror"), "{}", text(&o));
+    assert!(listed(&store).is_empty());
+}

@@ -13,10 +13,13 @@
 //!
 //! - [`upstream`]: the upstream over smart HTTP(S), protocol v2.
 //! - [`pull`]: one pull, and what it changed.
+//! - [`settings`]: a repository's stored pull mirror (`<repo>.git/mirror`):
+//!   its settings and run state, changed by compare-and-swap.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod pull;
+pub mod settings;
 pub mod upstream;
 
 pub use pull::{pull, Mode, PullOptions, Pulled, RefFilter};
