@@ -127,27 +127,31 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             refs,
             exact,
             timeout,
-        } => run(&store, IfMissing::creating(create.create_store, &store), |s| {
-            let name = repo_name(&repo)?;
-            let filter = if refs.is_empty() {
-                RefFilter::default()
-            } else {
-                RefFilter::new(refs.clone())?
-            };
-            let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
-            let (scratch, _) = crate::admin::private_cache(None)?;
-            let opts = PullOptions {
-                filter,
-                mode: if exact { Mode::Exact } else { Mode::Safe },
-                ..base_options(scratch.path())
-            };
-            let repository = Repository::new(s.clone(), &name, IndexCache::new());
-            let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
-                Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
-            })?;
-            print_pulled(&name, upstream.url(), &pulled);
-            Ok(())
-        }),
+        } => run(
+            &store,
+            IfMissing::creating(create.create_store, &store),
+            |s| {
+                let name = repo_name(&repo)?;
+                let filter = if refs.is_empty() {
+                    RefFilter::default()
+                } else {
+                    RefFilter::new(refs.clone())?
+                };
+                let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
+                let (scratch, _) = crate::admin::private_cache(None)?;
+                let opts = PullOptions {
+                    filter,
+                    mode: if exact { Mode::Exact } else { Mode::Safe },
+                    ..base_options(scratch.path())
+                };
+                let repository = Repository::new(s.clone(), &name, IndexCache::new());
+                let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
+                    Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
+                })?;
+                print_pulled(&name, upstream.url(), &pulled);
+                Ok(())
+            },
+        ),
         MirrorCommand::Add {
             store,
             repo,

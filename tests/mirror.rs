@@ -293,13 +293,29 @@ fn a_stored_mirror_is_added_synced_listed_and_removed() {
     };
     assert!(listed(&store).is_empty());
 
-    let o = store.admin(&["mirror", "add", "org/app", "--from", &up, "--interval", "600"]);
+    let o = store.admin(&[
+        "mirror",
+        "add",
+        "org/app",
+        "--from",
+        &up,
+        "--interval",
+        "600",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     // a second add is refused without --replace; a bad interval, always
     let o = store.admin(&["mirror", "add", "org/app", "--from", &up]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("--replace"), "{}", text(&o));
-    let o = store.admin(&["mirror", "add", "org/other", "--from", &up, "--interval", "5"]);
+    let o = store.admin(&[
+        "mirror",
+        "add",
+        "org/other",
+        "--from",
+        &up,
+        "--interval",
+        "5",
+    ]);
     assert!(text(&o).contains("least allowed"), "{}", text(&o));
     let rows = listed(&store);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -319,14 +335,24 @@ fn a_stored_mirror_is_added_synced_listed_and_removed() {
     assert_eq!(rows[0]["failures"], 0);
 
     // an upstream gone: the failure is recorded, counted, and said
-    let o = store.admin(&["mirror", "add", "org/app", "--replace", "--from", &upstream.url("org/gone")]);
+    let o = store.admin(&[
+        "mirror",
+        "add",
+        "org/app",
+        "--replace",
+        "--from",
+        &upstream.url("org/gone"),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     for n in 1..=2 {
         let o = store.admin(&["mirror", "sync", "org/app"]);
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
         let rows = listed(&store);
         assert_eq!(rows[0]["failures"], n, "{rows:?}");
-        assert!(rows[0]["last_error"].as_str().unwrap().contains("HTTP 404"), "{rows:?}");
+        assert!(
+            rows[0]["last_error"].as_str().unwrap().contains("HTTP 404"),
+            "{rows:?}"
+        );
     }
     let human = text(&store.admin(&["mirror", "list"]));
     assert!(human.contains("last error (2 in a row)"), "{human}");

@@ -52,7 +52,12 @@ impl PullMirror {
     ///
     /// # Errors
     /// Why the URL, a pattern or the interval is refused.
-    pub fn new(url: &str, refs: Vec<String>, exact: bool, interval_secs: u64) -> Result<Self, String> {
+    pub fn new(
+        url: &str,
+        refs: Vec<String>,
+        exact: bool,
+        interval_secs: u64,
+    ) -> Result<Self, String> {
         crate::Upstream::new(url, std::time::Duration::from_secs(1)).map_err(|e| e.to_string())?;
         let filter = if refs.is_empty() {
             RefFilter::default()
@@ -135,7 +140,10 @@ pub enum SettingsError {
 ///
 /// # Errors
 /// [`SettingsError`].
-pub fn load(store: &dyn ObjectStore, repo: &str) -> Result<Option<(MirrorDoc, ETag)>, SettingsError> {
+pub fn load(
+    store: &dyn ObjectStore,
+    repo: &str,
+) -> Result<Option<(MirrorDoc, ETag)>, SettingsError> {
     let Some((bytes, etag)) = store.get(&key(repo))? else {
         return Ok(None);
     };
@@ -214,7 +222,10 @@ mod tests {
         .unwrap();
         let (doc, _) = load(&store, "org/app").unwrap().unwrap();
         let p = doc.pull.unwrap();
-        assert_eq!((p.failures, p.last_attempt, p.last_success), (2, Some(200), None));
+        assert_eq!(
+            (p.failures, p.last_attempt, p.last_success),
+            (2, Some(200), None)
+        );
         assert_eq!(p.last_error.as_deref(), Some("again"));
         update(&store, "org/app", |d| {
             d.pull = None;
@@ -228,7 +239,10 @@ mod tests {
             ("https://h/x.git", vec!["heads/*".to_owned()], 600),
             ("https://h/x.git", vec![], 5),
         ] {
-            assert!(PullMirror::new(url, refs, false, interval).is_err(), "{url}");
+            assert!(
+                PullMirror::new(url, refs, false, interval).is_err(),
+                "{url}"
+            );
         }
     }
 }
