@@ -1,14 +1,17 @@
 //! `gitstow mirror`: take a repository in from another git server (plan
 //! 0017). `mirror pull` runs one pull now, from the command line; `mirror
-//! add` stores a pull mirror (`<repo>.git/mirror`), `mirror sync` pulls it
-//! with its stored settings and records the outcome, `mirror list` shows
-//! them, `mirror remove` drops one. All are safe to run while servers
-//! serve the store (a pull is one compare-and-swap of the state, as a
-//! push; the settings change by compare-and-swap too).
+//! add` stores a pull mirror (`<repo>.git/mirror`), which every `serve`
+//! pulls when it is due (whichever instance claims its lease first);
+//! `mirror sync` pulls it now under the same lease and records the
+//! outcome, `mirror list` shows them, `mirror resume` ends a pause, `mirror
+//! remove` drops one. All are safe to run while servers serve the store (a
+//! pull is one compare-and-swap of the state, as a push; the settings
+//! change by compare-and-swap too).
 
 use std::time::Duration;
 
 use clap::Subcommand;
+use gitstow_mirror::schedule::{self, Claimed};
 use gitstow_mirror::settings::{self, PullMirror};
 use gitstow_mirror::{Mode, PullOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
@@ -59,7 +62,10 @@ pub enum MirrorCommand {
         timeout: u64,
     },
     /// Store a pull mirror of REPO: its upstream, refs, mode and interval
-    /// (kept in the store; `mirror sync` pulls it).
+    /// (kept in the store). Every `gitstow serve` on the store pulls it
+    /// when it is due (at once, then every interval); `mirror sync` pulls
+    /// it now. The repository then refuses pushes: the upstream is where
+    /// its changes come from.
     Add {
         /// The store and its S3 settings.
         #[command(flatten)]
@@ -82,8 +88,10 @@ pub enum MirrorCommand {
         #[arg(long)]
         replace: bool,
     },
-    /// Pull REPO's stored mirror now, and record the outcome (last
-    /// success, last error) in its run state.
+    /// Pull REPO's stored mirror now (a paused one too), and record the
+    /// outcome (last success, last error) in its run state. When an
+    /// instance is pulling it already, it is marked to run once more
+    /// after that pull instead.
     Sync {
         /// The store and its S3 settings.
         #[command(flatten)]
@@ -95,18 +103,31 @@ pub enum MirrorCommand {
         timeout: u64,
     },
     /// List the stored mirrors: repository, upstream, refs, mode, interval,
-    /// last success, last error (one listing of the store's keys).
+    /// state (syncing, paused, next run), last success, last error (one
+    /// listing of the store's keys).
     List {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
         /// One JSON array on stdout: `[{"repository", "from", "refs",
-        /// "exact", "interval_secs", "last_attempt", "last_success",
-        /// "last_error", "failures"}]` (times in seconds since the epoch).
+        /// "exact", "interval_secs", "state", "next_run", "last_attempt",
+        /// "last_success", "last_error", "failures", "paused"}]` (times in
+        /// seconds since the epoch; `state`: "syncing", "paused" or
+        /// "scheduled").
         #[arg(long)]
         json: bool,
     },
-    /// Drop REPO's stored mirror (the repository stays as it is).
+    /// End the pause of REPO's mirror (paused after permanent failures:
+    /// 401, 403, 404, a refused pack) and make it due at once.
+    Resume {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The repository here (`org/project`).
+        repo: String,
+    },
+    /// Drop REPO's stored mirror (the repository stays as it is, and takes
+    /// pushes again).
     Remove {
         /// The store and its S3 settings.
         #[command(flatten)]
@@ -163,16 +184,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
             let mirror = PullMirror::new(&from, refs.clone(), exact, interval)?;
-            settings::update(s.as_ref(), &name, |doc| match &doc.pull {
-                Some(old) if !replace => Err(format!(
-                    "{name} mirrors {} already: pass --replace to change it",
-                    old.url
-                )),
-                _ => {
-                    doc.pull = Some(mirror.clone());
-                    Ok(Some(()))
-                }
-            })??;
+            settings::add(s.as_ref(), &name, &mirror, replace)?;
             println!(
                 "{name}: pull mirror of {} ({}; {}; every {} s); `gitstow mirror sync {name}` pulls it now",
                 mirror.url,
@@ -188,35 +200,57 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             timeout,
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
-            let mirror = settings::load(s.as_ref(), &name)?
-                .and_then(|(doc, _)| doc.pull)
-                .ok_or_else(|| format!("{name} has no pull mirror (gitstow mirror add)"))?;
-            let (scratch, _) = crate::admin::private_cache(None)?;
-            let started = now_secs();
-            let outcome = Upstream::new(&mirror.url, Duration::from_secs(timeout.max(1)))
-                .map_err(|e| e.to_string())
-                .and_then(|upstream| {
-                    let opts = mirror.pull_options(base_options(scratch.path()))?;
-                    let repository = Repository::new(s.clone(), &name, IndexCache::new());
-                    gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| e.to_string())
-                });
-            settings::update(s.as_ref(), &name, |doc| match doc.pull.as_mut() {
-                // Removed or replaced meanwhile: nothing to record.
-                Some(p) if p.url == mirror.url => {
-                    p.record(started, &outcome);
-                    Ok(Some(()))
+            let owner = schedule::owner_id();
+            let claim = match schedule::claim(
+                s.as_ref(),
+                &name,
+                &owner,
+                schedule::DEFAULT_LEASE_TTL,
+                schedule::now_secs(),
+                true,
+            )? {
+                Claimed::Claimed(c) => c,
+                Claimed::Held(lease) => {
+                    println!(
+                        "{name}: being pulled by {} (lease until {}); it will run once more after that pull",
+                        lease.owner,
+                        crate::token_cmd::date(lease.expires)
+                    );
+                    return Ok(());
                 }
-                _ => Ok(None),
-            })??;
-            match outcome {
+                Claimed::Gone | Claimed::NotDue(_) => {
+                    return Err(format!("{name} has no pull mirror (gitstow mirror add)").into())
+                }
+            };
+            let (scratch, _) = crate::admin::private_cache(None)?;
+            let repository = Repository::new(s.clone(), &name, IndexCache::new());
+            let synced = claim.run(
+                s.as_ref(),
+                &repository,
+                base_options(scratch.path()),
+                Duration::from_secs(timeout.max(1)),
+            )?;
+            match synced.outcome {
                 Ok(pulled) => {
-                    print_pulled(&name, &mirror.url, &pulled);
+                    print_pulled(&name, &synced.url, &pulled);
                     Ok(())
                 }
-                Err(e) => Err(format!("{name}: pull from {} failed: {e}", mirror.url).into()),
+                Err(e) => {
+                    let paused = if synced.paused {
+                        " (the mirror is paused now: gitstow mirror resume)"
+                    } else {
+                        ""
+                    };
+                    Err(format!(
+                        "{name}: pull from {} failed: {}{paused}",
+                        synced.url, e.message
+                    )
+                    .into())
+                }
             }
         }),
         MirrorCommand::List { store, json } => run(&store, IfMissing::Refuse, |s| {
+            let now = schedule::now_secs();
             let mut rows = Vec::new();
             for key in s.list("")? {
                 let Some(name) = key.strip_suffix(".git/mirror") else {
@@ -236,10 +270,13 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                             "refs": p.refs,
                             "exact": p.exact,
                             "interval_secs": p.interval_secs,
+                            "state": state_of(p, now).0,
+                            "next_run": p.next_run(),
                             "last_attempt": p.last_attempt,
                             "last_success": p.last_success,
                             "last_error": p.last_error,
                             "failures": p.failures,
+                            "paused": p.paused,
                         })
                     })
                     .collect();
@@ -257,28 +294,60 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                     .map(|e| format!("; last error ({} in a row): {e}", p.failures))
                     .unwrap_or_default();
                 println!(
-                    "{name}: pull from {} ({}; {}; every {} s); last success {}{error}",
+                    "{name}: pull from {} ({}; {}; every {} s); {}; last success {}{error}",
                     p.url,
                     p.refs.join(" "),
                     if p.exact { "exact" } else { "safe" },
                     p.interval_secs,
+                    state_of(&p, now).1,
                     when(p.last_success),
                 );
             }
             Ok(())
         }),
+        MirrorCommand::Resume { store, repo } => run(&store, IfMissing::Refuse, |s| {
+            let name = repo_name(&repo)?;
+            let was_paused = settings::resume(s.as_ref(), &name)?;
+            println!(
+                "{name}: {}; due at once (a running gitstow serve pulls it within seconds)",
+                if was_paused {
+                    "resumed"
+                } else {
+                    "was not paused"
+                }
+            );
+            Ok(())
+        }),
         MirrorCommand::Remove { store, repo } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
-            let removed =
-                settings::update(s.as_ref(), &name, |doc| Ok(doc.pull.take().map(|p| p.url)))??;
-            match removed {
+            match settings::remove(s.as_ref(), &name)? {
                 Some(url) => {
-                    println!("{name}: no longer mirrors {url} (the repository stays as it is)");
+                    println!("{name}: no longer mirrors {url} (the repository stays as it is, and takes pushes again)");
                     Ok(())
                 }
                 None => Err(format!("{name} has no mirror").into()),
             }
         }),
+    }
+}
+
+/// A mirror's state at `now`: its JSON word and its words for people.
+fn state_of(p: &PullMirror, now: u64) -> (&'static str, String) {
+    let date = crate::token_cmd::date;
+    if let Some(lease) = p.lease.as_ref().filter(|l| l.expires > now) {
+        let until = date(lease.expires);
+        return (
+            "syncing",
+            format!("syncing on {} (lease until {until})", lease.owner),
+        );
+    }
+    if let Some(why) = &p.paused {
+        return ("paused", format!("paused ({why}; gitstow mirror resume)"));
+    }
+    match p.next_run() {
+        Some(t) if t <= now => ("scheduled", "due now".to_owned()),
+        Some(t) => ("scheduled", format!("next run {}", date(t))),
+        None => ("scheduled", "not scheduled".to_owned()),
     }
 }
 
@@ -311,12 +380,6 @@ fn print_pulled(name: &str, url: &str, pulled: &gitstow_mirror::Pulled) {
     for (kept, oid) in &pulled.kept {
         println!("{name}: kept the old tip {oid} as {kept} (hidden; fetch it by its id)");
     }
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// `org/project` (a `.git` suffix dropped), checked.

@@ -284,9 +284,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
                 println!("dropped its claim to {disowned} Git LFS object(s)");
             }
             // Its pull mirror would bring it back: it goes too.
-            let unmirrored = gitstow_mirror::settings::update(s.as_ref(), repo.name(), |doc| {
-                Ok(doc.pull.take().map(|p| p.url))
-            })??;
+            let unmirrored = gitstow_mirror::settings::remove(s.as_ref(), repo.name())?;
             if let Some(url) = unmirrored {
                 println!("dropped its pull mirror of {url}");
             }

@@ -66,6 +66,13 @@ pub struct ServeArgs {
     /// Refuse pushes to repositories that do not exist yet (404) instead of creating them.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub no_auto_create: bool,
+    /// Run no mirror pulls on this instance (by default every instance
+    /// reads the store's list of mirrors, one GET every 15 s while mirrors
+    /// exist and at most every 60 s while none do, and pulls those due
+    /// whose lease it takes first).
+    /// Pushes into pull mirrors are refused either way.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub no_mirrors: bool,
     /// Largest push request body (commands + pack): bytes, or with a unit
     /// (`8GiB`).
     #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]

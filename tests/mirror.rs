@@ -1,6 +1,7 @@
-//! Pull mirrors (issue 45, plan 0017 step 1): `gitstow mirror pull` takes
-//! a repository in from another server, a second `gitstow serve` or
-//! canonical `git http-backend`, with the real `git` on the other side.
+//! Pull mirrors (issue 45, plan 0017): `gitstow mirror pull` takes a
+//! repository in from another server, a second `gitstow serve` or
+//! canonical `git http-backend`, with the real `git` on the other side;
+//! stored mirrors are pulled by whichever running `serve` claims them.
 
 mod common;
 
@@ -328,7 +329,8 @@ fn a_stored_mirror_is_added_synced_listed_and_removed() {
     let o = store.admin(&["mirror", "sync", "org/app"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("3 created"), "{}", text(&o));
-    let here = Server::start_on(Some(&store), &[], &[]);
+    // (this server runs no mirrors: only the commands below sync)
+    let here = Server::start_on(Some(&store), &["--no-mirrors"], &[]);
     assert_eq!(heads_and_tags(&here.url("org/app")), heads_and_tags(&up));
     let rows = listed(&store);
     assert!(rows[0]["last_success"].as_u64().is_some(), "{rows:?}");
@@ -369,4 +371,172 @@ fn a_stored_mirror_is_added_synced_listed_and_removed() {
     let o = store.admin(&["repo", "delete", "org/app"]);
     assert!(text(&o).contains("dropped its pull mirror"), "{}", text(&o));
     assert!(listed(&store).is_empty());
+}
+
+/// `gitstow <args> --store …` with intervals down to 1 s allowed.
+fn admin_short(store: &TestStore, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+        .args(args)
+        .args(store.args())
+        .env("GITSTOW_TEST_SHORT_MIRROR_INTERVAL", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Polls `done` every 200 ms until it holds, for at most `secs` seconds.
+fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {secs} s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The stored mirror rows (`mirror list --json`).
+fn mirror_rows(store: &TestStore) -> Vec<serde_json::Value> {
+    let o = store.admin(&["mirror", "list", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("mirror list --json is JSON")
+}
+
+/// The "mirror sync" log lines of `servers` (successful pulls).
+fn syncs_logged(servers: &[&Server]) -> usize {
+    servers
+        .iter()
+        .map(|s| {
+            s.logs()
+                .lines()
+                .filter(|l| l.contains("mirror sync "))
+                .count()
+        })
+        .sum()
+}
+
+#[test]
+fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let upstream = Server::start();
+    let work = tmp.path().join("work");
+    upstream_work(&work);
+    let up = upstream.url("org/app");
+    git(&work, &["push", "-q", "--mirror", &up]);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let o = admin_short(
+        &store,
+        &["mirror", "add", "org/app", "--from", &up, "--interval", "2"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // Two instances on the store, no leader: the mirror is due at once and
+    // one of them pulls it.
+    let a = Server::start_on(Some(&store), &[], &[]);
+    let b = Server::start_on(Some(&store), &[], &[]);
+    let here = a.url("org/app");
+    wait_until("the first sync", 30, || {
+        heads_and_tags(&here) == heads_and_tags(&up)
+    });
+
+    // An upstream push arrives by the interval alone.
+    commit_files(&work, &[("late.txt", "late\n")], "late");
+    git(&work, &["push", "-q", &up, "main"]);
+    wait_until("the push upstream to arrive", 30, || {
+        heads_and_tags(&here) == heads_and_tags(&up)
+    });
+    // A force-push upstream: applied, and the old tip kept (hidden).
+    let old_main = git_out(&work, &["rev-parse", "main"]);
+    git(&work, &["reset", "-q", "--hard", "HEAD~2"]);
+    git(&work, &["push", "-q", "--force", &up, "main"]);
+    wait_until("the force-push upstream to arrive", 30, || {
+        heads_and_tags(&here) == heads_and_tags(&up)
+    });
+    let kept: Vec<_> = stored_refs(&store, "org/app")
+        .into_iter()
+        .filter(|(n, oid)| n.starts_with("refs/mirror-backup/") && *oid == old_main)
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(!ls_remote(&here).contains("mirror-backup"));
+    let synced = syncs_logged(&[&a, &b]);
+    assert!(synced >= 3, "{synced} syncs logged");
+    let rows = mirror_rows(&store);
+    assert_eq!(rows[0]["failures"], 0, "{rows:?}");
+    assert_eq!(rows[0]["state"], "scheduled", "{rows:?}");
+
+    // A pull mirror takes no pushes: its refs come from the upstream.
+    let clone = tmp.path().join("clone");
+    git(tmp.path(), &["clone", "-q", &here, clone.to_str().unwrap()]);
+    commit_files(&clone, &[("mine.txt", "mine\n")], "mine");
+    let said = git_fail(&clone, &["push", &here, "main"]);
+    assert!(said.contains("[remote rejected]"), "{said}");
+    assert!(
+        said.contains(&format!("this repository is a pull mirror of {up}")),
+        "{said}"
+    );
+    assert_eq!(heads_and_tags(&here), heads_and_tags(&up));
+
+    // An upstream that says 404: retried, then paused after three
+    // permanent failures in a row; no more pulls until resumed.
+    let late = upstream.url("org/late");
+    let o = admin_short(
+        &store,
+        &[
+            "mirror",
+            "add",
+            "org/app",
+            "--replace",
+            "--from",
+            &late,
+            "--interval",
+            "2",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    wait_until("the mirror to pause", 60, || {
+        mirror_rows(&store)[0]["state"] == "paused"
+    });
+    let rows = mirror_rows(&store);
+    assert_eq!(rows[0]["failures"], 3, "{rows:?}");
+    assert!(
+        rows[0]["paused"].as_str().unwrap().contains("HTTP 404"),
+        "{rows:?}"
+    );
+    let human = text(&store.admin(&["mirror", "list"]));
+    assert!(human.contains("gitstow mirror resume"), "{human}");
+    git(&work, &["push", "-q", "--mirror", &late]);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert_eq!(
+        mirror_rows(&store)[0]["failures"],
+        3,
+        "a paused mirror is not pulled"
+    );
+    let o = store.admin(&["mirror", "resume", "org/app"]);
+    assert!(
+        o.status.success() && text(&o).contains("resumed"),
+        "{}",
+        text(&o)
+    );
+    wait_until("the resumed mirror to sync", 30, || {
+        heads_and_tags(&here) == heads_and_tags(&late)
+    });
+    let rows = mirror_rows(&store);
+    assert!(
+        rows[0]["paused"].is_null() && rows[0]["failures"] == 0,
+        "{rows:?}"
+    );
+
+    // Each instance counts its pulls by outcome.
+    let scraped: f64 = [&a, &b]
+        .iter()
+        .map(|s| {
+            let r = http(s.port(), "GET", "/metrics", &[], b"");
+            r.text()
+                .lines()
+                .filter(|l| l.starts_with("gitstow_mirror_syncs_total{result=\"paused\"}"))
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum::<f64>()
+        })
+        .sum();
+    assert_eq!(scraped, 1.0, "one pull paused the mirror");
 }

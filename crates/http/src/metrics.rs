@@ -311,6 +311,11 @@ fn describe() {
         "Upload-pack requests waiting for a fetch slot."
     );
     describe_counter!(MAINTENANCE_RUNS, "Maintenance runs by result.");
+    describe_counter!(
+        MIRROR_SYNCS,
+        "Pulls of stored mirrors this instance ran, by result (ok, failed, paused, error)."
+    );
+    describe_histogram!(MIRROR_SYNC_DURATION, Unit::Seconds, "Mirror pull time.");
     describe_histogram!(MAINTENANCE_DURATION, Unit::Seconds, "Maintenance run time.");
     describe_counter!(
         MAINTENANCE_BYTES_REWRITTEN,

@@ -14,11 +14,18 @@
 //! - [`upstream`]: the upstream over smart HTTP(S), protocol v2.
 //! - [`pull`]: one pull, and what it changed.
 //! - [`settings`]: a repository's stored pull mirror (`<repo>.git/mirror`):
-//!   its settings and run state, changed by compare-and-swap.
+//!   its settings and run state (lease, failures, pause), changed by
+//!   compare-and-swap.
+//! - [`due`]: the store-wide list of mirrors and when each is next due
+//!   (one GET per scheduler tick, no listing of repositories).
+//! - [`schedule`]: a stored mirror's pull under its lease, from any
+//!   instance or `gitstow mirror sync`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod due;
 pub mod pull;
+pub mod schedule;
 pub mod settings;
 pub mod upstream;
 

@@ -165,6 +165,31 @@ pub enum PullError {
     Io(#[from] std::io::Error),
 }
 
+impl PullError {
+    /// Whether trying again without a change will not help: the upstream
+    /// refused (401, 403, 404, another 4xx), its answer broke the protocol,
+    /// or its pack was refused. A connection failure, a timeout, a 5xx, a
+    /// ref update lost to a race or a failure of the store here may pass.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            PullError::Upstream(e) => !e.is_transient(),
+            PullError::Unpack(_) => true,
+            PullError::Refused(_)
+            | PullError::Repository(_)
+            | PullError::Receive(_)
+            | PullError::Io(_) => false,
+        }
+    }
+
+    /// The run state's record of this failure.
+    pub fn failed(&self) -> crate::settings::Failed {
+        crate::settings::Failed {
+            message: self.to_string(),
+            permanent: self.is_permanent(),
+        }
+    }
+}
+
 /// One pull of `repo` from `upstream` (see the module's documentation).
 ///
 /// # Errors

@@ -2,7 +2,10 @@
 //! document of its settings (upstream URL, refs, mode, interval) and its
 //! run state (last attempt, last success, last error, failures in a row),
 //! changed only by compare-and-swap so that two instances or commands never
-//! lose each other's writes.
+//! lose each other's writes. The run state also holds the **lease** of the
+//! instance (or `gitstow mirror sync`) pulling it now, so that one mirror
+//! never runs twice at once, and whether it is **paused** (after permanent
+//! failures, until `gitstow mirror resume`).
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +16,46 @@ use crate::pull::{Mode, PullOptions, Pulled, RefFilter};
 /// The shortest interval between two scheduled pulls, in seconds (an
 /// upstream is not a thing to poll every second).
 pub const MIN_INTERVAL_SECS: u64 = 60;
+
+/// Environment variable that lets tests set intervals down to 1 s (`1`).
+pub const TEST_SHORT_INTERVAL_ENV: &str = "GITSTOW_TEST_SHORT_MIRROR_INTERVAL";
+
+/// Permanent failures in a row (a 401, 403 or 404, a refused pack) after
+/// which a mirror is paused until `gitstow mirror resume`.
+pub const PAUSE_AFTER: u32 = 3;
+
+/// The first retry after a failure comes this long after it, in seconds,
+/// doubling with each failure in a row, never later than the interval.
+pub const RETRY_BASE_SECS: u64 = 30;
+
+/// The shortest interval allowed now ([`MIN_INTERVAL_SECS`], or 1 s under
+/// [`TEST_SHORT_INTERVAL_ENV`]).
+pub fn min_interval_secs() -> u64 {
+    if std::env::var(TEST_SHORT_INTERVAL_ENV).is_ok_and(|v| v == "1") {
+        1
+    } else {
+        MIN_INTERVAL_SECS
+    }
+}
+
+/// Who is pulling a mirror now, and until when unless renewed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The holder: `<host>/<pid>-<random>` of an instance or a command.
+    pub owner: String,
+    /// Seconds since the epoch at which the lease lapses.
+    pub expires: u64,
+}
+
+/// How a failed pull failed, for the run state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// What to show (no credentials: the URL holds none).
+    pub message: String,
+    /// Trying again will not help without a change (401, 403, 404, a
+    /// refused pack): the mirror pauses after [`PAUSE_AFTER`] in a row.
+    pub permanent: bool,
+}
 
 /// The store key of `repo`'s mirror document.
 pub fn key(repo: &str) -> String {
@@ -43,6 +86,17 @@ pub struct PullMirror {
     /// Failed pulls since the last success.
     #[serde(default)]
     pub failures: u32,
+    /// Why the mirror is paused (no scheduled pulls until `gitstow mirror
+    /// resume`), when it is.
+    #[serde(default)]
+    pub paused: Option<String>,
+    /// A pull was asked for (`mirror sync` while another held the lease,
+    /// an upstream's webhook): due at once.
+    #[serde(default)]
+    pub due_now: bool,
+    /// The lease of the pull running now.
+    #[serde(default)]
+    pub lease: Option<Lease>,
 }
 
 impl PullMirror {
@@ -64,9 +118,10 @@ impl PullMirror {
         } else {
             RefFilter::new(refs)?
         };
-        if interval_secs < MIN_INTERVAL_SECS {
+        let least = min_interval_secs();
+        if interval_secs < least {
             return Err(format!(
-                "an interval of {interval_secs} s is shorter than the least allowed, {MIN_INTERVAL_SECS} s"
+                "an interval of {interval_secs} s is shorter than the least allowed, {least} s"
             ));
         }
         Ok(PullMirror {
@@ -78,7 +133,40 @@ impl PullMirror {
             last_success: None,
             last_error: None,
             failures: 0,
+            paused: None,
+            due_now: false,
+            lease: None,
         })
+    }
+
+    /// When the next scheduled pull is due (seconds since the epoch; 0: at
+    /// once), or `None` while paused. After a failure the retry comes
+    /// sooner than the interval: [`RETRY_BASE_SECS`] doubled per failure
+    /// in a row, at most the interval.
+    pub fn next_run(&self) -> Option<u64> {
+        if self.paused.is_some() {
+            return None;
+        }
+        let Some(last) = self.last_attempt else {
+            return Some(0);
+        };
+        if self.due_now {
+            return Some(0);
+        }
+        let wait = if self.failures == 0 {
+            self.interval_secs
+        } else {
+            let doubled = RETRY_BASE_SECS.saturating_mul(1 << (self.failures - 1).min(20));
+            doubled.min(self.interval_secs)
+        };
+        Some(last.saturating_add(wait))
+    }
+
+    /// Whether a lease other than `owner`'s holds the mirror at `now`.
+    pub fn held_by_other(&self, owner: &str, now: u64) -> Option<&Lease> {
+        self.lease
+            .as_ref()
+            .filter(|l| l.owner != owner && l.expires > now)
     }
 
     /// The options of a pull of this mirror, on top of `base` (limits).
@@ -93,20 +181,41 @@ impl PullMirror {
         })
     }
 
-    /// Records the outcome of a pull that started at `started`.
-    pub fn record(&mut self, started: u64, outcome: &Result<Pulled, String>) {
+    /// Records the outcome of a pull that started at `started`; a
+    /// permanent failure that makes [`PAUSE_AFTER`] failures in a row
+    /// pauses the mirror, a success ends a pause. Returns whether this
+    /// outcome paused it.
+    pub fn record(&mut self, started: u64, outcome: &Result<Pulled, Failed>) -> bool {
         self.last_attempt = Some(started);
         match outcome {
             Ok(_) => {
                 self.last_success = Some(started);
                 self.last_error = None;
                 self.failures = 0;
+                self.paused = None;
+                false
             }
             Err(e) => {
-                self.last_error = Some(e.clone());
+                self.last_error = Some(e.message.clone());
                 self.failures = self.failures.saturating_add(1);
+                if e.permanent && self.failures >= PAUSE_AFTER && self.paused.is_none() {
+                    self.paused = Some(format!(
+                        "{} failures in a row, the last one permanent: {}",
+                        self.failures, e.message
+                    ));
+                    return true;
+                }
+                false
             }
         }
+    }
+
+    /// Clears a pause and the failure count, and makes the mirror due at
+    /// once (`gitstow mirror resume`).
+    pub fn resume(&mut self) {
+        self.paused = None;
+        self.failures = 0;
+        self.due_now = true;
     }
 }
 
@@ -131,6 +240,9 @@ pub enum SettingsError {
         /// Why.
         why: String,
     },
+    /// The change was refused (the lease was lost, the mirror removed).
+    #[error("{0}")]
+    Refused(String),
     /// Another writer changed it first, more times than retried.
     #[error("the mirror settings of {0} keep changing; try again")]
     Busy(String),
@@ -194,9 +306,113 @@ pub fn update<T>(
     Err(SettingsError::Busy(repo.to_owned()))
 }
 
+/// Stores `mirror` as `repo`'s pull mirror, due at once (over an existing
+/// one only with `replace`; its run state starts afresh). The due list
+/// gets the entry first, so that no stored mirror is missing from it.
+///
+/// # Errors
+/// [`SettingsError`]; [`SettingsError::Refused`] when `repo` mirrors
+/// something already and `replace` is not set.
+pub fn add(
+    store: &dyn ObjectStore,
+    repo: &str,
+    mirror: &PullMirror,
+    replace: bool,
+) -> Result<(), SettingsError> {
+    crate::due::set(store, repo, Some(0))?;
+    update(store, repo, |doc| match &doc.pull {
+        Some(old) if !replace => Err(format!(
+            "{repo} mirrors {} already: pass --replace to change it",
+            old.url
+        )),
+        _ => {
+            doc.pull = Some(mirror.clone());
+            Ok(Some(()))
+        }
+    })?
+    .map_err(SettingsError::Refused)?;
+    Ok(())
+}
+
+/// Drops `repo`'s pull mirror and its due-list entry; returns the URL it
+/// mirrored (`None`: it had no mirror).
+///
+/// # Errors
+/// [`SettingsError`].
+pub fn remove(store: &dyn ObjectStore, repo: &str) -> Result<Option<String>, SettingsError> {
+    let url = update(store, repo, |doc| Ok(doc.pull.take().map(|p| p.url)))?
+        .map_err(SettingsError::Refused)?;
+    crate::due::set(store, repo, None)?;
+    Ok(url)
+}
+
+/// Ends `repo`'s pause (or failure streak) and makes it due at once
+/// (`gitstow mirror resume`); returns whether it was paused.
+///
+/// # Errors
+/// [`SettingsError`]; [`SettingsError::Refused`] when `repo` has no mirror.
+pub fn resume(store: &dyn ObjectStore, repo: &str) -> Result<bool, SettingsError> {
+    let was_paused = update(store, repo, |doc| match doc.pull.as_mut() {
+        Some(p) => {
+            let was = p.paused.is_some();
+            p.resume();
+            Ok(Some(was))
+        }
+        None => Err(format!("{repo} has no pull mirror (gitstow mirror add)")),
+    })?
+    .map_err(SettingsError::Refused)?
+    .unwrap_or(false);
+    crate::due::set(store, repo, Some(0))?;
+    Ok(was_paused)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn failed(message: &str, permanent: bool) -> Failed {
+        Failed {
+            message: message.into(),
+            permanent,
+        }
+    }
+
+    #[test]
+    fn failures_back_off_then_permanent_ones_pause_until_resumed() {
+        let mut m = PullMirror::new("https://h/x.git", vec![], false, 3600).unwrap();
+        assert_eq!(m.next_run(), Some(0), "a new mirror is due at once");
+        assert!(!m.record(1000, &Ok(Pulled::default())));
+        assert_eq!(m.next_run(), Some(4600));
+        // Transient failures: 30 s, 60 s, 120 s … never past the interval.
+        let mut waits = Vec::new();
+        for i in 0..9 {
+            let t = 2000 + i * 10_000;
+            assert!(!m.record(t, &Err(failed("HTTP 503", false))));
+            waits.push(m.next_run().unwrap() - t);
+        }
+        assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]);
+        assert!(m.paused.is_none(), "transient failures never pause");
+        m.due_now = true;
+        assert_eq!(m.next_run(), Some(0));
+        m.due_now = false;
+        // Permanent failures pause at the third in a row.
+        assert!(!m.record(200_000, &Ok(Pulled::default())));
+        assert!(!m.record(200_100, &Err(failed("HTTP 401", true))));
+        assert!(!m.record(200_200, &Err(failed("HTTP 401", true))));
+        assert!(m.record(200_300, &Err(failed("HTTP 401", true))));
+        assert_eq!(m.next_run(), None);
+        assert!(m.paused.as_deref().unwrap().contains("HTTP 401"));
+        m.resume();
+        assert_eq!((m.next_run(), m.failures), (Some(0), 0));
+        // Leases: one's own does not hold one off; an expired one neither.
+        m.lease = Some(Lease {
+            owner: "a".into(),
+            expires: 500,
+        });
+        assert!(m.held_by_other("b", 499).is_some());
+        assert!(m.held_by_other("a", 499).is_none());
+        assert!(m.held_by_other("b", 500).is_none());
+    }
 
     #[test]
     fn a_mirror_is_added_recorded_and_removed_by_compare_and_swap() {
@@ -214,8 +430,8 @@ mod tests {
         .unwrap();
         update(&store, "org/app", |d| {
             let p = d.pull.as_mut().unwrap();
-            p.record(100, &Err("the upstream answered HTTP 503".into()));
-            p.record(200, &Err("again".into()));
+            p.record(100, &Err(failed("the upstream answered HTTP 503", false)));
+            p.record(200, &Err(failed("again", false)));
             Ok(Some(()))
         })
         .unwrap()

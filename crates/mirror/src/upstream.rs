@@ -34,12 +34,14 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
-    /// Whether trying again later may help (connection, timeout, 5xx, 429),
+    /// Whether trying again later may help (connection, timeout, 5xx, 408, 429),
     /// as opposed to a refusal that stays (401, 403, 404, a bad answer).
     pub fn is_transient(&self) -> bool {
         match self {
             UpstreamError::Connect(_) => true,
-            UpstreamError::Status { status, .. } => *status >= 500 || *status == 429,
+            UpstreamError::Status { status, .. } => {
+                *status >= 500 || *status == 429 || *status == 408
+            }
             UpstreamError::Protocol(ClientError::Io(_)) => true,
             _ => false,
         }

@@ -134,6 +134,8 @@ fn validate(
             };
             if !name_ok {
                 Some(Reason::FunnyRefname)
+            } else if let Some(why) = &opts.read_only {
+                Some(Reason::ReadOnly(why.clone()))
             } else if opts.hidden.hides(&cmd.name) {
                 // git's reject_updates_to_hidden.
                 Some(if cmd.new.is_null() {

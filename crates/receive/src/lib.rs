@@ -113,6 +113,10 @@ pub struct Options {
     /// `<prefix><ref>` at the ref's old value, in the same transaction
     /// ([`protect::kept_rewrites`]); `None`: nothing is kept.
     pub keep_rewritten: Option<String>,
+    /// Refuse every command with this reason (`ng <ref> <reason>`): the
+    /// repository takes no pushes (a pull mirror's: its refs come from
+    /// its upstream). Nothing is uploaded then. `None`: pushes are taken.
+    pub read_only: Option<String>,
     /// The name of the token that pushes, for the hooks (`None`: access
     /// control off).
     pub pusher: Option<String>,
@@ -149,6 +153,7 @@ impl Default for Options {
             staging_dir: None,
             protect: None,
             keep_rewritten: None,
+            read_only: None,
             pusher: None,
             pre_receive: None,
             notify: None,

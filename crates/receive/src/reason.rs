@@ -57,6 +57,8 @@ pub enum Reason {
     RepositoryDeleted,
     /// The pack could not be taken (its `unpack` line says why).
     UnpackerError,
+    /// The repository takes no pushes (a pull mirror's), and why.
+    ReadOnly(String),
 }
 
 impl fmt::Display for Reason {
@@ -84,6 +86,7 @@ impl fmt::Display for Reason {
             }
             Reason::RepositoryDeleted => f.write_str("the repository was deleted during the push"),
             Reason::UnpackerError => f.write_str("unpacker error"),
+            Reason::ReadOnly(why) => f.write_str(why),
         }
     }
 }

@@ -19,6 +19,7 @@
 //! - [`gate`]: the access gate: tokens, SSH keys, grants, the failed-login limiter.
 //! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
+//! - [`mirrors`]: pull mirrors run by whichever instance claims them.
 //! - [`fetch`]: advertisements and upload-pack requests.
 //! - [`push`]: receive-pack requests.
 //! - [`metrics`]: the names of the figures recorded here.
@@ -43,6 +44,7 @@ pub mod gate;
 pub mod input;
 pub mod maintenance;
 pub mod metrics;
+pub mod mirrors;
 pub mod output;
 pub mod push;
 pub mod queue;
@@ -148,6 +150,9 @@ pub struct Config {
     pub fetch_queue_timeout: std::time::Duration,
     /// Automatic maintenance after pushes (`None`: off).
     pub maintenance: Option<maintenance::MaintenanceConfig>,
+    /// Pull mirrors run by this instance when due (`None`: other instances
+    /// run them; pushes to mirrors are refused either way).
+    pub mirrors: Option<mirrors::MirrorConfig>,
     /// Objects the cache of decoded container indexes holds.
     pub index_cache_objects: usize,
     /// Where the cache maps large indexes and commit graphs from
@@ -211,6 +216,8 @@ pub struct Host {
     /// Where fetch work allocates (see [`arena::WorkArena`]).
     fetch_arena: arena::WorkArena,
     maintenance: Option<Arc<maintenance::Maintenance>>,
+    /// The mirror worker (`None`: off here, or it could not start).
+    mirrors: Option<Arc<mirrors::Mirrors>>,
     /// Delivers recorded push events to webhooks (`None`: it could not start).
     webhooks: Option<gitstow_hooks::deliver::Deliverer>,
     /// Where responses spill, shared by all of them.
@@ -237,6 +244,27 @@ impl Host {
                 .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
                 .ok()
         });
+        let mirrors = config.mirrors.clone().and_then(|mut mc| {
+            // A pull is held to a push's bounds, staged where pushes stage.
+            let r = &config.receive;
+            mc.pull.receive = gitstow_receive::Options {
+                threads: r.threads,
+                max_object_bytes: r.max_object_bytes,
+                max_objects: r.max_objects,
+                max_container_bytes: r.max_container_bytes,
+                max_stored_depth: r.max_stored_depth,
+                max_chain_depth: r.max_chain_depth,
+                max_held_bytes: r.max_held_bytes,
+                max_refs: r.max_refs,
+                staging_dir: r.staging_dir.clone(),
+                release_freed: r.release_freed,
+                ..Default::default()
+            };
+            mc.pull.max_pack_bytes = config.limits.max_push_bytes;
+            mirrors::Mirrors::start(store.clone(), indexes.clone(), mc)
+                .map_err(|e| tracing::error!(error = %e, "mirror syncs not started"))
+                .ok()
+        });
         let webhooks =
             gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
                 .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
@@ -258,6 +286,7 @@ impl Host {
             listings: Arc::new(tokio::sync::Semaphore::new(writers)),
             states: StateCache::with_limit(config.state_cache_bytes),
             maintenance,
+            mirrors,
             pushes: WorkQueue::new(
                 Work::Push,
                 config.max_concurrent_pushes,
@@ -287,6 +316,15 @@ impl Host {
     /// How fast clients must take responses.
     pub fn response_pace(&self) -> output::Pace {
         self.config.responses.pace
+    }
+
+    /// Makes this instance's mirror worker read the due list at once (a
+    /// mirror was made due: an upstream's webhook); nothing when it runs
+    /// no mirrors.
+    pub fn wake_mirrors(&self) {
+        if let Some(m) = &self.mirrors {
+            m.wake();
+        }
     }
 
     /// The store.

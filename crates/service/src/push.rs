@@ -92,6 +92,9 @@ impl Host {
         }
         if !probe {
             opts.locked = self.locked_by_others(name, principal).await?;
+            opts.read_only = self.pull_mirror_of(name).await?.map(|url| {
+                format!("this repository is a pull mirror of {url}: push to the upstream")
+            });
         }
         let slot = if probe {
             None
@@ -105,6 +108,28 @@ impl Host {
             maintenance: self.maintenance.clone(),
             token: principal.token.clone(),
         })
+    }
+
+    /// The upstream `name` is a pull mirror of, if it is one: one read of
+    /// its mirror document. A pull mirror takes no pushes (its refs come
+    /// from the upstream), an admin's neither: `gitstow mirror remove`
+    /// first.
+    ///
+    /// # Errors
+    /// The store failed or the document is corrupt (a push is refused
+    /// rather than let into a mirror).
+    async fn pull_mirror_of(&self, name: &str) -> Result<Option<String>, Refusal> {
+        let store = self.store.clone();
+        let repo = name.to_owned();
+        let read = tokio::task::spawn_blocking(move || {
+            gitstow_mirror::settings::load(store.as_ref(), &repo)
+        })
+        .await;
+        match read {
+            Ok(Ok(doc)) => Ok(doc.and_then(|(d, _)| d.pull).map(|p| p.url)),
+            Ok(Err(e)) => Err(Refusal::from_error("reading the mirror settings", &e)),
+            Err(e) => Err(Refusal::from_error("reading the mirror settings", &e)),
+        }
     }
 
     /// The paths of `name` locked (Git LFS) by others than `principal`:

@@ -1,0 +1,118 @@
+//! The store-wide list of mirrors and when each is next due:
+//! `.gitstow/mirrors/due`, one small JSON document `{"repos": {"org/app":
+//! 1733550000, …}}` (seconds since the epoch; 0: at once). An instance
+//! reads it with one GET per tick to find what is due, instead of listing
+//! every repository; `mirror add`, a sync's end, `mirror resume` and
+//! `mirror remove` change it by compare-and-swap.
+//!
+//! It is a hint: the truth is each repository's mirror document
+//! ([`crate::settings`]). An entry whose mirror is gone is dropped by the
+//! scheduler; an entry that says "due" when the document says otherwise is
+//! corrected by whoever looks. `mirror add` writes the entry before the
+//! document, so that no mirror is ever missing from the list.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use gitstow_store::{ObjectStore, PutCondition};
+
+use crate::settings::SettingsError;
+
+/// The key of the list.
+pub const DUE_KEY: &str = ".gitstow/mirrors/due";
+
+/// The stored list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DueList {
+    /// Each mirrored repository and when its next pull is due.
+    pub repos: BTreeMap<String, u64>,
+}
+
+impl DueList {
+    /// The repositories due at `now`, soonest first, and when the next
+    /// one after them is due (`None`: none is).
+    pub fn due_at(&self, now: u64) -> (Vec<String>, Option<u64>) {
+        let mut due: Vec<(&u64, &String)> = self
+            .repos
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(r, t)| (t, r))
+            .collect();
+        due.sort();
+        let next = self.repos.values().filter(|t| **t > now).min().copied();
+        (due.into_iter().map(|(_, r)| r.clone()).collect(), next)
+    }
+}
+
+/// The list (empty when there is none).
+///
+/// # Errors
+/// The store failed, or the list does not parse.
+pub fn load(store: &dyn ObjectStore) -> Result<DueList, SettingsError> {
+    match store.get(DUE_KEY)? {
+        None => Ok(DueList::default()),
+        Some((bytes, _)) => serde_json::from_slice(&bytes).map_err(|e| SettingsError::Corrupt {
+            repo: DUE_KEY.to_owned(),
+            why: e.to_string(),
+        }),
+    }
+}
+
+/// Sets `repo`'s next run (`None`: drops it) by compare-and-swap, retried
+/// on a lost race; writes nothing when the entry already says so.
+///
+/// # Errors
+/// [`SettingsError`].
+pub fn set(store: &dyn ObjectStore, repo: &str, next: Option<u64>) -> Result<(), SettingsError> {
+    for _ in 0..20 {
+        let (mut list, condition) = match store.get(DUE_KEY)? {
+            None => (DueList::default(), PutCondition::IfAbsent),
+            // A corrupt list is rebuilt from this entry on (the scheduler's
+            // hint, not the truth).
+            Some((bytes, etag)) => (
+                serde_json::from_slice(&bytes).unwrap_or_default(),
+                PutCondition::IfMatch(etag),
+            ),
+        };
+        let changed = match next {
+            Some(t) => list.repos.insert(repo.to_owned(), t) != Some(t),
+            None => list.repos.remove(repo).is_some(),
+        };
+        if !changed {
+            return Ok(());
+        }
+        let bytes = serde_json::to_vec(&list).expect("the due list serializes");
+        match store.put(DUE_KEY, &bytes, condition) {
+            Ok(_) => return Ok(()),
+            Err(gitstow_store::Error::PreconditionFailed { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(SettingsError::Busy(DUE_KEY.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_set_moved_and_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::FsStore::new(dir.path()).unwrap();
+        assert_eq!(load(&store).unwrap(), DueList::default());
+        set(&store, "org/b", Some(50)).unwrap();
+        set(&store, "org/a", Some(0)).unwrap();
+        set(&store, "org/c", Some(200)).unwrap();
+        let list = load(&store).unwrap();
+        assert_eq!(
+            list.due_at(100),
+            (vec!["org/a".into(), "org/b".into()], Some(200))
+        );
+        assert_eq!(list.due_at(300).1, None);
+        set(&store, "org/a", None).unwrap();
+        set(&store, "org/a", None).unwrap();
+        set(&store, "org/b", Some(500)).unwrap();
+        assert_eq!(load(&store).unwrap().due_at(100), (vec![], Some(200)));
+    }
+}

@@ -1,0 +1,358 @@
+//! A stored mirror's pull under its lease, from any instance or from
+//! `gitstow mirror sync` (plan 0017 step 2).
+//!
+//! [`claim`] takes the mirror's lease in its document by compare-and-swap
+//! when it is due (or when asked, `force`) and no other live lease holds
+//! it; [`Claim::run`] pulls, renewing the lease every third of its time to
+//! live on a thread of its own, then [`Claim::finish`]es: the outcome goes
+//! into the run state, the lease is dropped, and the due list
+//! ([`crate::due`]) gets the next run. A holder that dies leaves a lease
+//! that lapses after its time to live; the next instance then runs the
+//! mirror again from the start. That is safe, because a pull changes
+//! nothing until its one compare-and-swap of the state, whose old values
+//! make a stale pull lose rather than roll a ref back.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use gitstow_odb::Repository;
+use gitstow_store::ObjectStore;
+
+use crate::settings::{self, Failed, Lease, PullMirror, SettingsError};
+use crate::{PullOptions, Pulled, Upstream};
+
+/// How long a lease lasts unless renewed, by default.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
+
+/// A lease holder's name: `<host>/<pid>-<random>`, unique to this process
+/// (and to each call, so that two commands in one process differ).
+pub fn owner_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let t = gitstow_odb::unique_token();
+    let n = u32::from_be_bytes(t[..4].try_into().expect("4 bytes"));
+    format!("{host}/{}-{n:08x}", std::process::id())
+}
+
+/// Seconds since the epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What [`claim`] found.
+#[derive(Debug)]
+pub enum Claimed {
+    /// The lease is ours: run it.
+    Claimed(Box<Claim>),
+    /// Not due yet (when it is), or paused (`None`).
+    NotDue(Option<u64>),
+    /// Another holder's live lease (with `force`, the mirror is marked due
+    /// again so that it runs once more after that pull).
+    Held(Lease),
+    /// The repository has no pull mirror.
+    Gone,
+}
+
+/// A held lease on a mirror, and the settings it was taken with.
+#[derive(Debug)]
+pub struct Claim {
+    repo: String,
+    owner: String,
+    ttl: Duration,
+    mirror: PullMirror,
+    started: u64,
+}
+
+/// What a finished sync did.
+#[derive(Debug)]
+pub struct Synced {
+    /// The upstream's URL.
+    pub url: String,
+    /// What the pull did, or why it failed (nothing applied then).
+    pub outcome: Result<Pulled, Failed>,
+    /// This outcome paused the mirror.
+    pub paused: bool,
+    /// When the next scheduled pull is due (`None`: paused or gone).
+    pub next_run: Option<u64>,
+}
+
+/// Takes `repo`'s mirror lease for `owner` for `ttl` when the mirror is due
+/// at `now` (or always, with `force`: `gitstow mirror sync`, which runs a
+/// paused mirror too) and no other live lease holds it.
+///
+/// # Errors
+/// [`SettingsError`].
+pub fn claim(
+    store: &dyn ObjectStore,
+    repo: &str,
+    owner: &str,
+    ttl: Duration,
+    now: u64,
+    force: bool,
+) -> Result<Claimed, SettingsError> {
+    let mut verdict = None;
+    let mut taken = None;
+    settings::update(store, repo, |doc| {
+        taken = None;
+        let Some(p) = doc.pull.as_mut() else {
+            verdict = Some(Claimed::Gone);
+            return Ok(None);
+        };
+        if let Some(lease) = p.held_by_other(owner, now) {
+            verdict = Some(Claimed::Held(lease.clone()));
+            if force && !p.due_now {
+                p.due_now = true;
+                return Ok(Some(()));
+            }
+            return Ok(None);
+        }
+        if !force {
+            match p.next_run() {
+                Some(t) if t <= now => {}
+                other => {
+                    verdict = Some(Claimed::NotDue(other));
+                    return Ok(None);
+                }
+            }
+        }
+        p.lease = Some(Lease {
+            owner: owner.to_owned(),
+            expires: now.saturating_add(ttl.as_secs().max(1)),
+        });
+        p.due_now = false;
+        verdict = None;
+        taken = Some(p.clone());
+        Ok(Some(()))
+    })?
+    .map_err(SettingsError::Refused)?;
+    if let Some(mirror) = taken {
+        return Ok(Claimed::Claimed(Box::new(Claim {
+            repo: repo.to_owned(),
+            owner: owner.to_owned(),
+            ttl,
+            mirror,
+            started: now,
+        })));
+    }
+    Ok(verdict.unwrap_or(Claimed::Gone))
+}
+
+impl Claim {
+    /// The mirror's settings as claimed.
+    pub fn mirror(&self) -> &PullMirror {
+        &self.mirror
+    }
+
+    /// Extends the lease by its time to live from now.
+    ///
+    /// # Errors
+    /// [`SettingsError::Refused`] when the lease is no longer ours (it
+    /// lapsed and another took it, or the mirror was removed).
+    pub fn renew(&self, store: &dyn ObjectStore) -> Result<(), SettingsError> {
+        settings::update(store, &self.repo, |doc| match doc.pull.as_mut() {
+            Some(p) if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) => {
+                p.lease = Some(Lease {
+                    owner: self.owner.clone(),
+                    expires: now_secs().saturating_add(self.ttl.as_secs().max(1)),
+                });
+                Ok(Some(()))
+            }
+            _ => Err("the mirror's lease was lost".to_owned()),
+        })?
+        .map(|_| ())
+        .map_err(SettingsError::Refused)
+    }
+
+    /// Pulls `repo` (this mirror's repository) with the claimed settings
+    /// on top of `base` (limits, staging), each request to the upstream
+    /// bounded by `timeout`, renewing the lease meanwhile; then
+    /// [`Claim::finish`]es.
+    ///
+    /// # Errors
+    /// [`SettingsError`] recording the outcome (the pull's own failure is
+    /// in [`Synced::outcome`]).
+    pub fn run(
+        self,
+        store: &dyn ObjectStore,
+        repo: &Repository,
+        base: PullOptions,
+        timeout: Duration,
+    ) -> Result<Synced, SettingsError> {
+        let outcome = std::thread::scope(|scope| {
+            let (stop, stopped) = mpsc::channel::<()>();
+            let me = &self;
+            scope.spawn(move || {
+                let every = (self.ttl / 3).max(Duration::from_secs(1));
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    if let Err(e) = me.renew(store) {
+                        tracing::warn!(repo = %me.repo, error = %e, "mirror: renewing the lease");
+                        return;
+                    }
+                }
+            });
+            let outcome = self.pull(repo, base, timeout);
+            drop(stop);
+            outcome
+        });
+        self.finish(store, outcome)
+    }
+
+    fn pull(
+        &self,
+        repo: &Repository,
+        base: PullOptions,
+        timeout: Duration,
+    ) -> Result<Pulled, Failed> {
+        let refused = |message: String| Failed {
+            message,
+            permanent: true,
+        };
+        let upstream =
+            Upstream::new(&self.mirror.url, timeout).map_err(|e| refused(e.to_string()))?;
+        let opts = self.mirror.pull_options(base).map_err(refused)?;
+        crate::pull(repo, &upstream, &opts).map_err(|e| e.failed())
+    }
+
+    /// Records `outcome` in the run state, drops the lease (when it is
+    /// still ours) and sets the mirror's next run in the due list.
+    ///
+    /// # Errors
+    /// [`SettingsError`].
+    pub fn finish(
+        self,
+        store: &dyn ObjectStore,
+        outcome: Result<Pulled, Failed>,
+    ) -> Result<Synced, SettingsError> {
+        let mut paused = false;
+        let next_run = settings::update(store, &self.repo, |doc| match doc.pull.as_mut() {
+            // Replaced meanwhile: the new settings have their own run state.
+            Some(p) if p.url == self.mirror.url => {
+                paused = p.record(self.started, &outcome);
+                if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) {
+                    p.lease = None;
+                }
+                Ok(Some(p.next_run()))
+            }
+            Some(p) => Ok(Some(p.next_run())),
+            None => Ok(Some(None)),
+        })?
+        .map_err(SettingsError::Refused)?
+        .flatten();
+        crate::due::set(store, &self.repo, next_run)?;
+        Ok(Synced {
+            url: self.mirror.url,
+            outcome,
+            paused,
+            next_run,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with_mirror() -> (tempfile::TempDir, gitstow_store::FsStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::FsStore::new(dir.path()).unwrap();
+        let m = PullMirror::new("http://127.0.0.1:9/x.git", vec![], false, 600).unwrap();
+        settings::update(&store, "org/x", |d| {
+            d.pull = Some(m.clone());
+            Ok(Some(()))
+        })
+        .unwrap()
+        .unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn one_claim_at_a_time_until_it_lapses_or_finishes() {
+        let (_dir, store) = store_with_mirror();
+        let ttl = Duration::from_secs(100);
+        let Claimed::Claimed(a) = claim(&store, "org/x", "a", ttl, 1000, false).unwrap() else {
+            panic!("a new mirror is due");
+        };
+        match claim(&store, "org/x", "b", ttl, 1050, false).unwrap() {
+            Claimed::Held(l) => assert_eq!((l.owner.as_str(), l.expires), ("a", 1100)),
+            other => panic!("{other:?}"),
+        }
+        // A forced claim while held marks the mirror due again.
+        assert!(matches!(
+            claim(&store, "org/x", "b", ttl, 1050, true).unwrap(),
+            Claimed::Held(_)
+        ));
+        assert!(
+            settings::load(&store, "org/x")
+                .unwrap()
+                .unwrap()
+                .0
+                .pull
+                .unwrap()
+                .due_now
+        );
+        // The lease lapses: another takes it, and the first one cannot renew.
+        let Claimed::Claimed(b) = claim(&store, "org/x", "b", ttl, 1101, false).unwrap() else {
+            panic!("a lapsed lease is taken");
+        };
+        assert!(a.renew(&store).is_err());
+        b.renew(&store).unwrap();
+        let synced = b.finish(&store, Ok(Pulled::default())).unwrap();
+        assert_eq!(synced.next_run, Some(1101 + 600));
+        assert_eq!(crate::due::load(&store).unwrap().repos["org/x"], 1701);
+        let p = settings::load(&store, "org/x")
+            .unwrap()
+            .unwrap()
+            .0
+            .pull
+            .unwrap();
+        assert_eq!((p.lease, p.last_success), (None, Some(1101)));
+        assert!(matches!(
+            claim(&store, "org/x", "c", ttl, 1200, false).unwrap(),
+            Claimed::NotDue(Some(1701))
+        ));
+        assert!(matches!(
+            claim(&store, "org/y", "c", ttl, 1200, false).unwrap(),
+            Claimed::Gone
+        ));
+    }
+
+    #[test]
+    fn a_run_against_a_dead_upstream_records_a_transient_failure() {
+        let (_dir, store) = store_with_mirror();
+        let Claimed::Claimed(c) =
+            claim(&store, "org/x", "a", DEFAULT_LEASE_TTL, now_secs(), false).unwrap()
+        else {
+            panic!("due");
+        };
+        let repo = Repository::new(
+            std::sync::Arc::new(gitstow_store::FsStore::new(_dir.path()).unwrap()),
+            "org/x",
+            gitstow_odb::IndexCache::new(),
+        );
+        let synced = c
+            .run(
+                &store,
+                &repo,
+                PullOptions::default(),
+                Duration::from_secs(5),
+            )
+            .unwrap();
+        let failed = synced.outcome.unwrap_err();
+        assert!(!failed.permanent, "{failed:?}");
+        assert!(
+            failed.message.contains("cannot reach the upstream"),
+            "{failed:?}"
+        );
+        let p = settings::load(&store, "org/x")
+            .unwrap()
+            .unwrap()
+            .0
+            .pull
+            .unwrap();
+        assert_eq!((p.failures, p.lease.is_none()), (1, true));
+        assert_eq!(synced.next_run, Some(p.last_attempt.unwrap() + 30));
+    }
+}

@@ -1,0 +1,226 @@
+//! Pull mirrors inside `gitstow serve` (plan 0017): any instance runs a
+//! due mirror, none leads.
+//!
+//! One worker thread reads the store's due list ([`gitstow_mirror::due`],
+//! one GET), and for each mirror due takes its lease
+//! ([`gitstow_mirror::schedule::claim`]; another instance holding it skips
+//! it), pulls, and records the outcome and the next run. Then it sleeps
+//! until the next mirror is due, at most [`MirrorConfig::poll`] (another
+//! instance or `gitstow mirror add` may have changed the list meanwhile),
+//! or longer while the store has no mirrors, backing off to
+//! [`MirrorConfig::idle_max`]. [`Mirrors::wake`] ends a sleep at once (an
+//! upstream's webhook on this instance). Pulls run one at a time: a
+//! mirror's ingest takes the cores and memory of one push.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gitstow_mirror::schedule::{self, Claimed};
+use gitstow_mirror::{due, PullOptions};
+use gitstow_odb::{IndexCache, Repository};
+use gitstow_store::ObjectStore;
+
+use crate::metrics as m;
+
+/// Environment variable that lets tests shorten the lease's time to live
+/// (seconds).
+pub const TEST_LEASE_ENV: &str = "GITSTOW_TEST_MIRROR_LEASE_SECS";
+
+/// How `serve` runs mirrors.
+#[derive(Debug, Clone)]
+pub struct MirrorConfig {
+    /// How long a lease lasts unless renewed (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// Each request to an upstream may take this long in all.
+    pub timeout: Duration,
+    /// The longest sleep between two reads of the due list while mirrors
+    /// exist.
+    pub poll: Duration,
+    /// The longest sleep while the store has no mirrors.
+    pub idle_max: Duration,
+    /// A pull's bounds: pack size, and the ingest's (object size and
+    /// count, chain depth, threads, staging directory), as a push's.
+    pub pull: PullOptions,
+}
+
+impl Default for MirrorConfig {
+    fn default() -> Self {
+        MirrorConfig {
+            lease_ttl: std::env::var(TEST_LEASE_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(schedule::DEFAULT_LEASE_TTL, Duration::from_secs),
+            timeout: Duration::from_secs(3600),
+            poll: Duration::from_secs(15),
+            idle_max: Duration::from_secs(60),
+            pull: PullOptions::default(),
+        }
+    }
+}
+
+/// The mirror worker of one process.
+#[derive(Debug)]
+pub struct Mirrors {
+    wake: Mutex<mpsc::Sender<()>>,
+}
+
+impl Mirrors {
+    /// Starts the worker thread.
+    ///
+    /// # Errors
+    /// The thread could not be spawned.
+    pub fn start(
+        store: Arc<dyn ObjectStore>,
+        indexes: Arc<IndexCache>,
+        config: MirrorConfig,
+    ) -> std::io::Result<Arc<Self>> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("gitstow-mirrors".into())
+            .spawn(move || worker(rx, store, indexes, config))?;
+        Ok(Arc::new(Mirrors {
+            wake: Mutex::new(tx),
+        }))
+    }
+
+    /// Ends the worker's sleep: it reads the due list at once.
+    pub fn wake(&self) {
+        if let Ok(tx) = self.wake.lock() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+fn worker(
+    wake: mpsc::Receiver<()>,
+    store: Arc<dyn ObjectStore>,
+    indexes: Arc<IndexCache>,
+    config: MirrorConfig,
+) {
+    let owner = schedule::owner_id();
+    let first_idle = Duration::from_secs(5).min(config.idle_max);
+    let mut idle = first_idle;
+    loop {
+        let now = schedule::now_secs();
+        let wait = match due::load(store.as_ref()) {
+            Ok(list) if list.repos.is_empty() => {
+                let wait = idle;
+                idle = (idle * 2).min(config.idle_max);
+                wait
+            }
+            Ok(list) => {
+                idle = first_idle;
+                let (due, next) = list.due_at(now);
+                let mut ran = false;
+                for repo in due {
+                    ran |= sync_one(&store, &indexes, &config, &owner, &repo, now);
+                }
+                if ran {
+                    Duration::ZERO
+                } else {
+                    next.map_or(config.poll, |t| {
+                        Duration::from_secs(t.saturating_sub(now).max(1)).min(config.poll)
+                    })
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "mirrors: reading the due list");
+                config.poll
+            }
+        };
+        if wait.is_zero() {
+            continue;
+        }
+        match wake.recv_timeout(wait) {
+            Ok(()) => {
+                idle = first_idle;
+                while wake.try_recv().is_ok() {}
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Claims and runs `repo`'s mirror if it is due and free; corrects its
+/// due-list entry when the list was wrong. Returns whether a pull ran.
+fn sync_one(
+    store: &Arc<dyn ObjectStore>,
+    indexes: &Arc<IndexCache>,
+    config: &MirrorConfig,
+    owner: &str,
+    repo: &str,
+    now: u64,
+) -> bool {
+    let claim = match schedule::claim(store.as_ref(), repo, owner, config.lease_ttl, now, false) {
+        Ok(Claimed::Claimed(c)) => c,
+        Ok(Claimed::Held(_)) => return false,
+        Ok(Claimed::NotDue(next)) => {
+            // The list said due; the mirror's own document says otherwise.
+            if let Err(e) = due::set(store.as_ref(), repo, next) {
+                tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
+            }
+            return false;
+        }
+        Ok(Claimed::Gone) => {
+            if let Err(e) = due::set(store.as_ref(), repo, None) {
+                tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
+            }
+            return false;
+        }
+        Err(e) => {
+            tracing::warn!(repo, error = %e, "mirrors: claiming a mirror");
+            return false;
+        }
+    };
+    let started = Instant::now();
+    let repository = Repository::new(store.clone(), repo, indexes.clone());
+    let synced = claim.run(
+        store.as_ref(),
+        &repository,
+        config.pull.clone(),
+        config.timeout,
+    );
+    metrics::histogram!(m::MIRROR_SYNC_DURATION).record(started.elapsed().as_secs_f64());
+    let ms = started.elapsed().as_millis() as u64;
+    match synced {
+        Ok(s) => match &s.outcome {
+            Ok(p) => {
+                metrics::counter!(m::MIRROR_SYNCS, "result" => "ok").increment(1);
+                tracing::info!(
+                    repo,
+                    upstream = %s.url,
+                    created = p.created,
+                    updated = p.updated,
+                    deleted = p.deleted,
+                    kept = p.kept.len(),
+                    objects = p.objects,
+                    pack_bytes = p.pack_bytes,
+                    next_run = s.next_run,
+                    ms,
+                    "mirror sync"
+                );
+            }
+            Err(f) => {
+                let result = if s.paused { "paused" } else { "failed" };
+                metrics::counter!(m::MIRROR_SYNCS, "result" => result).increment(1);
+                tracing::warn!(
+                    repo,
+                    upstream = %s.url,
+                    error = %f.message,
+                    permanent = f.permanent,
+                    paused = s.paused,
+                    next_run = s.next_run,
+                    ms,
+                    "mirror sync failed"
+                );
+            }
+        },
+        Err(e) => {
+            metrics::counter!(m::MIRROR_SYNCS, "result" => "error").increment(1);
+            tracing::warn!(repo, error = %e, ms, "mirror sync: recording the outcome");
+        }
+    }
+    true
+}
