@@ -19,6 +19,7 @@
 //! - [`webhook_cmd`]: `gitstow webhook`.
 //! - [`repo_cmd`]: `gitstow repo` and `gitstow fsck`.
 //! - [`mirror_cmd`]: `gitstow mirror` (pull mirrors).
+//! - [`mirror_credentials`]: their credentials and the key that seals them.
 //! - [`limits`]: process limits set at start (open files).
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.
 #![deny(missing_docs)]
@@ -31,6 +32,7 @@ mod leftovers;
 mod limits;
 mod maintain_cmd;
 mod mirror_cmd;
+mod mirror_credentials;
 mod progress;
 mod repo_cmd;
 mod serve_cmd;

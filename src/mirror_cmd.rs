@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use gitstow_mirror::schedule::{self, Claimed};
-use gitstow_mirror::settings::{self, PullMirror};
+use gitstow_mirror::settings::{self, Credential, PullMirror};
 use gitstow_mirror::{Mode, PullOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
 
 use crate::admin::{run, Failure, IfMissing};
+use crate::mirror_credentials::{SecretsKeyArg, UpstreamLogin};
 use crate::store_open::{CreateStore, StoreArgs};
 
 /// `gitstow mirror …`.
@@ -60,6 +61,9 @@ pub enum MirrorCommand {
         /// Seconds each request to the upstream may take in all.
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         timeout: u64,
+        /// The upstream's credentials, if it wants some.
+        #[command(flatten)]
+        login: UpstreamLogin,
     },
     /// Store a pull mirror of REPO: its upstream, refs, mode and interval
     /// (kept in the store). Every `gitstow serve` on the store pulls it
@@ -87,6 +91,13 @@ pub enum MirrorCommand {
         /// Replace the repository's mirror if it has one.
         #[arg(long)]
         replace: bool,
+        /// The upstream's credentials, if it wants some (stored sealed
+        /// with the secrets key).
+        #[command(flatten)]
+        login: UpstreamLogin,
+        /// `--secrets-key-file`.
+        #[command(flatten)]
+        key: SecretsKeyArg,
     },
     /// Pull REPO's stored mirror now (a paused one too), and record the
     /// outcome (last success, last error) in its run state. When an
@@ -101,6 +112,9 @@ pub enum MirrorCommand {
         /// Seconds each request to the upstream may take in all.
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         timeout: u64,
+        /// `--secrets-key-file` (for a mirror with credentials).
+        #[command(flatten)]
+        key: SecretsKeyArg,
     },
     /// List the stored mirrors: repository, upstream, refs, mode, interval,
     /// state (syncing, paused, next run), last success, last error (one
@@ -110,7 +124,7 @@ pub enum MirrorCommand {
         #[command(flatten)]
         store: StoreArgs,
         /// One JSON array on stdout: `[{"repository", "from", "refs",
-        /// "exact", "interval_secs", "state", "next_run", "last_attempt",
+        /// "exact", "username", "interval_secs", "state", "next_run", "last_attempt",
         /// "last_success", "last_error", "failures", "paused"}]` (times in
         /// seconds since the epoch; `state`: "syncing", "paused" or
         /// "scheduled").
@@ -148,6 +162,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             refs,
             exact,
             timeout,
+            login,
         } => run(
             &store,
             IfMissing::creating(create.create_store, &store),
@@ -158,7 +173,10 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 } else {
                     RefFilter::new(refs.clone())?
                 };
-                let upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
+                let mut upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
+                if let Some((user, password)) = login.read()? {
+                    upstream = upstream.with_basic(&user, &password);
+                }
                 let (scratch, _) = crate::admin::private_cache(None)?;
                 let opts = PullOptions {
                     filter,
@@ -181,9 +199,15 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             exact,
             interval,
             replace,
+            login,
+            key,
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
-            let mirror = PullMirror::new(&from, refs.clone(), exact, interval)?;
+            let mut mirror = PullMirror::new(&from, refs.clone(), exact, interval)?;
+            if let Some((user, password)) = login.read()? {
+                let key = key.require()?;
+                mirror.credential = Some(Credential::seal(&key, &name, &user, &password));
+            }
             settings::add(s.as_ref(), &name, &mirror, replace)?;
             println!(
                 "{name}: pull mirror of {} ({}; {}; every {} s); `gitstow mirror sync {name}` pulls it now",
@@ -198,8 +222,10 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             store,
             repo,
             timeout,
+            key,
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
+            let key = key.load()?;
             let owner = schedule::owner_id();
             let claim = match schedule::claim(
                 s.as_ref(),
@@ -227,6 +253,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             let synced = claim.run(
                 s.as_ref(),
                 &repository,
+                key.as_ref(),
                 base_options(scratch.path()),
                 Duration::from_secs(timeout.max(1)),
             )?;
@@ -269,6 +296,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                             "from": p.url,
                             "refs": p.refs,
                             "exact": p.exact,
+                            "username": p.credential.as_ref().map(|c| &c.username),
                             "interval_secs": p.interval_secs,
                             "state": state_of(p, now).0,
                             "next_run": p.next_run(),
@@ -293,8 +321,13 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                     .as_ref()
                     .map(|e| format!("; last error ({} in a row): {e}", p.failures))
                     .unwrap_or_default();
+                let login = p
+                    .credential
+                    .as_ref()
+                    .map(|c| format!("; as {}", c.username))
+                    .unwrap_or_default();
                 println!(
-                    "{name}: pull from {} ({}; {}; every {} s); {}; last success {}{error}",
+                    "{name}: pull from {} ({}; {}; every {} s{login}); {}; last success {}{error}",
                     p.url,
                     p.refs.join(" "),
                     if p.exact { "exact" } else { "safe" },

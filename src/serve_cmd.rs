@@ -73,6 +73,9 @@ pub struct ServeArgs {
     /// Pushes into pull mirrors are refused either way.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub no_mirrors: bool,
+    /// `--secrets-key-file`: opens the credentials of mirrors.
+    #[command(flatten)]
+    pub secrets: crate::mirror_credentials::SecretsKeyArg,
     /// Largest push request body (commands + pack): bytes, or with a unit
     /// (`8GiB`).
     #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]

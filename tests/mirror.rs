@@ -172,13 +172,6 @@ fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
 
 #[test]
 fn a_pull_mirror_from_canonical_git_http_backend() {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/git-http-backend-server.py");
-    assert!(
-        script.exists(),
-        "the canonical server script {} is missing",
-        script.display()
-    );
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
@@ -194,48 +187,34 @@ fn a_pull_mirror_from_canonical_git_http_backend() {
             root.join("app.git").to_str().unwrap(),
         ],
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut backend = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(&root)
-        .arg(port.to_string())
-        .spawn()
-        .expect("python3 runs the canonical server");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "git http-backend did not come up"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let backend = backend(&root, None);
+    let port = backend.port;
     let up = format!("http://127.0.0.1:{port}/app.git");
     let store = TestStore::from_env(&tmp.path().join("here"));
     let o = store.admin(&["mirror", "pull", "app", "--from", &up]);
     let said = text(&o);
-    let _ = backend.kill();
-    let _ = backend.wait();
+    drop(backend);
     assert!(o.status.success(), "{said}");
     assert!(said.contains("3 created"), "{said}");
     let here = Server::start_on(Some(&store), &[], &[]);
-    assert_eq!(heads_and_tags(&here.url("app")), {
-        let mut want: Vec<String> = git_out(
-            &root.join("app.git"),
-            &["show-ref", "--heads", "--tags", "-d"],
-        )
+    assert_eq!(
+        heads_and_tags(&here.url("app")),
+        bare_heads_and_tags(&root.join("app.git"))
+    );
+}
+
+/// What `git ls-remote` shows of a bare repository's branches and tags
+/// (peeled tags too), in `heads_and_tags`' order.
+fn bare_heads_and_tags(bare: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = git_out(bare, &["show-ref", "--heads", "--tags", "-d"])
         .lines()
         .map(|l| {
             let (oid, name) = l.split_once(' ').unwrap();
             format!("{oid}\t{name}")
         })
         .collect();
-        want.sort_by(|a, b| a.split('\t').nth(1).cmp(&b.split('\t').nth(1)));
-        want
-    });
+    lines.sort_by(|a, b| a.split('\t').nth(1).cmp(&b.split('\t').nth(1)));
+    lines
 }
 
 #[test]
@@ -375,13 +354,7 @@ fn a_stored_mirror_is_added_synced_listed_and_removed() {
 
 /// `gitstow <args> --store …` with intervals down to 1 s allowed.
 fn admin_short(store: &TestStore, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
-        .args(args)
-        .args(store.args())
-        .env("GITSTOW_TEST_SHORT_MIRROR_INTERVAL", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
+    admin_env(store, args, &[("GITSTOW_TEST_SHORT_MIRROR_INTERVAL", "1")])
 }
 
 /// Polls `done` every 200 ms until it holds, for at most `secs` seconds.
@@ -539,4 +512,219 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
         })
         .sum();
     assert_eq!(scraped, 1.0, "one pull paused the mirror");
+}
+
+/// Canonical `git http-backend` on a port of its own, serving `root`,
+/// behind HTTP Basic (`scripts/basic-auth-backend.py`) when `users` is
+/// given (`name:password:level,…`); killed when dropped.
+struct Backend {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn backend(root: &Path, users: Option<&str>) -> Backend {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = match users {
+        Some(_) => manifest.join("scripts/basic-auth-backend.py"),
+        None => manifest.join("../shared/tools/git-http-backend-server.py"),
+    };
+    let shared = manifest.join("../shared/tools/git-http-backend-server.py");
+    assert!(
+        shared.exists(),
+        "the canonical server script {} is missing",
+        shared.display()
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(root)
+        .arg(port.to_string())
+        .env("BASIC_AUTH_USERS", users.unwrap_or(""))
+        .spawn()
+        .expect("python3 runs the canonical server");
+    let backend = Backend { child, port };
+    wait_until("git http-backend to come up", 20, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    backend
+}
+
+/// `gitstow <args> --store …` with `env` set.
+fn admin_env(store: &TestStore, args: &[&str], env: &[(&str, &str)]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
+        .args(args)
+        .args(store.args())
+        .envs(env.iter().copied())
+        .env_remove("GITSTOW_SECRETS_KEY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn credentials_are_sealed_sent_and_never_shown() {
+    const PASSWORD: &str = "s3cret-pass-0123";
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let work = tmp.path().join("work");
+    upstream_work(&work);
+    let bare = root.join("app.git");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let up = backend(&root, Some(&format!("mirror:{PASSWORD}:read")));
+    let url = format!("http://127.0.0.1:{}/app.git", up.port);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let shows_no_secret = |o: &Output| {
+        let t = text(o);
+        assert!(!t.contains(PASSWORD) && !t.contains("wrong-one"), "{t}");
+        t
+    };
+
+    // Without credentials, and with a wrong password (from the
+    // environment): the upstream's 401, and no password said.
+    let o = admin_env(&store, &["mirror", "pull", "app", "--from", &url], &[]);
+    assert!(shows_no_secret(&o).contains("HTTP 401"), "{}", text(&o));
+    let o = admin_env(
+        &store,
+        &[
+            "mirror",
+            "pull",
+            "app",
+            "--from",
+            &url,
+            "--username",
+            "mirror",
+            "--password-env",
+            "PW",
+        ],
+        &[("PW", "wrong-one")],
+    );
+    assert!(shows_no_secret(&o).contains("HTTP 401"), "{}", text(&o));
+    // The right one from the environment: one pull, nothing stored.
+    let o = admin_env(
+        &store,
+        &[
+            "mirror",
+            "pull",
+            "app",
+            "--from",
+            &url,
+            "--username",
+            "mirror",
+            "--password-env",
+            "PW",
+        ],
+        &[("PW", PASSWORD)],
+    );
+    assert!(
+        o.status.success() && shows_no_secret(&o).contains("3 created"),
+        "{}",
+        text(&o)
+    );
+
+    // Stored: refused without the key that seals it, saying what to set.
+    let pw = tmp.path().join("pw");
+    std::fs::write(&pw, format!("{PASSWORD}\n")).unwrap();
+    let add: Vec<&str> = vec![
+        "mirror",
+        "add",
+        "app",
+        "--from",
+        &url,
+        "--username",
+        "mirror",
+        "--password-file",
+        pw.to_str().unwrap(),
+    ];
+    let o = admin_env(&store, &add, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        shows_no_secret(&o).contains("GITSTOW_SECRETS_KEY"),
+        "{}",
+        text(&o)
+    );
+    assert!(mirror_rows(&store).is_empty());
+    let key = tmp.path().join("key");
+    std::fs::write(&key, "ab".repeat(32)).unwrap();
+    let mut with_key = add.clone();
+    with_key.extend(["--secrets-key-file", key.to_str().unwrap()]);
+    let o = admin_env(&store, &with_key, &[]);
+    assert!(o.status.success(), "{}", shows_no_secret(&o));
+    // Neither the stored document nor a listing holds the password.
+    let (doc, _) = store.open().get("app.git/mirror").unwrap().unwrap();
+    let doc = String::from_utf8(doc).unwrap();
+    assert!(
+        !doc.contains(PASSWORD) && doc.contains("sealed_password"),
+        "{doc}"
+    );
+    let human = shows_no_secret(&store.admin(&["mirror", "list"]));
+    assert!(human.contains("as mirror"), "{human}");
+    let json = shows_no_secret(&store.admin(&["mirror", "list", "--json"]));
+    assert_eq!(mirror_rows(&store)[0]["username"], "mirror", "{json}");
+
+    // A sync without the key, or with another one: refused in words.
+    let o = admin_env(&store, &["mirror", "sync", "app"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        shows_no_secret(&o).contains("GITSTOW_SECRETS_KEY"),
+        "{}",
+        text(&o)
+    );
+    let other = tmp.path().join("other");
+    std::fs::write(&other, "cd".repeat(32)).unwrap();
+    let o = admin_env(
+        &store,
+        &[
+            "mirror",
+            "sync",
+            "app",
+            "--secrets-key-file",
+            other.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        shows_no_secret(&o).contains("sealed with the secrets key"),
+        "{}",
+        text(&o)
+    );
+
+    // serve with the key (from the environment) pulls it once resumed
+    // (the two failures put its retry a minute off); its log never holds
+    // the password.
+    let o = store.admin(&["mirror", "resume", "app"]);
+    assert!(o.status.success(), "{}", text(&o));
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "more"]);
+    git(&work, &["push", "-q", bare.to_str().unwrap(), "main"]);
+    let here = Server::start_on(
+        Some(&store),
+        &[],
+        &[("GITSTOW_SECRETS_KEY", &"ab".repeat(32))],
+    );
+    wait_until("serve to pull with the sealed credentials", 30, || {
+        heads_and_tags(&here.url("app")) == bare_heads_and_tags(&bare)
+    });
+    assert!(!here.logs().contains(PASSWORD));
+    let rows = mirror_rows(&store);
+    assert!(rows[0]["last_success"].as_u64().is_some(), "{rows:?}");
 }

@@ -20,12 +20,14 @@
 //!   (one GET per scheduler tick, no listing of repositories).
 //! - [`schedule`]: a stored mirror's pull under its lease, from any
 //!   instance or `gitstow mirror sync`.
+//! - [`secret`]: credentials sealed with the operator's key (AES-256-GCM).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod due;
 pub mod pull;
 pub mod schedule;
+pub mod secret;
 pub mod settings;
 pub mod upstream;
 

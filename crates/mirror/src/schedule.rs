@@ -18,8 +18,9 @@ use std::time::Duration;
 use gitstow_odb::Repository;
 use gitstow_store::ObjectStore;
 
+use crate::secret::SealKey;
 use crate::settings::{self, Failed, Lease, PullMirror, SettingsError};
-use crate::{PullOptions, Pulled, Upstream};
+use crate::{PullOptions, Pulled};
 
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
@@ -178,6 +179,7 @@ impl Claim {
         self,
         store: &dyn ObjectStore,
         repo: &Repository,
+        key: Option<&SealKey>,
         base: PullOptions,
         timeout: Duration,
     ) -> Result<Synced, SettingsError> {
@@ -193,7 +195,7 @@ impl Claim {
                     }
                 }
             });
-            let outcome = self.pull(repo, base, timeout);
+            let outcome = self.pull(repo, key, base, timeout);
             drop(stop);
             outcome
         });
@@ -203,6 +205,7 @@ impl Claim {
     fn pull(
         &self,
         repo: &Repository,
+        key: Option<&SealKey>,
         base: PullOptions,
         timeout: Duration,
     ) -> Result<Pulled, Failed> {
@@ -210,8 +213,10 @@ impl Claim {
             message,
             permanent: true,
         };
-        let upstream =
-            Upstream::new(&self.mirror.url, timeout).map_err(|e| refused(e.to_string()))?;
+        let upstream = self
+            .mirror
+            .upstream(&self.repo, key, timeout)
+            .map_err(refused)?;
         let opts = self.mirror.pull_options(base).map_err(refused)?;
         crate::pull(repo, &upstream, &opts).map_err(|e| e.failed())
     }
@@ -336,6 +341,7 @@ mod tests {
             .run(
                 &store,
                 &repo,
+                None,
                 PullOptions::default(),
                 Duration::from_secs(5),
             )

@@ -47,6 +47,38 @@ pub struct Lease {
     pub expires: u64,
 }
 
+/// A mirror's credentials for its upstream: a user name and a password or
+/// token, sealed with the operator's key for this repository's mirror.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credential {
+    /// The user name (shown in listings).
+    pub username: String,
+    /// The password or token, sealed ([`crate::secret::SealKey::seal`]).
+    pub sealed_password: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credential({}, <sealed>)", self.username)
+    }
+}
+
+impl Credential {
+    /// What a sealed password of `repo`'s mirror is bound to.
+    pub fn context(repo: &str) -> String {
+        format!("mirror:{repo}:password")
+    }
+
+    /// `username` and `password`, the password sealed with `key` for
+    /// `repo`'s mirror.
+    pub fn seal(key: &crate::secret::SealKey, repo: &str, username: &str, password: &str) -> Self {
+        Credential {
+            username: username.to_owned(),
+            sealed_password: key.seal(&Credential::context(repo), password.as_bytes()),
+        }
+    }
+}
+
 /// How a failed pull failed, for the run state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failed {
@@ -72,6 +104,10 @@ pub struct PullMirror {
     /// Apply the upstream exactly (keep no old tips).
     #[serde(default)]
     pub exact: bool,
+    /// The credentials sent to the upstream (HTTP Basic), the password
+    /// sealed ([`crate::secret`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<Credential>,
     /// Seconds between scheduled pulls.
     pub interval_secs: u64,
     /// When a pull last started (seconds since the epoch).
@@ -128,6 +164,7 @@ impl PullMirror {
             url: url.trim_end_matches('/').to_owned(),
             refs: filter.patterns().to_vec(),
             exact,
+            credential: None,
             interval_secs,
             last_attempt: None,
             last_success: None,
@@ -167,6 +204,29 @@ impl PullMirror {
         self.lease
             .as_ref()
             .filter(|l| l.owner != owner && l.expires > now)
+    }
+
+    /// The upstream of `repo`'s mirror, with its credentials opened with
+    /// `key`, each request bounded by `timeout`.
+    ///
+    /// # Errors
+    /// The URL is refused, the mirror has credentials and no key was
+    /// given ([`crate::secret::KEY_MISSING`]), or they do not open.
+    pub fn upstream(
+        &self,
+        repo: &str,
+        key: Option<&crate::secret::SealKey>,
+        timeout: std::time::Duration,
+    ) -> Result<crate::Upstream, String> {
+        let upstream = crate::Upstream::new(&self.url, timeout).map_err(|e| e.to_string())?;
+        let Some(c) = &self.credential else {
+            return Ok(upstream);
+        };
+        let key = key.ok_or(crate::secret::KEY_MISSING)?;
+        let password = key.open(&Credential::context(repo), &c.sealed_password)?;
+        let password =
+            String::from_utf8(password).map_err(|_| "the sealed password is not UTF-8")?;
+        Ok(upstream.with_basic(&c.username, &password))
     }
 
     /// The options of a pull of this mirror, on top of `base` (limits).

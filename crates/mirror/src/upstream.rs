@@ -54,6 +54,18 @@ pub struct Upstream {
     /// The repository's URL without a trailing `/` (`https://host/org/x.git`).
     base: String,
     agent: ureq::Agent,
+    /// The `Authorization` header sent with each request, if any.
+    authorization: Option<Authorization>,
+}
+
+/// An `Authorization` header value; its `Debug` hides it.
+#[derive(Clone)]
+struct Authorization(String);
+
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authorization(<hidden>)")
+    }
 }
 
 impl Upstream {
@@ -86,7 +98,28 @@ impl Upstream {
         Ok(Upstream {
             base: url.trim_end_matches('/').to_owned(),
             agent,
+            authorization: None,
         })
+    }
+
+    /// Sends HTTP Basic credentials (RFC 7617) with every request: a user
+    /// name and a password or token (GitHub and Gitea take a token as the
+    /// password with any user name, GitLab with `oauth2`).
+    pub fn with_basic(mut self, username: &str, password: &str) -> Upstream {
+        use base64::Engine as _;
+        let pair = format!("{username}:{password}");
+        self.authorization = Some(Authorization(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )));
+        self
+    }
+
+    fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.authorization {
+            Some(a) => request.header("Authorization", &a.0),
+            None => request,
+        }
     }
 
     /// The URL as given (no credentials: [`Upstream::new`] refuses them).
@@ -102,8 +135,7 @@ impl Upstream {
     pub fn capabilities(&self) -> Result<Vec<String>, UpstreamError> {
         let url = format!("{}/info/refs?service=git-upload-pack", self.base);
         let response = self
-            .agent
-            .get(&url)
+            .authorize(self.agent.get(&url))
             .header("Git-Protocol", "version=2")
             .call()
             .map_err(connect)?;
@@ -164,8 +196,7 @@ impl Upstream {
     ) -> Result<ureq::http::Response<ureq::Body>, UpstreamError> {
         let url = format!("{}/git-upload-pack", self.base);
         let response = self
-            .agent
-            .post(&url)
+            .authorize(self.agent.post(&url))
             .header("Git-Protocol", "version=2")
             .header("Content-Type", "application/x-git-upload-pack-request")
             .header("Accept", "application/x-git-upload-pack-result")

@@ -42,6 +42,9 @@ pub struct MirrorConfig {
     /// A pull's bounds: pack size, and the ingest's (object size and
     /// count, chain depth, threads, staging directory), as a push's.
     pub pull: PullOptions,
+    /// Opens mirrors' credentials (`None`: a mirror with credentials
+    /// fails, saying what to set).
+    pub key: Option<gitstow_mirror::secret::SealKey>,
 }
 
 impl Default for MirrorConfig {
@@ -55,6 +58,7 @@ impl Default for MirrorConfig {
             poll: Duration::from_secs(15),
             idle_max: Duration::from_secs(60),
             pull: PullOptions::default(),
+            key: None,
         }
     }
 }
@@ -179,6 +183,7 @@ fn sync_one(
     let synced = claim.run(
         store.as_ref(),
         &repository,
+        config.key.as_ref(),
         config.pull.clone(),
         config.timeout,
     );

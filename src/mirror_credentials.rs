@@ -1,0 +1,84 @@
+//! The command-line parts of mirror credentials: the upstream's user name
+//! and password or token (from a file or an environment variable, never
+//! the command line, where `ps` would show it), and the secrets key that
+//! seals them in the store ([`gitstow_mirror::secret`]).
+
+use std::path::PathBuf;
+
+use gitstow_mirror::secret::{SealKey, KEY_MISSING};
+
+/// `--username`, `--password-file`, `--password-env`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpstreamLogin {
+    /// The user name to send to the upstream (HTTP Basic), with a
+    /// password or token from --password-file or --password-env (GitHub
+    /// and Gitea take a token with any user name, GitLab with oauth2).
+    #[arg(long, value_name = "NAME")]
+    pub username: Option<String>,
+    /// Read the password or token from FILE (its first line).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "username",
+        conflicts_with = "password_env"
+    )]
+    pub password_file: Option<PathBuf>,
+    /// Read the password or token from the environment variable VAR.
+    #[arg(long, value_name = "VAR", requires = "username")]
+    pub password_env: Option<String>,
+}
+
+impl UpstreamLogin {
+    /// The user name and password given, if any.
+    ///
+    /// # Errors
+    /// A user name without a password, or a source that cannot be read
+    /// (the message never holds the password).
+    pub fn read(&self) -> Result<Option<(String, String)>, String> {
+        let Some(user) = &self.username else {
+            return Ok(None);
+        };
+        let password = if let Some(path) = &self.password_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --password-file {}: {e}", path.display()))?;
+            text.lines().next().unwrap_or("").to_owned()
+        } else if let Some(var) = &self.password_env {
+            std::env::var(var).map_err(|_| format!("--password-env: {var} is not set"))?
+        } else {
+            return Err("--username needs --password-file FILE or --password-env VAR".into());
+        };
+        if password.is_empty() {
+            return Err("the password or token given is empty".into());
+        }
+        Ok(Some((user.clone(), password)))
+    }
+}
+
+/// `--secrets-key-file`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SecretsKeyArg {
+    /// The key that seals mirror credentials in the store: a file holding
+    /// 64 hex digits (`openssl rand -hex 32`); default: the environment
+    /// variable GITSTOW_SECRETS_KEY. Keep it out of the bucket: whoever
+    /// reads the bucket must not read the credentials.
+    #[arg(long, value_name = "FILE")]
+    pub secrets_key_file: Option<PathBuf>,
+}
+
+impl SecretsKeyArg {
+    /// The key given, if any.
+    ///
+    /// # Errors
+    /// The file cannot be read or holds no key.
+    pub fn load(&self) -> Result<Option<SealKey>, String> {
+        SealKey::load(self.secrets_key_file.as_deref())
+    }
+
+    /// The key, which must be given.
+    ///
+    /// # Errors
+    /// As [`SecretsKeyArg::load`], or none given ([`KEY_MISSING`]).
+    pub fn require(&self) -> Result<SealKey, String> {
+        self.load()?.ok_or_else(|| KEY_MISSING.to_owned())
+    }
+}
