@@ -17,7 +17,7 @@ use gitstow_mirror::{Mode, PullOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
 
 use crate::admin::{run, Failure, IfMissing};
-use crate::mirror_credentials::{SecretsKeyArg, UpstreamLogin};
+use crate::mirror_credentials::{SecretsKeyArg, UpstreamLogin, WebhookSecretArg};
 use crate::store_open::{CreateStore, StoreArgs};
 
 /// `gitstow mirror …`.
@@ -95,6 +95,9 @@ pub enum MirrorCommand {
         /// with the secrets key).
         #[command(flatten)]
         login: UpstreamLogin,
+        /// `--webhook-secret-file` / `--webhook-secret-env`.
+        #[command(flatten)]
+        webhook: WebhookSecretArg,
         /// `--secrets-key-file`.
         #[command(flatten)]
         key: SecretsKeyArg,
@@ -124,7 +127,7 @@ pub enum MirrorCommand {
         #[command(flatten)]
         store: StoreArgs,
         /// One JSON array on stdout: `[{"repository", "from", "refs",
-        /// "exact", "username", "interval_secs", "state", "next_run", "last_attempt",
+        /// "exact", "username", "webhook", "interval_secs", "state", "next_run", "last_attempt",
         /// "last_success", "last_error", "failures", "paused"}]` (times in
         /// seconds since the epoch; `state`: "syncing", "paused" or
         /// "scheduled").
@@ -200,6 +203,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             interval,
             replace,
             login,
+            webhook,
             key,
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
@@ -207,6 +211,11 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             if let Some((user, password)) = login.read()? {
                 let key = key.require()?;
                 mirror.credential = Some(Credential::seal(&key, &name, &user, &password));
+            }
+            if let Some(secret) = webhook.read()? {
+                let key = key.require()?;
+                let context = gitstow_mirror::trigger::context(&name);
+                mirror.webhook_secret = Some(key.seal(&context, secret.as_bytes()));
             }
             settings::add(s.as_ref(), &name, &mirror, replace)?;
             println!(
@@ -297,6 +306,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                             "refs": p.refs,
                             "exact": p.exact,
                             "username": p.credential.as_ref().map(|c| &c.username),
+                            "webhook": p.webhook_secret.is_some(),
                             "interval_secs": p.interval_secs,
                             "state": state_of(p, now).0,
                             "next_run": p.next_run(),
@@ -325,7 +335,12 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                     .credential
                     .as_ref()
                     .map(|c| format!("; as {}", c.username))
-                    .unwrap_or_default();
+                    .unwrap_or_default()
+                    + if p.webhook_secret.is_some() {
+                        "; webhook"
+                    } else {
+                        ""
+                    };
                 println!(
                     "{name}: pull from {} ({}; {}; every {} s{login}); {}; last success {}{error}",
                     p.url,

@@ -54,6 +54,43 @@ impl UpstreamLogin {
     }
 }
 
+/// `--webhook-secret-file`, `--webhook-secret-env`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WebhookSecretArg {
+    /// The secret the upstream's webhook proves itself with (GitHub and
+    /// Gitea sign with it, GitLab sends it), from FILE (its first line):
+    /// POST /<repo>/mirror/sync with it makes the mirror due at once.
+    /// Stored sealed with the secrets key.
+    #[arg(long, value_name = "FILE", conflicts_with = "webhook_secret_env")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// The same, from the environment variable VAR.
+    #[arg(long, value_name = "VAR")]
+    pub webhook_secret_env: Option<String>,
+}
+
+impl WebhookSecretArg {
+    /// The secret given, if any.
+    ///
+    /// # Errors
+    /// A source that cannot be read, or an empty secret.
+    pub fn read(&self) -> Result<Option<String>, String> {
+        let secret = if let Some(path) = &self.webhook_secret_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                format!("cannot read --webhook-secret-file {}: {e}", path.display())
+            })?;
+            text.lines().next().unwrap_or("").to_owned()
+        } else if let Some(var) = &self.webhook_secret_env {
+            std::env::var(var).map_err(|_| format!("--webhook-secret-env: {var} is not set"))?
+        } else {
+            return Ok(None);
+        };
+        if secret.is_empty() {
+            return Err("the webhook secret given is empty".into());
+        }
+        Ok(Some(secret))
+    }
+}
+
 /// `--secrets-key-file`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SecretsKeyArg {

@@ -216,14 +216,8 @@ impl Settings {
                 fetch_queue_timeout: Duration::from_secs(args.fetch_queue_timeout),
                 auto_create: !args.no_auto_create,
                 maintenance: (!args.maintenance.no_maintenance).then(|| args.maintenance.config()),
-                mirrors: if args.no_mirrors {
-                    None
-                } else {
-                    Some(gitstow_service::mirrors::MirrorConfig {
-                        key: args.secrets.load()?,
-                        ..Default::default()
-                    })
-                },
+                mirrors: (!args.no_mirrors).then(gitstow_service::mirrors::MirrorConfig::default),
+                secrets_key: args.secrets.load()?,
                 receive,
                 upload: gitstow_upload::Options {
                     hidden,

@@ -27,6 +27,16 @@ fn heads_and_tags(url: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether `here` lists the branches and tags `there` does (`false` while
+/// `here` has no such repository yet).
+fn in_step(here: &str, there: &str) -> bool {
+    let out = git_cmd(Path::new("/"))
+        .args(["ls-remote", here])
+        .output()
+        .expect("run git");
+    out.status.success() && heads_and_tags(here) == heads_and_tags(there)
+}
+
 /// Every ref the store's repository holds (hidden ones too), name → oid.
 fn stored_refs(store: &TestStore, repo: &str) -> std::collections::BTreeMap<String, String> {
     let r = gitstow_odb::Repository::new(store.open(), repo, gitstow_odb::IndexCache::new());
@@ -408,22 +418,18 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
     let a = Server::start_on(Some(&store), &[], &[]);
     let b = Server::start_on(Some(&store), &[], &[]);
     let here = a.url("org/app");
-    wait_until("the first sync", 30, || {
-        heads_and_tags(&here) == heads_and_tags(&up)
-    });
+    wait_until("the first sync", 30, || in_step(&here, &up));
 
     // An upstream push arrives by the interval alone.
     commit_files(&work, &[("late.txt", "late\n")], "late");
     git(&work, &["push", "-q", &up, "main"]);
-    wait_until("the push upstream to arrive", 30, || {
-        heads_and_tags(&here) == heads_and_tags(&up)
-    });
+    wait_until("the push upstream to arrive", 30, || in_step(&here, &up));
     // A force-push upstream: applied, and the old tip kept (hidden).
     let old_main = git_out(&work, &["rev-parse", "main"]);
     git(&work, &["reset", "-q", "--hard", "HEAD~2"]);
     git(&work, &["push", "-q", "--force", &up, "main"]);
     wait_until("the force-push upstream to arrive", 30, || {
-        heads_and_tags(&here) == heads_and_tags(&up)
+        in_step(&here, &up)
     });
     let kept: Vec<_> = stored_refs(&store, "org/app")
         .into_iter()
@@ -490,9 +496,7 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
         "{}",
         text(&o)
     );
-    wait_until("the resumed mirror to sync", 30, || {
-        heads_and_tags(&here) == heads_and_tags(&late)
-    });
+    wait_until("the resumed mirror to sync", 30, || in_step(&here, &late));
     let rows = mirror_rows(&store);
     assert!(
         rows[0]["paused"].is_null() && rows[0]["failures"] == 0,
@@ -565,8 +569,8 @@ fn admin_env(store: &TestStore, args: &[&str], env: &[(&str, &str)]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_gitstow"))
         .args(args)
         .args(store.args())
-        .envs(env.iter().copied())
         .env_remove("GITSTOW_SECRETS_KEY")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
@@ -727,4 +731,131 @@ fn credentials_are_sealed_sent_and_never_shown() {
     assert!(!here.logs().contains(PASSWORD));
     let rows = mirror_rows(&store);
     assert!(rows[0]["last_success"].as_u64().is_some(), "{rows:?}");
+}
+
+#[test]
+fn an_upstream_webhook_or_an_admin_makes_a_mirror_due_at_once() {
+    const SECRET: &str = "hook-secret-42";
+    let tmp = tempfile::tempdir().unwrap();
+    let upstream = Server::start();
+    let work = tmp.path().join("work");
+    upstream_work(&work);
+    let up = upstream.url("org/app");
+    git(&work, &["push", "-q", "--mirror", &up]);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let admin = store.create_token("root", &["*:admin"], &[]);
+    let reader = store.create_token("reader", &["*:read"], &[]);
+    let key = "ef".repeat(32);
+    // An hour between scheduled pulls: only the triggers below bring
+    // the upstream's pushes in.
+    let o = admin_env(
+        &store,
+        &[
+            "mirror",
+            "add",
+            "org/app",
+            "--from",
+            &up,
+            "--interval",
+            "3600",
+            "--webhook-secret-env",
+            "HOOK",
+        ],
+        &[("HOOK", SECRET), ("GITSTOW_SECRETS_KEY", &key)],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(mirror_rows(&store)[0]["webhook"], true);
+    let here = Server::start_on(Some(&store), &[], &[("GITSTOW_SECRETS_KEY", &key)]);
+    let main_here = || {
+        store.repo_state("org/app")?;
+        stored_refs(&store, "org/app")
+            .get("refs/heads/main")
+            .cloned()
+    };
+    wait_until("the first sync", 30, || main_here().is_some());
+
+    let push_upstream = |n: usize| -> String {
+        commit_files(
+            &work,
+            &[("hook.txt", &format!("{n}\n"))],
+            &format!("hook {n}"),
+        );
+        git(&work, &["push", "-q", &up, "main"]);
+        git_out(&work, &["rev-parse", "main"])
+    };
+    let hook = |headers: &[(&str, &str)], body: &[u8]| {
+        http(here.port(), "POST", "/org/app/mirror/sync", headers, body)
+    };
+    let body = br#"{"ref":"refs/heads/main","after":"..."}"#;
+    let signature = gitstow_hooks::webhook::signature(SECRET.as_bytes(), body);
+
+    // Refused: no proof at all, a reader's token, a wrong signature, a
+    // wrong GitLab token, a repository without a mirror. None makes the
+    // mirror due.
+    let tip = push_upstream(1);
+    let bearer = |t: &str| format!("Bearer {t}");
+    let wrong_sig = gitstow_hooks::webhook::signature(b"not-the-secret", body);
+    for (headers, status) in [
+        (vec![], 401),
+        (vec![("Authorization", bearer(&reader))], 403),
+        (vec![("X-Hub-Signature-256", wrong_sig.clone())], 403),
+        (vec![("X-Gitlab-Token", "hook-secret-4".to_owned())], 403),
+    ] {
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = hook(&h, body);
+        assert_eq!(r.status, status, "{headers:?}: {}", r.text());
+        assert!(!r.text().contains(SECRET));
+    }
+    let r = http(
+        here.port(),
+        "POST",
+        "/org/none/mirror/sync",
+        &[("X-Gitlab-Token", SECRET)],
+        b"",
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_ne!(
+        main_here().as_deref(),
+        Some(tip.as_str()),
+        "no refused trigger pulls"
+    );
+    let logs = here.logs();
+    assert!(!logs.contains(SECRET), "the secret is never logged");
+
+    // A GitHub/Gitea signature: due at once, pulled within seconds.
+    let r = hook(&[("X-Hub-Signature-256", &signature)], body);
+    assert_eq!(r.status, 202, "{}", r.text());
+    wait_until("the signed webhook's sync", 10, || {
+        main_here().as_deref() == Some(tip.as_str())
+    });
+    // GitLab's token.
+    let tip = push_upstream(2);
+    let r = hook(&[("X-Gitlab-Token", SECRET)], b"{}");
+    assert_eq!(r.status, 202, "{}", r.text());
+    wait_until("the GitLab webhook's sync", 10, || {
+        main_here().as_deref() == Some(tip.as_str())
+    });
+    // An admin token, on the .git form of the name.
+    let tip = push_upstream(3);
+    let r = http(
+        here.port(),
+        "POST",
+        "/org/app.git/mirror/sync",
+        &[("Authorization", &bearer(&admin))],
+        b"",
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    wait_until("the admin's sync", 10, || {
+        main_here().as_deref() == Some(tip.as_str())
+    });
+    // A GET is not a trigger.
+    let r = http(
+        here.port(),
+        "GET",
+        "/org/app/mirror/sync",
+        &[("X-Gitlab-Token", SECRET)],
+        b"",
+    );
+    assert_eq!(r.status, 405, "{}", r.text());
 }

@@ -208,6 +208,7 @@ async fn route(
         | Route::UploadPack(n)
         | Route::ReceivePack(n)
         | Route::Lfs(n, _)
+        | Route::MirrorSync(n)
         | Route::Other(n) => *n,
     };
     if let Err(e) = repo_name::validate(name) {
@@ -222,6 +223,20 @@ async fn route(
         let query = uri.query().unwrap_or("");
         return crate::lfs::route(app, name, rest, query, method, headers, body, peer, logged)
             .await;
+    }
+    if let Route::MirrorSync(_) = route {
+        let authority = uri.authority().map(|a| a.as_str());
+        return crate::mirror_hook::answer(
+            app.clone(),
+            name,
+            method,
+            headers,
+            authority,
+            peer,
+            body,
+            logged,
+        )
+        .await;
     }
     let service = service_from_query(uri.query().unwrap_or(""));
     logged.service = match (&route, service) {
@@ -269,7 +284,7 @@ async fn route(
         (Route::InfoRefs(_) | Route::UploadPack(_) | Route::ReceivePack(_), _) => {
             error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
-        (Route::Lfs(..), _) => error(StatusCode::NOT_FOUND, "not found"),
+        (Route::Lfs(..) | Route::MirrorSync(_), _) => error(StatusCode::NOT_FOUND, "not found"),
         (Route::Other(_), _) => error(
             StatusCode::NOT_FOUND,
             "not found (gitstow serves smart HTTP only)",

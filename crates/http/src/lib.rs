@@ -7,6 +7,7 @@
 //! - [`listen`]: the accept loop: connection caps and header timeouts.
 //! - [`app`]: the smart-HTTP routes (gitprotocol-http(5)).
 //! - [`push`]: the receive-pack route.
+//! - [`mirror_hook`]: an upstream's webhook makes a pull mirror due.
 //!
 //! The work of a request (queues, upload-pack, receive-pack, hooks, the
 //! access-log line) is the service layer's (`gitstow_service::Host`); the
@@ -28,6 +29,7 @@ pub mod body;
 pub mod lfs;
 pub mod listen;
 pub mod metrics;
+pub mod mirror_hook;
 pub mod operator;
 pub mod push;
 pub mod repo_name;

@@ -16,6 +16,9 @@ pub enum Route<'a> {
     ReceivePack(&'a str),
     /// `/<name>[.git]/info/lfs/<rest>`: Git LFS ([`crate::lfs`]).
     Lfs(&'a str, &'a str),
+    /// `POST /<name>[.git]/mirror/sync`: an upstream's webhook
+    /// ([`crate::mirror_hook`]).
+    MirrorSync(&'a str),
     /// A path under `<name>.git/` that smart HTTP does not use (dumb HTTP).
     Other(&'a str),
 }
@@ -36,6 +39,9 @@ pub fn route(path: &str) -> Option<Route<'_>> {
     }
     if let Some(prefix) = path.strip_suffix("/git-receive-pack") {
         return Some(Route::ReceivePack(name(prefix)));
+    }
+    if let Some(prefix) = path.strip_suffix("/mirror/sync") {
+        return Some(Route::MirrorSync(name(prefix)));
     }
     if let Some((prefix, rest)) = path.split_once("/info/lfs/") {
         return Some(Route::Lfs(name(prefix), rest));
@@ -68,6 +74,14 @@ mod tests {
             Some(Route::Lfs("org/r", "objects/batch"))
         );
         assert_eq!(route("/nothing"), None);
+        assert_eq!(
+            route("/org/r/mirror/sync"),
+            Some(Route::MirrorSync("org/r"))
+        );
+        assert_eq!(
+            route("/org/r.git/mirror/sync"),
+            Some(Route::MirrorSync("org/r"))
+        );
         assert_eq!(route("/org/r"), None);
     }
 

@@ -21,6 +21,8 @@
 //! - [`schedule`]: a stored mirror's pull under its lease, from any
 //!   instance or `gitstow mirror sync`.
 //! - [`secret`]: credentials sealed with the operator's key (AES-256-GCM).
+//! - [`trigger`]: an upstream's webhook (GitHub/Gitea signature, GitLab
+//!   token) makes a mirror due at once.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -29,6 +31,7 @@ pub mod pull;
 pub mod schedule;
 pub mod secret;
 pub mod settings;
+pub mod trigger;
 pub mod upstream;
 
 pub use pull::{pull, Mode, PullOptions, Pulled, RefFilter};

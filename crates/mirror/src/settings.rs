@@ -108,6 +108,10 @@ pub struct PullMirror {
     /// sealed ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<Credential>,
+    /// The secret an upstream's webhook proves itself with, sealed for
+    /// `mirror:<repo>:webhook` ([`crate::trigger`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
     /// Seconds between scheduled pulls.
     pub interval_secs: u64,
     /// When a pull last started (seconds since the epoch).
@@ -165,6 +169,7 @@ impl PullMirror {
             refs: filter.patterns().to_vec(),
             exact,
             credential: None,
+            webhook_secret: None,
             interval_secs,
             last_attempt: None,
             last_success: None,

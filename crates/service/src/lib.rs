@@ -153,6 +153,9 @@ pub struct Config {
     /// Pull mirrors run by this instance when due (`None`: other instances
     /// run them; pushes to mirrors are refused either way).
     pub mirrors: Option<mirrors::MirrorConfig>,
+    /// The key that opens mirrors' credentials and webhook secrets
+    /// (`None`: not given; those mirrors fail, saying what to set).
+    pub secrets_key: Option<gitstow_mirror::secret::SealKey>,
     /// Objects the cache of decoded container indexes holds.
     pub index_cache_objects: usize,
     /// Where the cache maps large indexes and commit graphs from
@@ -261,9 +264,14 @@ impl Host {
                 ..Default::default()
             };
             mc.pull.max_pack_bytes = config.limits.max_push_bytes;
-            mirrors::Mirrors::start(store.clone(), indexes.clone(), mc)
-                .map_err(|e| tracing::error!(error = %e, "mirror syncs not started"))
-                .ok()
+            mirrors::Mirrors::start(
+                store.clone(),
+                indexes.clone(),
+                mc,
+                config.secrets_key.clone(),
+            )
+            .map_err(|e| tracing::error!(error = %e, "mirror syncs not started"))
+            .ok()
         });
         let webhooks =
             gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())

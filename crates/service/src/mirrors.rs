@@ -17,11 +17,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gitstow_mirror::schedule::{self, Claimed};
+use gitstow_mirror::secret::SealKey;
+use gitstow_mirror::trigger;
+pub use gitstow_mirror::trigger::{Check, Proof, TriggerError};
 use gitstow_mirror::{due, PullOptions};
 use gitstow_odb::{IndexCache, Repository};
 use gitstow_store::ObjectStore;
 
 use crate::metrics as m;
+use crate::{Host, Refusal};
 
 /// Environment variable that lets tests shorten the lease's time to live
 /// (seconds).
@@ -42,9 +46,6 @@ pub struct MirrorConfig {
     /// A pull's bounds: pack size, and the ingest's (object size and
     /// count, chain depth, threads, staging directory), as a push's.
     pub pull: PullOptions,
-    /// Opens mirrors' credentials (`None`: a mirror with credentials
-    /// fails, saying what to set).
-    pub key: Option<gitstow_mirror::secret::SealKey>,
 }
 
 impl Default for MirrorConfig {
@@ -58,7 +59,6 @@ impl Default for MirrorConfig {
             poll: Duration::from_secs(15),
             idle_max: Duration::from_secs(60),
             pull: PullOptions::default(),
-            key: None,
         }
     }
 }
@@ -70,7 +70,8 @@ pub struct Mirrors {
 }
 
 impl Mirrors {
-    /// Starts the worker thread.
+    /// Starts the worker thread; `key` opens mirrors' credentials (`None`:
+    /// a mirror with credentials fails, saying what to set).
     ///
     /// # Errors
     /// The thread could not be spawned.
@@ -78,11 +79,12 @@ impl Mirrors {
         store: Arc<dyn ObjectStore>,
         indexes: Arc<IndexCache>,
         config: MirrorConfig,
+        key: Option<SealKey>,
     ) -> std::io::Result<Arc<Self>> {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("gitstow-mirrors".into())
-            .spawn(move || worker(rx, store, indexes, config))?;
+            .spawn(move || worker(rx, store, indexes, config, key))?;
         Ok(Arc::new(Mirrors {
             wake: Mutex::new(tx),
         }))
@@ -101,6 +103,7 @@ fn worker(
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
     config: MirrorConfig,
+    key: Option<SealKey>,
 ) {
     let owner = schedule::owner_id();
     let first_idle = Duration::from_secs(5).min(config.idle_max);
@@ -118,7 +121,7 @@ fn worker(
                 let (due, next) = list.due_at(now);
                 let mut ran = false;
                 for repo in due {
-                    ran |= sync_one(&store, &indexes, &config, &owner, &repo, now);
+                    ran |= sync_one(&store, &indexes, &config, key.as_ref(), &owner, &repo, now);
                 }
                 if ran {
                     Duration::ZERO
@@ -153,6 +156,7 @@ fn sync_one(
     store: &Arc<dyn ObjectStore>,
     indexes: &Arc<IndexCache>,
     config: &MirrorConfig,
+    key: Option<&SealKey>,
     owner: &str,
     repo: &str,
     now: u64,
@@ -183,7 +187,7 @@ fn sync_one(
     let synced = claim.run(
         store.as_ref(),
         &repository,
-        config.key.as_ref(),
+        key,
         config.pull.clone(),
         config.timeout,
     );
@@ -228,4 +232,71 @@ fn sync_one(
         }
     }
     true
+}
+
+/// Why an upstream's webhook is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HookRefusal {
+    /// The check said no (no mirror, no secret, no key, a mismatch).
+    #[error(transparent)]
+    Trigger(#[from] TriggerError),
+    /// The store failed (logged).
+    #[error(transparent)]
+    Store(#[from] Refusal),
+}
+
+impl Host {
+    /// Starts checking an upstream's webhook for `name`'s pull mirror
+    /// ([`gitstow_mirror::trigger`]): one read of the mirror document.
+    /// Feed the check the request body if it needs it, finish it, then
+    /// [`Host::mirror_due_now`].
+    ///
+    /// # Errors
+    /// [`HookRefusal`].
+    pub async fn mirror_webhook(
+        &self,
+        name: &str,
+        proof: Proof,
+    ) -> Result<trigger::Check, HookRefusal> {
+        let store = self.store.clone();
+        let repo = name.to_owned();
+        let read = tokio::task::spawn_blocking(move || {
+            gitstow_mirror::settings::load(store.as_ref(), &repo)
+        })
+        .await;
+        let mirror = match read {
+            Ok(Ok(doc)) => doc.and_then(|(d, _)| d.pull),
+            Ok(Err(e)) => return Err(Refusal::from_error("reading the mirror settings", &e).into()),
+            Err(e) => return Err(Refusal::from_error("reading the mirror settings", &e).into()),
+        }
+        .ok_or(TriggerError::NoMirror)?;
+        Ok(trigger::begin(
+            &mirror,
+            name,
+            self.config.secrets_key.as_ref(),
+            &proof,
+        )?)
+    }
+
+    /// Makes `name`'s pull mirror due at once and wakes this instance's
+    /// worker (another instance may take it first).
+    ///
+    /// # Errors
+    /// [`HookRefusal`] ([`TriggerError::NoMirror`] when it has none).
+    pub async fn mirror_due_now(&self, name: &str) -> Result<(), HookRefusal> {
+        let store = self.store.clone();
+        let repo = name.to_owned();
+        let done =
+            tokio::task::spawn_blocking(move || trigger::make_due(store.as_ref(), &repo)).await;
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(gitstow_mirror::settings::SettingsError::Refused(_))) => {
+                return Err(TriggerError::NoMirror.into())
+            }
+            Ok(Err(e)) => return Err(Refusal::from_error("making a mirror due", &e).into()),
+            Err(e) => return Err(Refusal::from_error("making a mirror due", &e).into()),
+        }
+        self.wake_mirrors();
+        Ok(())
+    }
 }
