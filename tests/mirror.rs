@@ -534,11 +534,20 @@ impl Drop for Backend {
 }
 
 fn backend(root: &Path, users: Option<&str>) -> Backend {
+    match users {
+        Some(u) => backend_script(
+            "scripts/basic-auth-backend.py",
+            root,
+            &[("BASIC_AUTH_USERS", u)],
+        ),
+        None => backend_script("../shared/tools/git-http-backend-server.py", root, &[]),
+    }
+}
+
+/// The Python front end `script` (relative to the package) of canonical
+/// `git http-backend`, serving `root` with `env`.
+fn backend_script(script: &str, root: &Path, env: &[(&str, &str)]) -> Backend {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = match users {
-        Some(_) => manifest.join("scripts/basic-auth-backend.py"),
-        None => manifest.join("../shared/tools/git-http-backend-server.py"),
-    };
     let shared = manifest.join("../shared/tools/git-http-backend-server.py");
     assert!(
         shared.exists(),
@@ -551,10 +560,10 @@ fn backend(root: &Path, users: Option<&str>) -> Backend {
         .unwrap()
         .port();
     let child = std::process::Command::new("python3")
-        .arg(&script)
+        .arg(manifest.join(script))
         .arg(root)
         .arg(port.to_string())
-        .env("BASIC_AUTH_USERS", users.unwrap_or(""))
+        .envs(env.iter().copied())
         .spawn()
         .expect("python3 runs the canonical server");
     let backend = Backend { child, port };
@@ -858,4 +867,119 @@ fn an_upstream_webhook_or_an_admin_makes_a_mirror_due_at_once() {
         b"",
     );
     assert_eq!(r.status, 405, "{}", r.text());
+}
+
+/// A bare repository `root/app.git` made from a generated work tree, and
+/// the work tree.
+fn bare_upstream(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = tmp.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let work = tmp.join("work");
+    upstream_work(&work);
+    let bare = root.join("app.git");
+    git(
+        tmp,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    (root, work)
+}
+
+#[test]
+fn a_sync_whose_instance_dies_is_run_again_by_another_and_nothing_is_half_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, _work) = bare_upstream(tmp.path());
+    // Each POST waits 3 s: a pull stays in flight long enough to kill its
+    // instance in the middle.
+    let up = backend_script("scripts/upstream-backend.py", &root, &[("DELAY_SECS", "3")]);
+    let url = format!("http://127.0.0.1:{}/app.git", up.port);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let o = store.admin(&["mirror", "add", "app", "--from", &url]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lease = [("GITSTOW_TEST_MIRROR_LEASE_SECS", "3")];
+    let mut a = Server::start_on(Some(&store), &[], &lease);
+    wait_until("the first instance to claim the mirror", 30, || {
+        mirror_rows(&store)[0]["state"] == "syncing"
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    a.kill();
+    assert!(
+        store.repo_state("app").is_none(),
+        "a killed pull applied nothing"
+    );
+    let rows = mirror_rows(&store);
+    assert_eq!(
+        rows[0]["state"], "syncing",
+        "the dead instance's lease still holds: {rows:?}"
+    );
+    // Another instance takes the mirror once the lease lapses, and pulls.
+    let b = Server::start_on(Some(&store), &[], &lease);
+    wait_until("the second instance to finish the pull", 60, || {
+        store.repo_state("app").is_some()
+    });
+    assert_eq!(
+        heads_and_tags(&b.url("app")),
+        bare_heads_and_tags(&root.join("app.git"))
+    );
+    wait_until("the outcome to be recorded", 10, || {
+        mirror_rows(&store)[0]["state"] == "scheduled"
+    });
+    let rows = mirror_rows(&store);
+    assert!(rows[0]["last_success"].as_u64().is_some(), "{rows:?}");
+    assert_eq!(syncs_logged(&[&b]), 1, "{}", b.logs());
+    let o = store.admin(&["fsck", "--all"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn three_instances_run_each_due_sync_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, _work) = bare_upstream(tmp.path());
+    let log = tmp.path().join("requests.log");
+    let up = backend_script(
+        "scripts/upstream-backend.py",
+        &root,
+        &[("REQUEST_LOG", log.to_str().unwrap())],
+    );
+    let url = format!("http://127.0.0.1:{}/app.git", up.port);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let o = admin_short(
+        &store,
+        &["mirror", "add", "app", "--from", &url, "--interval", "3"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let servers: Vec<Server> = (0..3)
+        .map(|_| Server::start_on(Some(&store), &[], &[]))
+        .collect();
+    let started = std::time::Instant::now();
+    wait_until("the first sync", 30, || store.repo_state("app").is_some());
+    std::thread::sleep(std::time::Duration::from_secs(15));
+    let window = started.elapsed().as_secs();
+    let refs: Vec<&Server> = servers.iter().collect();
+    let syncs = syncs_logged(&refs);
+    // Each sync asks the upstream's capabilities once.
+    let discoveries = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("GET /app.git/info/refs"))
+        .count();
+    // Every 3 s by one instance: about window / 3 syncs, where three
+    // instances each running every due sync would make three times that.
+    let most = (window / 3 + 2) as usize;
+    assert!(
+        (2..=most).contains(&syncs),
+        "{syncs} syncs in {window} s (at most {most})"
+    );
+    // Only those: no pull that no instance logged (one may be in flight).
+    assert!(
+        discoveries == syncs || discoveries == syncs + 1,
+        "{discoveries} requests for {syncs} syncs"
+    );
+    let o = store.admin(&["fsck", "--all"]);
+    assert!(o.status.success(), "{}", text(&o));
 }

@@ -118,10 +118,16 @@ fn worker(
             }
             Ok(list) => {
                 idle = first_idle;
-                let (due, next) = list.due_at(now);
+                let (due, mut next) = list.due_at(now);
                 let mut ran = false;
                 for repo in due {
-                    ran |= sync_one(&store, &indexes, &config, key.as_ref(), &owner, &repo, now);
+                    match sync_one(&store, &indexes, &config, key.as_ref(), &owner, &repo, now) {
+                        Tried::Ran => ran = true,
+                        // Look again when that lease lapses (its holder
+                        // may have died).
+                        Tried::HeldUntil(t) => next = Some(next.map_or(t, |n| n.min(t))),
+                        Tried::Nothing => {}
+                    }
                 }
                 if ran {
                     Duration::ZERO
@@ -150,8 +156,18 @@ fn worker(
     }
 }
 
+/// What [`sync_one`] did.
+enum Tried {
+    /// A pull ran (whatever its outcome).
+    Ran,
+    /// Another holder's lease holds the mirror until then.
+    HeldUntil(u64),
+    /// Not due after all, gone, or the store failed.
+    Nothing,
+}
+
 /// Claims and runs `repo`'s mirror if it is due and free; corrects its
-/// due-list entry when the list was wrong. Returns whether a pull ran.
+/// due-list entry when the list was wrong.
 fn sync_one(
     store: &Arc<dyn ObjectStore>,
     indexes: &Arc<IndexCache>,
@@ -160,26 +176,26 @@ fn sync_one(
     owner: &str,
     repo: &str,
     now: u64,
-) -> bool {
+) -> Tried {
     let claim = match schedule::claim(store.as_ref(), repo, owner, config.lease_ttl, now, false) {
         Ok(Claimed::Claimed(c)) => c,
-        Ok(Claimed::Held(_)) => return false,
+        Ok(Claimed::Held(lease)) => return Tried::HeldUntil(lease.expires),
         Ok(Claimed::NotDue(next)) => {
             // The list said due; the mirror's own document says otherwise.
             if let Err(e) = due::set(store.as_ref(), repo, next) {
                 tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
             }
-            return false;
+            return Tried::Nothing;
         }
         Ok(Claimed::Gone) => {
             if let Err(e) = due::set(store.as_ref(), repo, None) {
                 tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
             }
-            return false;
+            return Tried::Nothing;
         }
         Err(e) => {
             tracing::warn!(repo, error = %e, "mirrors: claiming a mirror");
-            return false;
+            return Tried::Nothing;
         }
     };
     let started = Instant::now();
@@ -231,7 +247,7 @@ fn sync_one(
             tracing::warn!(repo, error = %e, ms, "mirror sync: recording the outcome");
         }
     }
-    true
+    Tried::Ran
 }
 
 /// Why an upstream's webhook is refused.
