@@ -1,5 +1,6 @@
 //! `gitstow mirror`: take a repository in from another git server (plan
-//! 0017). `mirror pull` runs one pull now, from the command line; `mirror
+//! 0017). `mirror pull` runs one pull now, from the command line (`mirror
+//! push` one push to another server); `mirror
 //! add` stores a pull mirror (`<repo>.git/mirror`), which every `serve`
 //! pulls when it is due (whichever instance claims its lease first);
 //! `mirror sync` pulls it now under the same lease and records the
@@ -13,7 +14,7 @@ use std::time::Duration;
 use clap::Subcommand;
 use gitstow_mirror::schedule::{self, Claimed};
 use gitstow_mirror::settings::{self, Credential, PullMirror};
-use gitstow_mirror::{Mode, PullOptions, RefFilter, Upstream};
+use gitstow_mirror::{Mode, PullOptions, PushOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
 
 use crate::admin::{run, Failure, IfMissing};
@@ -62,6 +63,31 @@ pub enum MirrorCommand {
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         timeout: u64,
         /// The upstream's credentials, if it wants some.
+        #[command(flatten)]
+        login: UpstreamLogin,
+    },
+    /// Push REPO to another git server now, as `git push --mirror
+    /// --force-with-lease` would: every ref under the patterns that differs
+    /// from the remote's advertisement, with the advertised value as the
+    /// old one (a ref that moved there meanwhile is refused, not
+    /// overwritten); refs the remote has and REPO does not are deleted.
+    Push {
+        /// The store and its S3 settings.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The repository here (`org/project`).
+        repo: String,
+        /// The remote repository's URL: http:// or https://, without
+        /// credentials.
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// The refs to push (repeatable; default: refs/heads/* and refs/tags/*).
+        #[arg(long = "refs", value_name = "PATTERN")]
+        refs: Vec<String>,
+        /// Seconds each request to the remote may take in all.
+        #[arg(long, default_value_t = 3600, value_name = "SECS")]
+        timeout: u64,
+        /// The remote's credentials, if it wants some.
         #[command(flatten)]
         login: UpstreamLogin,
     },
@@ -194,6 +220,62 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 Ok(())
             },
         ),
+        MirrorCommand::Push {
+            store,
+            repo,
+            to,
+            refs,
+            timeout,
+            login,
+        } => run(&store, IfMissing::Refuse, |s| {
+            let name = repo_name(&repo)?;
+            let filter = if refs.is_empty() {
+                RefFilter::default()
+            } else {
+                RefFilter::new(refs.clone())?
+            };
+            let mut remote = Upstream::new(&to, Duration::from_secs(timeout.max(1)))?;
+            if let Some((user, password)) = login.read()? {
+                remote = remote.with_basic(&user, &password);
+            }
+            let (scratch, _) = crate::admin::private_cache(None)?;
+            let repository = Repository::new(s.clone(), &name, IndexCache::new());
+            if repository.load_state()?.is_none_or(|v| v.state.deleted) {
+                return Err(format!("repository '{name}' not found").into());
+            }
+            let opts = PushOptions {
+                filter,
+                staging_dir: Some(scratch.path().to_owned()),
+                ..Default::default()
+            };
+            let pushed = gitstow_mirror::push(&repository, &remote, &opts).map_err(|e| {
+                Failure::from(format!("{name}: push to {} failed: {e}", remote.url()))
+            })?;
+            if !pushed.changed() && pushed.refused.is_empty() {
+                println!("{name}: {} is up to date", remote.url());
+            } else {
+                println!(
+                    "{name}: pushed to {}: {} created, {} updated, {} deleted; {} sent",
+                    remote.url(),
+                    pushed.created,
+                    pushed.updated,
+                    pushed.deleted,
+                    crate::size::human(pushed.pack_bytes)
+                );
+            }
+            for (r, why) in &pushed.refused {
+                println!("{name}: {r} refused by the remote: {why}");
+            }
+            if pushed.refused.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name}: {} ref(s) refused by the remote",
+                    pushed.refused.len()
+                )
+                .into())
+            }
+        }),
         MirrorCommand::Add {
             store,
             repo,

@@ -983,3 +983,96 @@ fn three_instances_run_each_due_sync_once() {
     let o = store.admin(&["fsck", "--all"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn a_push_mirror_makes_the_remote_equal_after_pushes_deletions_and_a_force_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let here = Server::start_on(Some(&store), &["--create-store"], &[]);
+    let work = tmp.path().join("work");
+    upstream_work(&work);
+    let mine = here.url("org/app");
+    git(&work, &["push", "-q", "--mirror", &mine]);
+    // a forge's pull-request ref here is not pushed by default
+    git(&work, &["push", "-q", &mine, "dev:refs/pull/1/head"]);
+    let remote = Server::start();
+    let theirs = remote.url("org/copy");
+    let push = || store.admin(&["mirror", "push", "org/app", "--to", &theirs]);
+
+    // The first push takes everything; a second finds nothing to do.
+    let o = push();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("3 created"), "{}", text(&o));
+    assert_eq!(heads_and_tags(&theirs), heads_and_tags(&mine));
+    assert!(!ls_remote(&theirs).contains("refs/pull/"));
+    let o = push();
+    assert!(text(&o).contains("is up to date"), "{}", text(&o));
+
+    // New commits, a deleted branch, a new tag and a force-push here: the
+    // remote ends equal.
+    commit_files(&work, &[("b.txt", "b\n")], "b");
+    git(&work, &["tag", "v2"]);
+    git(&work, &["push", "-q", &mine, "main", "v2"]);
+    git(&work, &["push", "-q", &mine, ":dev"]);
+    let o = push();
+    assert!(
+        text(&o).contains("1 created, 1 updated, 1 deleted"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(heads_and_tags(&theirs), heads_and_tags(&mine));
+    git(&work, &["reset", "-q", "--hard", "HEAD~3"]);
+    git(&work, &["push", "-q", "--force", &mine, "main"]);
+    let o = push();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(heads_and_tags(&theirs), heads_and_tags(&mine));
+    let o = store.admin(&["fsck", "--all"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Canonical git http-backend as the remote: the same refs, and git
+    // fsck finds the objects whole.
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let canonical = backend(&root, None);
+    let url = format!("http://127.0.0.1:{}/copy.git", canonical.port);
+    let o = store.admin(&["mirror", "push", "org/app", "--to", &url]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        bare_heads_and_tags(&root.join("copy.git")),
+        heads_and_tags(&mine)
+    );
+    git(&root.join("copy.git"), &["fsck", "--strict"]);
+
+    // Other refs when asked.
+    let o = store.admin(&[
+        "mirror",
+        "push",
+        "org/app",
+        "--to",
+        &url,
+        "--refs",
+        "refs/pull/*",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(ls_remote(&url).contains("refs/pull/1/head"));
+    // A remote that refuses a ref says so per ref; the others land, and
+    // the command fails.
+    git(
+        &root.join("copy.git"),
+        &["config", "receive.denyNonFastForwards", "true"],
+    );
+    git(&work, &["reset", "-q", "--hard", "HEAD~1"]);
+    git(&work, &["push", "-q", "--force", &mine, "main"]);
+    git(&work, &["push", "-q", &mine, "main:refs/heads/next"]);
+    let o = store.admin(&["mirror", "push", "org/app", "--to", &url]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("refs/heads/main refused by the remote: non-fast-forward"),
+        "{}",
+        text(&o)
+    );
+    assert!(ls_remote(&url).contains("refs/heads/next"));
+    let o = store.admin(&["mirror", "push", "org/none", "--to", &url]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("not found"), "{}", text(&o));
+}

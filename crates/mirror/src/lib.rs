@@ -13,6 +13,8 @@
 //!
 //! - [`upstream`]: the upstream over smart HTTP(S), protocol v2.
 //! - [`pull`]: one pull, and what it changed.
+//! - [`push`]: one push to another server (a push mirror): the refs that
+//!   differ from its advertisement, with explicit old values.
 //! - [`settings`]: a repository's stored pull mirror (`<repo>.git/mirror`):
 //!   its settings and run state (lease, failures, pause), changed by
 //!   compare-and-swap.
@@ -28,6 +30,7 @@
 
 pub mod due;
 pub mod pull;
+pub mod push;
 pub mod schedule;
 pub mod secret;
 pub mod settings;
@@ -35,6 +38,7 @@ pub mod trigger;
 pub mod upstream;
 
 pub use pull::{pull, Mode, PullOptions, Pulled, RefFilter};
+pub use push::{push, PushError, PushOptions, Pushed};
 pub use upstream::{Upstream, UpstreamError};
 
 /// Where a safe pull keeps what the upstream rewrote or deleted:

@@ -1,9 +1,10 @@
-//! The upstream of a pull mirror over smart HTTP(S), protocol v2
-//! (gitprotocol-http(5), gitprotocol-v2(5)): `GET …/info/refs?service=
-//! git-upload-pack` with `Git-Protocol: version=2` for the capabilities,
-//! then `POST …/git-upload-pack` for `ls-refs` and for `fetch`, as git's
-//! `remote-curl` sends them. Blocking (`ureq`): run it off the async
-//! runtime.
+//! The other server of a mirror over smart HTTP(S) (gitprotocol-http(5)):
+//! as a pull's upstream, protocol v2 (gitprotocol-v2(5)): `GET
+//! …/info/refs?service=git-upload-pack` with `Git-Protocol: version=2`
+//! for the capabilities, then `POST …/git-upload-pack` for `ls-refs` and
+//! for `fetch`, as git's `remote-curl` sends them; as a push's target,
+//! receive-pack: `GET …/info/refs?service=git-receive-pack`, then `POST
+//! …/git-receive-pack`. Blocking (`ureq`): run it off the async runtime.
 
 use std::io::Write;
 use std::time::Duration;
@@ -186,6 +187,66 @@ impl Upstream {
             response.into_body().into_reader(),
             pack,
             max_bytes,
+        )?)
+    }
+
+    /// The refs and receive-pack capabilities of the repository as a push
+    /// target (`GET …/info/refs?service=git-receive-pack`), at most
+    /// `max_refs` refs.
+    ///
+    /// # Errors
+    /// [`UpstreamError`].
+    pub fn receive_advertisement(
+        &self,
+        max_refs: usize,
+    ) -> Result<gitstow_protocol::client_push::ReceiveAdvertisement, UpstreamError> {
+        let url = format!("{}/info/refs?service=git-receive-pack", self.base);
+        let response = self
+            .authorize(self.agent.get(&url))
+            .call()
+            .map_err(connect)?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(UpstreamError::Status {
+                status,
+                what: "the push's ref discovery",
+            });
+        }
+        Ok(gitstow_protocol::client_push::read_receive_advertisement(
+            response.into_body().into_reader(),
+            max_refs,
+        )?)
+    }
+
+    /// Sends a push (`POST …/git-receive-pack`: `request` holds the
+    /// commands and the pack, `len` bytes) and reads its report-status.
+    ///
+    /// # Errors
+    /// [`UpstreamError`].
+    pub fn send_pack(
+        &self,
+        request: std::fs::File,
+        len: u64,
+        max_refs: usize,
+    ) -> Result<gitstow_protocol::client_push::Report, UpstreamError> {
+        let url = format!("{}/git-receive-pack", self.base);
+        let response = self
+            .authorize(self.agent.post(&url))
+            .header("Content-Type", "application/x-git-receive-pack-request")
+            .header("Accept", "application/x-git-receive-pack-result")
+            .header("Content-Length", &len.to_string())
+            .send(request)
+            .map_err(connect)?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(UpstreamError::Status {
+                status,
+                what: "the push",
+            });
+        }
+        Ok(gitstow_protocol::client_push::read_report(
+            response.into_body().into_reader(),
+            max_refs,
         )?)
     }
 

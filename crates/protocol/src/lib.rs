@@ -20,6 +20,8 @@
 //! - [`report_status`]: receive-pack's answer ([`write_report_status`]).
 //! - [`client`]: the client side of v2 (capabilities, `ls-refs`, `fetch`)
 //!   for pull mirrors.
+//! - [`client_push`]: the client side of receive-pack (the v0 ref
+//!   advertisement, commands, report-status) for push mirrors.
 //! - [`fetch`]: upload-pack requests, v0 ([`read_upload_request_v0`]) and v2
 //!   ([`read_command_v2`], [`FetchArgsV2`]), and the negotiation answers
 //!   (ACK/NAK, `acknowledgments`, `shallow-info`, `packfile`).
@@ -53,6 +55,7 @@
 pub mod advertisement;
 pub mod capabilities;
 pub mod client;
+pub mod client_push;
 pub mod fetch;
 pub mod hidden;
 pub mod ls_refs;
