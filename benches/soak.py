@@ -20,12 +20,17 @@ Prints a report (requests served, failures by kind, p50/p99 latency per
 kind, connections held and closed by the server, RSS) in Markdown; with
 `--report FILE.md`, writes it there and the RSS plot beside it
 (FILE.svg). Exits 1 if a pushed commit is missing, a branch is wrong, fsck
-complains, or a request failed for another reason than the server saying
-it is busy (a refusal the server is allowed to give under load).
+complains, a request failed for another reason than the server saying
+it is busy (a refusal the server is allowed to give under load), more
+than `--max-busy-percent` of the requests were answered busy (default 5),
+or fewer than `--min-served` were served (default: one git command per
+client per minute of the run): a server that answers 503 to everything
+after each client's first clone fails.
 
 usage: python3 benches/soak.py [--binary target/release/gitstow]
          [--duration 600] [--clients 50] [--repos 5] [--idle 500]
          [--trickle 500] [--workdir DIR] [--report FILE.md]
+         [--min-served N] [--max-busy-percent 5]
          [--serve-arg=--flag ...]
 """
 import argparse
@@ -370,7 +375,12 @@ def main():
     ap.add_argument("--workdir")
     ap.add_argument("--report", help="write the report here (Markdown) and the RSS plot beside it (.svg)")
     ap.add_argument("--serve-arg", action="append", default=[], help="extra `gitstow serve` argument")
+    ap.add_argument("--min-served", type=int,
+                    help="fewest git commands served for a pass (default: one per client per minute)")
+    ap.add_argument("--max-busy-percent", type=float, default=5.0,
+                    help="most requests answered busy, in percent of all, for a pass")
     a = ap.parse_args()
+    min_served = a.min_served if a.min_served is not None else int(a.clients * a.duration / 60)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = a.idle + a.trickle + 8 * a.clients + 256
@@ -435,6 +445,18 @@ def main():
               "", "Pushed commits: %d, all verified present; fsck --full clean." % sum(len(c.pushed) for c in clients)
               if not problems else "", ""]
     bad = [k for k in stats.failures if k[1] != "busy"]
+    busy = sum(n for (_, why), n in stats.failures.items() if why == "busy")
+    asked = served + sum(stats.failures.values())
+    busy_percent = 100.0 * busy / asked if asked else 0.0
+    if served < min_served:
+        problems.append("served %d git commands, fewer than the %d a pass needs (--min-served)"
+                        % (served, min_served))
+    if busy_percent > a.max_busy_percent:
+        problems.append("%.1f %% of the requests were answered busy (%d of %d), more than %.1f %% "
+                        "(--max-busy-percent)" % (busy_percent, busy, asked, a.max_busy_percent))
+    lines += ["Verdict: served %d (at least %d needed), busy %.1f %% (at most %.1f %%): %s."
+              % (served, min_served, busy_percent, a.max_busy_percent,
+                 "PASS" if not (problems or bad) else "FAIL"), ""]
     if problems:
         lines += ["PROBLEMS:"] + ["- " + p for p in problems]
     report = "\n".join(l for l in lines if l is not None)

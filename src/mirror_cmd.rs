@@ -216,6 +216,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
                     Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
                 })?;
+                gitstow_service::mirrors::follow_head(&repository, pulled.head.as_deref());
                 print_pulled(&name, upstream.url(), &pulled);
                 Ok(())
             },
@@ -350,6 +351,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             )?;
             match synced.outcome {
                 Ok(pulled) => {
+                    gitstow_service::mirrors::follow_head(&repository, pulled.head.as_deref());
                     print_pulled(&name, &synced.url, &pulled);
                     Ok(())
                 }

@@ -203,7 +203,6 @@ fn a_pull_mirror_from_canonical_git_http_backend() {
     let store = TestStore::from_env(&tmp.path().join("here"));
     let o = store.admin(&["mirror", "pull", "app", "--from", &up]);
     let said = text(&o);
-    drop(backend);
     assert!(o.status.success(), "{said}");
     assert!(said.contains("3 created"), "{said}");
     let here = Server::start_on(Some(&store), &[], &[]);
@@ -211,6 +210,20 @@ fn a_pull_mirror_from_canonical_git_http_backend() {
         heads_and_tags(&here.url("app")),
         bare_heads_and_tags(&root.join("app.git"))
     );
+    let head = |url: &str| {
+        let out = git_out(Path::new("/"), &["ls-remote", "--symref", url, "HEAD"]);
+        out.lines().next().unwrap_or("").to_owned()
+    };
+    assert_eq!(head(&here.url("app")), "ref: refs/heads/main\tHEAD");
+    // The upstream's HEAD moves to another branch: the mirror's follows.
+    git(
+        &root.join("app.git"),
+        &["symbolic-ref", "HEAD", "refs/heads/dev"],
+    );
+    let o = store.admin(&["mirror", "pull", "app", "--from", &up]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(head(&here.url("app")), "ref: refs/heads/dev\tHEAD");
+    drop(backend);
 }
 
 /// What `git ls-remote` shows of a bare repository's branches and tags

@@ -133,6 +133,9 @@ pub struct Pulled {
     pub pack_bytes: u64,
     /// Objects new to the repository.
     pub objects: u64,
+    /// The branch the upstream's HEAD names (`refs/heads/main`), when it
+    /// names one the filter takes: a mirror's HEAD follows it.
+    pub head: Option<String>,
 }
 
 impl Pulled {
@@ -200,8 +203,15 @@ pub fn pull(
     opts: &PullOptions,
 ) -> Result<Pulled, PullError> {
     upstream.capabilities()?;
-    let remote: Vec<(String, ObjectId)> = upstream
-        .ls_refs(&opts.filter.prefixes(), opts.max_refs)?
+    let mut prefixes = opts.filter.prefixes();
+    prefixes.push("HEAD");
+    let listed = upstream.ls_refs(&prefixes, opts.max_refs)?;
+    let head = listed
+        .iter()
+        .find(|r| r.name == "HEAD")
+        .and_then(|r| r.symref_target.clone())
+        .filter(|target| opts.filter.matches(target));
+    let remote: Vec<(String, ObjectId)> = listed
         .into_iter()
         .filter(|r| r.symref_target.is_none() && opts.filter.matches(&r.name))
         .map(|r| (r.name, r.oid))
@@ -217,7 +227,10 @@ pub fn pull(
         _ => Default::default(),
     };
     let mut commands = Vec::new();
-    let mut pulled = Pulled::default();
+    let mut pulled = Pulled {
+        head,
+        ..Pulled::default()
+    };
     let null = ObjectId::null(gix_hash::Kind::Sha1);
     let upstream_names: std::collections::HashSet<&str> =
         remote.iter().map(|(n, _)| n.as_str()).collect();

@@ -213,6 +213,7 @@ fn sync_one(
         Ok(s) => match &s.outcome {
             Ok(p) => {
                 metrics::counter!(m::MIRROR_SYNCS, "result" => "ok").increment(1);
+                follow_head(&repository, p.head.as_deref());
                 tracing::info!(
                     repo,
                     upstream = %s.url,
@@ -314,5 +315,32 @@ impl Host {
         }
         self.wake_mirrors();
         Ok(())
+    }
+}
+
+/// Points `repo`'s HEAD at `target` (`refs/heads/…`, the upstream's HEAD)
+/// when it names another branch (a failure is logged: the pull stands).
+pub fn follow_head(repo: &Repository, target: Option<&str>) {
+    let Some(branch) = target.and_then(|t| t.strip_prefix("refs/heads/")) else {
+        return;
+    };
+    let current = repo
+        .load_state()
+        .ok()
+        .flatten()
+        .and_then(|v| v.state.head.clone());
+    if current.as_deref() == target {
+        return;
+    }
+    let opts = gitstow_maintain::Options::default();
+    match gitstow_maintain::admin::set_head(repo, branch, &opts) {
+        Ok(()) => tracing::info!(
+            repo = repo.name(),
+            head = target,
+            "mirror: HEAD follows the upstream's"
+        ),
+        Err(e) => {
+            tracing::warn!(repo = repo.name(), error = %e, "mirror: setting HEAD to the upstream's")
+        }
     }
 }
