@@ -828,13 +828,15 @@ fn an_upstream_webhook_or_an_admin_makes_a_mirror_due_at_once() {
         assert_eq!(r.status, status, "{headers:?}: {}", r.text());
         assert!(!r.text().contains(SECRET));
     }
-    let r = http(
-        here.port(),
-        "POST",
-        "/org/none/mirror/sync",
-        &[("X-Gitlab-Token", SECRET)],
-        b"",
-    );
+    // A repository without a mirror answers a webhook as a wrong secret
+    // does (nothing tells a caller which repositories are mirrors); an
+    // admin learns it.
+    let none =
+        |headers: &[(&str, &str)]| http(here.port(), "POST", "/org/none/mirror/sync", headers, b"");
+    let r = none(&[("X-Gitlab-Token", SECRET)]);
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.text(), hook(&[("X-Gitlab-Token", "x")], b"").text());
+    let r = none(&[("Authorization", &bearer(&admin))]);
     assert_eq!(r.status, 404, "{}", r.text());
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert_ne!(

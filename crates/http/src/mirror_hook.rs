@@ -4,7 +4,9 @@
 //! Three ways in: `X-Hub-Signature-256` (GitHub, Gitea: the body signed
 //! with the mirror's webhook secret), `X-Gitlab-Token` (GitLab: the secret
 //! itself), or a token with `admin` on the repository (the access gate, as
-//! every route). Without any, the gate answers 401. The body is read only
+//! every route). Without any, the gate answers 401; a proof that does not
+//! hold gets one 403 whatever the reason (an admin learns the reason: 404
+//! for a repository without a pull mirror). The body is read only
 //! for a signature, streamed through the HMAC, at most
 //! [`MAX_HOOK_BODY`] bytes (GitHub's own cap on a payload). Answers `202
 //! Accepted` once the mirror is due: any instance pulls it, this one
@@ -67,11 +69,11 @@ pub(crate) async fn answer(
             Ok(p) => logged.token = p.token,
             Err(resp) => return resp,
         }
-        return due_now(&app, &name).await;
+        return due_now(&app, &name, true).await;
     };
     let mut check = match app.host.mirror_webhook(&name, proof).await {
         Ok(c) => c,
-        Err(r) => return refused(&name, r),
+        Err(r) => return refused(&name, r, false),
     };
     if check.needs_body() {
         let fed = crate::body::copy_body(
@@ -88,23 +90,31 @@ pub(crate) async fn answer(
         }
     }
     if let Err(e) = check.finish() {
-        return refused(&name, e.into());
+        return refused(&name, e.into(), false);
     }
-    due_now(&app, &name).await
+    due_now(&app, &name, false).await
 }
 
-async fn due_now(app: &App, name: &str) -> Response {
+async fn due_now(app: &App, name: &str, admin: bool) -> Response {
     match app.host.mirror_due_now(name).await {
         Ok(()) => error(StatusCode::ACCEPTED, format!("{name}: mirror sync queued")),
-        Err(r) => refused(name, r),
+        Err(r) => refused(name, r, admin),
     }
 }
 
-/// The HTTP answer to a refused trigger (logged with its reason).
-fn refused(name: &str, r: HookRefusal) -> Response {
+/// The answer to a webhook whose proof does not hold, whatever the reason
+/// (no such mirror, no secret, no key, a mismatch): one text, so that a
+/// caller without the secret learns nothing of which repositories are
+/// mirrors. The reason goes to the log.
+const NOT_PROVEN: &str = "webhook refused: the signature or token does not match";
+
+/// The HTTP answer to a refused trigger (logged with its reason): an
+/// admin learns why; a webhook's caller gets 403 [`NOT_PROVEN`].
+fn refused(name: &str, r: HookRefusal, admin: bool) -> Response {
     tracing::warn!(repo = name, reason = %r, "mirror webhook refused");
     match r {
         HookRefusal::Store(r) => refusal(r),
+        HookRefusal::Trigger(_) if !admin => error(StatusCode::FORBIDDEN, NOT_PROVEN),
         HookRefusal::Trigger(t) => {
             let status = match t {
                 TriggerError::NoMirror => StatusCode::NOT_FOUND,
