@@ -140,13 +140,7 @@ impl Upstream {
             .header("Git-Protocol", "version=2")
             .call()
             .map_err(connect)?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            return Err(UpstreamError::Status {
-                status,
-                what: "the ref discovery",
-            });
-        }
+        let response = ok(response, "the ref discovery")?;
         Ok(client::read_capabilities(
             response.into_body().into_reader(),
         )?)
@@ -205,13 +199,7 @@ impl Upstream {
             .authorize(self.agent.get(&url))
             .call()
             .map_err(connect)?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            return Err(UpstreamError::Status {
-                status,
-                what: "the push's ref discovery",
-            });
-        }
+        let response = ok(response, "the push's ref discovery")?;
         Ok(gitstow_protocol::client_push::read_receive_advertisement(
             response.into_body().into_reader(),
             max_refs,
@@ -237,13 +225,7 @@ impl Upstream {
             .header("Content-Length", &len.to_string())
             .send(request)
             .map_err(connect)?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            return Err(UpstreamError::Status {
-                status,
-                what: "the push",
-            });
-        }
+        let response = ok(response, "the push")?;
         Ok(gitstow_protocol::client_push::read_report(
             response.into_body().into_reader(),
             max_refs,
@@ -263,11 +245,19 @@ impl Upstream {
             .header("Accept", "application/x-git-upload-pack-result")
             .send(body)
             .map_err(connect)?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            return Err(UpstreamError::Status { status, what });
-        }
-        Ok(response)
+        ok(response, what)
+    }
+}
+
+/// `response` when its status is 200, else [`UpstreamError::Status`]
+/// naming `what` was asked.
+fn ok(
+    response: ureq::http::Response<ureq::Body>,
+    what: &'static str,
+) -> Result<ureq::http::Response<ureq::Body>, UpstreamError> {
+    match response.status().as_u16() {
+        200 => Ok(response),
+        status => Err(UpstreamError::Status { status, what }),
     }
 }
 

@@ -370,6 +370,26 @@ impl Host {
         }
     }
 
+    /// Runs `read` (a read of the store's documents) on a blocking thread;
+    /// its failure, or the thread's, is a [`Refusal`] while `context` (the
+    /// error goes to the log).
+    pub(crate) async fn read_store<T, E>(
+        &self,
+        context: &str,
+        read: impl FnOnce(&dyn ObjectStore) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, Refusal>
+    where
+        T: Send + 'static,
+        E: std::error::Error + Send + 'static,
+    {
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || read(store.as_ref())).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Refusal::from_error(context, &e)),
+            Err(e) => Err(Refusal::from_error(context, &e)),
+        }
+    }
+
     /// The hidden ref prefixes of repository `name`: the server's (`base`,
     /// from `--hide-refs`) and the repository's from the access document.
     pub fn hidden(

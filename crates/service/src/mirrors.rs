@@ -263,6 +263,23 @@ pub enum HookRefusal {
 }
 
 impl Host {
+    /// `name`'s pull mirror, if it has one: one read of its mirror document.
+    ///
+    /// # Errors
+    /// The store failed or the document is corrupt.
+    pub(crate) async fn pull_mirror(
+        &self,
+        name: &str,
+    ) -> Result<Option<gitstow_mirror::settings::PullMirror>, Refusal> {
+        let repo = name.to_owned();
+        let doc = self
+            .read_store("reading the mirror settings", move |store| {
+                gitstow_mirror::settings::load(store, &repo)
+            })
+            .await?;
+        Ok(doc.and_then(|(d, _)| d.pull))
+    }
+
     /// Starts checking an upstream's webhook for `name`'s pull mirror
     /// ([`gitstow_mirror::trigger`]): one read of the mirror document.
     /// Feed the check the request body if it needs it, finish it, then
@@ -275,18 +292,10 @@ impl Host {
         name: &str,
         proof: Proof,
     ) -> Result<trigger::Check, HookRefusal> {
-        let store = self.store.clone();
-        let repo = name.to_owned();
-        let read = tokio::task::spawn_blocking(move || {
-            gitstow_mirror::settings::load(store.as_ref(), &repo)
-        })
-        .await;
-        let mirror = match read {
-            Ok(Ok(doc)) => doc.and_then(|(d, _)| d.pull),
-            Ok(Err(e)) => return Err(Refusal::from_error("reading the mirror settings", &e).into()),
-            Err(e) => return Err(Refusal::from_error("reading the mirror settings", &e).into()),
-        }
-        .ok_or(TriggerError::NoMirror)?;
+        let mirror = self
+            .pull_mirror(name)
+            .await?
+            .ok_or(TriggerError::NoMirror)?;
         Ok(trigger::begin(
             &mirror,
             name,
@@ -301,17 +310,18 @@ impl Host {
     /// # Errors
     /// [`HookRefusal`] ([`TriggerError::NoMirror`] when it has none).
     pub async fn mirror_due_now(&self, name: &str) -> Result<(), HookRefusal> {
-        let store = self.store.clone();
         let repo = name.to_owned();
-        let done =
-            tokio::task::spawn_blocking(move || trigger::make_due(store.as_ref(), &repo)).await;
-        match done {
-            Ok(Ok(())) => {}
-            Ok(Err(gitstow_mirror::settings::SettingsError::Refused(_))) => {
-                return Err(TriggerError::NoMirror.into())
-            }
-            Ok(Err(e)) => return Err(Refusal::from_error("making a mirror due", &e).into()),
-            Err(e) => return Err(Refusal::from_error("making a mirror due", &e).into()),
+        let done = self
+            .read_store("making a mirror due", move |store| {
+                match trigger::make_due(store, &repo) {
+                    // No pull mirror: a refusal, not a failure.
+                    Err(gitstow_mirror::settings::SettingsError::Refused(_)) => Ok(false),
+                    other => other.map(|()| true),
+                }
+            })
+            .await?;
+        if !done {
+            return Err(TriggerError::NoMirror.into());
         }
         self.wake_mirrors();
         Ok(())

@@ -91,9 +91,19 @@ impl Host {
             }
         }
         if !probe {
-            opts.locked = self.locked_by_others(name, principal).await?;
-            opts.read_only = self.pull_mirror_of(name).await?.map(|url| {
-                format!("this repository is a pull mirror of {url}: push to the upstream")
+            // Two small documents, read at once.
+            let (locked, mirror) = tokio::join!(
+                self.locked_by_others(name, principal),
+                self.pull_mirror(name)
+            );
+            opts.locked = locked?;
+            // A pull mirror takes no pushes (its refs come from the
+            // upstream), an admin's neither: `gitstow mirror remove` first.
+            opts.read_only = mirror?.map(|m| {
+                format!(
+                    "this repository is a pull mirror of {}: push to the upstream",
+                    m.url
+                )
             });
         }
         let slot = if probe {
@@ -110,28 +120,6 @@ impl Host {
         })
     }
 
-    /// The upstream `name` is a pull mirror of, if it is one: one read of
-    /// its mirror document. A pull mirror takes no pushes (its refs come
-    /// from the upstream), an admin's neither: `gitstow mirror remove`
-    /// first.
-    ///
-    /// # Errors
-    /// The store failed or the document is corrupt (a push is refused
-    /// rather than let into a mirror).
-    async fn pull_mirror_of(&self, name: &str) -> Result<Option<String>, Refusal> {
-        let store = self.store.clone();
-        let repo = name.to_owned();
-        let read = tokio::task::spawn_blocking(move || {
-            gitstow_mirror::settings::load(store.as_ref(), &repo)
-        })
-        .await;
-        match read {
-            Ok(Ok(doc)) => Ok(doc.and_then(|(d, _)| d.pull).map(|p| p.url)),
-            Ok(Err(e)) => Err(Refusal::from_error("reading the mirror settings", &e)),
-            Err(e) => Err(Refusal::from_error("reading the mirror settings", &e)),
-        }
-    }
-
     /// The paths of `name` locked (Git LFS) by others than `principal`:
     /// one read of the repository's lock document.
     ///
@@ -143,16 +131,12 @@ impl Host {
         name: &str,
         principal: &Principal,
     ) -> Result<Vec<gitstow_receive::locked::LockedPath>, Refusal> {
-        let store = self.store.clone();
         let repo = name.to_owned();
-        let read =
-            tokio::task::spawn_blocking(move || gitstow_lfs::locks::all(store.as_ref(), &repo))
-                .await;
-        let locks = match read {
-            Ok(Ok(l)) => l,
-            Ok(Err(e)) => return Err(Refusal::from_error("reading the LFS locks", &e)),
-            Err(e) => return Err(Refusal::from_error("reading the LFS locks", &e)),
-        };
+        let locks = self
+            .read_store("reading the LFS locks", move |store| {
+                gitstow_lfs::locks::all(store, &repo)
+            })
+            .await?;
         let me = principal
             .token
             .as_deref()
