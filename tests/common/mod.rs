@@ -18,6 +18,7 @@ mod git;
 mod http;
 mod lfs;
 mod maintain;
+pub mod mirror;
 mod pack;
 mod pkt;
 pub mod raw_pack;

@@ -130,12 +130,20 @@ impl TestStore {
     /// (e.g. `["token", "create", "--name", "ci", "--grant", "*:read"]`) on
     /// this store; returns its output whatever its exit status.
     pub fn admin(&self, command: &[&str]) -> Output {
+        self.admin_env(command, &[])
+    }
+
+    /// [`TestStore::admin`] with environment variables `env` set (and no
+    /// `GITSTOW_SECRETS_KEY` but one `env` gives).
+    pub fn admin_env(&self, command: &[&str], env: &[(&str, &str)]) -> Output {
         let Some(bin) = option_env!("CARGO_BIN_EXE_gitstow") else {
             panic!("no `gitstow` binary: these tests belong to the root package")
         };
         Command::new(bin)
             .args(command)
             .args(self.args())
+            .env_remove("GITSTOW_SECRETS_KEY")
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .output()
