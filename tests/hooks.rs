@@ -123,7 +123,7 @@ echo "checked by policy"
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < deadline_for(Duration::from_secs(3)),
         "{:?}",
         started.elapsed()
     );
@@ -142,7 +142,7 @@ echo "checked by policy"
     // What an accepting hook leaves running in its group is killed.
     git(&work, &["push", &url, "main:refs/heads/bg"]);
     let bg = std::fs::read_to_string(rec.join("bgpid")).unwrap();
-    let gone = Instant::now() + Duration::from_secs(5);
+    let gone = Instant::now() + Duration::from_secs(20);
     while Path::new(&format!("/proc/{}", bg.trim())).exists() {
         assert!(
             Instant::now() < gone,
@@ -203,7 +203,7 @@ fn a_pre_receive_callout_accepts_refuses_hangs_and_is_down() {
         let err = stderr(&out);
         assert!(!out.status.success(), "{err}");
         assert!(
-            started.elapsed() < Duration::from_secs(15),
+            started.elapsed() < deadline_for(Duration::from_secs(2)),
             "{:?}",
             started.elapsed()
         );
@@ -352,13 +352,14 @@ fn webhooks_are_signed_and_sent_once_per_push() {
         events.iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 3);
 
-    // A receiver that never answers does not slow pushes down.
+    // A receiver that never answers does not hold pushes: one is answered
+    // before a delivery could time out (--webhook-timeout, 10 s).
     receiver.answer(Answer::Hang);
     let c3 = commit_files(&work, &[("a.txt", "three\n")], "three");
     let started = Instant::now();
     git(&work, &["push", &url("org/app"), "main"]);
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(10),
         "push took {:?} with a hanging receiver",
         started.elapsed()
     );

@@ -14,7 +14,7 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::raw_target::*;
 use common::*;
@@ -36,7 +36,6 @@ impl Setup {
             r.refs.len(),
             r.progress,
         );
-        assert!(took < Duration::from_secs(60), "{what} took {took:?}");
         (resp, r)
     }
 

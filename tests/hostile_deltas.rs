@@ -8,7 +8,6 @@ mod common;
 use common::raw_pack::*;
 use common::raw_target::*;
 use common::*;
-use std::time::Duration;
 
 /// A delta that makes a `len`-byte base followed by `tail`.
 fn appending(len: usize, tail: &[u8]) -> Vec<u8> {
@@ -193,7 +192,7 @@ fn chain_pack(depth: usize) -> (Vec<u8>, String, Vec<u8>) {
 fn deep_delta_chain_is_accepted() {
     let s = setup("deep");
     let (pack, id, data) = chain_pack(3000);
-    let r = s.push_pack_to("deep", &id, &pack, Duration::from_secs(60));
+    let r = s.push_pack_to("deep", &id, &pack);
     assert_eq!(r.unpack, "ok", "{r:?}");
     assert_eq!(r.refs, ["ok refs/heads/deep"], "{r:?}");
     let dir = s.tmp.path().join("deep");
@@ -244,7 +243,7 @@ fn very_deep_delta_chain_does_not_overflow() {
     let commit = commit_data(&object_id(Kind::Tree, &tree), &[], "deeper\n");
     let id = object_id(Kind::Commit, &commit);
     let pack = pack.whole(Kind::Tree, &tree).whole(Kind::Commit, &commit);
-    let r = s.push_pack_to("hostile", &id, &pack.build(), Duration::from_secs(120));
+    let r = s.push_pack_to("hostile", &id, &pack.build());
     if r.unpack == "ok" {
         assert_eq!(r.refs, ["ok refs/heads/hostile"], "{r:?}");
     } else {
@@ -265,7 +264,7 @@ fn push_stored_and_cloned(
     commit: &str,
     pack: &[u8],
 ) -> std::path::PathBuf {
-    let r = s.push_pack_to(branch, commit, pack, Duration::from_secs(120));
+    let r = s.push_pack_to(branch, commit, pack);
     assert_eq!(r.unpack, "ok", "{r:?}");
     assert_eq!(r.refs, [format!("ok refs/heads/{branch}")], "{r:?}");
     if let Target::Gitstow(server) = &s.target {
@@ -428,7 +427,7 @@ fn big_objects_with_delta_children_are_resolved_one_at_a_time() {
         .whole(Kind::Commit, &commit)
         .build();
     let peak = peak_above(pid, || {
-        let r = s.push_pack_to("big", &id, &pack, Duration::from_secs(300));
+        let r = s.push_pack_to("big", &id, &pack);
         assert_eq!(r.unpack, "ok", "{r:?}");
         assert_eq!(r.refs, ["ok refs/heads/big"], "{r:?}");
     });
@@ -475,7 +474,7 @@ fn a_thin_fan_off_a_stored_object_at_the_cap_is_stored_within_a_small_factor_of_
         .whole(Kind::Tree, &tree)
         .whole(Kind::Commit, &commit)
         .build();
-    let r = s.push_pack_to("chain", &chain, &pack, Duration::from_secs(120));
+    let r = s.push_pack_to("chain", &chain, &pack);
     assert_eq!(r.unpack, "ok", "{r:?}");
     let stored = |server: &Server| -> u64 {
         let state = server.store().repo_state(&s.repo).unwrap();
@@ -509,7 +508,7 @@ fn a_thin_fan_off_a_stored_object_at_the_cap_is_stored_within_a_small_factor_of_
         .whole(Kind::Tree, &tree)
         .whole(Kind::Commit, &commit)
         .build();
-    let r = s.push_pack_to("fan", &id, &thin, Duration::from_secs(120));
+    let r = s.push_pack_to("fan", &id, &thin);
     assert_eq!(r.unpack, "ok", "{r:?}");
     assert_eq!(r.refs, ["ok refs/heads/fan"], "{r:?}");
     let added = stored(server) - before;
@@ -593,7 +592,7 @@ fn tiny_blobs_off_a_big_base_are_stored_whole() {
         .whole(Kind::Tree, &tree)
         .whole(Kind::Commit, &commit)
         .build();
-    let r = s.push_pack_to("tiny", &id, &pack, Duration::from_secs(120));
+    let r = s.push_pack_to("tiny", &id, &pack);
     assert_eq!(r.unpack, "ok", "{r:?}");
     let repo = gitstow_odb::Repository::new(
         server.store().open(),

@@ -239,11 +239,12 @@ fn fetches_beyond_the_cap_wait_then_are_told_the_server_is_busy() {
     );
     assert_eq!(adv.status, 200, "the advertisement is not queued");
     let started = std::time::Instant::now();
+    // Queued, ls-refs would be refused after the 1 s queue timeout: the
+    // held clone keeps the slot for 3 s.
     assert!(
         ls_remote(&url).contains("refs/heads/main"),
         "ls-refs is not queued"
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
     let err = git_fail(
         tmp.path(),
         &["clone", "--quiet", "--bare", &url, "second.git"],
@@ -338,7 +339,8 @@ fn a_client_that_stops_reading_gives_its_fetch_slot_back() {
     );
     let took = started.elapsed();
     assert!(
-        took >= std::time::Duration::from_secs(1) && took < std::time::Duration::from_secs(20),
+        took >= std::time::Duration::from_secs(1)
+            && took < deadline_for(std::time::Duration::from_secs(2)),
         "the second clone took {took:?}"
     );
     fsck(&tmp.path().join("next.git"));

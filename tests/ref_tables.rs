@@ -431,8 +431,51 @@ fn killed_spills_and_merges_leave_whole_refs() {
         }
     }
     eprintln!("{landed} of 12 killed pushes had landed");
+    // And killed at the points around the commit, by the fault injector:
+    // writing the spilled table, just before the state's compare-and-swap,
+    // just after it. Each kill must land (a point the push does not reach
+    // fails here), and only the last leaves the new refs.
+    let points = [
+        ("put:killed.git/refs/:kill:1", false),
+        ("put:killed.git/state:kill:1", false),
+        ("put:killed.git/state:kill-after:1", true),
+    ];
+    for (n, (point, lands)) in points.into_iter().enumerate() {
+        let before = remote_refs(&work, &server.url("killed"), "2");
+        let (names, body) = creations(13_001 + n as u32 * 1000);
+        let mut after = before.clone();
+        after.extend(names.iter().map(|n| format!("{c1}\t{n}")));
+        let mut faulty = Server::start_on(
+            Some(server.store()),
+            &["--no-maintenance"],
+            &[("GITSTOW_FAULTS", point)],
+        );
+        let port = faulty.port();
+        let request = std::thread::spawn(move || {
+            http(
+                port,
+                "POST",
+                "/killed.git/git-receive-pack",
+                &[("Content-Type", "application/x-git-receive-pack-request")],
+                &body,
+            )
+        });
+        let answered = request.join().ok().map(|r| r.text());
+        let status = faulty.terminate(std::time::Duration::from_secs(30));
+        assert_eq!(
+            status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+            Some(9),
+            "{point}: the push never reached it; it answered {answered:?}"
+        );
+        assert!(
+            !answered.is_some_and(|a| a.contains("unpack ok")),
+            "{point}: the client was told ok"
+        );
+        let seen = remote_refs(&work, &server.url("killed"), "2");
+        assert_eq!(seen, if lands { after } else { before }, "{point}");
+    }
     let expected = remote_refs(&work, &server.url("killed"), "0");
-    assert_eq!(expected.len(), 13_001, "main and 13,000 changes");
+    assert_eq!(expected.len(), 14_001, "main and 14,000 changes");
     let bin = env!("CARGO_BIN_EXE_gitstow");
     for run in 0..12u64 {
         let mut child = std::process::Command::new(bin)

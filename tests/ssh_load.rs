@@ -165,7 +165,11 @@ fn a_handshake_flood_and_tricklers_do_not_stop_a_clone_from_another_address() {
         "clone during the flood: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(took < Duration::from_secs(30), "the clone took {took:?}");
+    // Before the login grace (60 s) drops the flood.
+    assert!(
+        took < Duration::from_secs(60),
+        "the clone took {took:?}: served only once the flood was dropped"
+    );
     assert_eq!(
         git_out(&tmp.path().join("clone.git"), &["rev-parse", "main"]),
         tip
@@ -343,7 +347,7 @@ fn a_client_that_stops_reading_mid_clone_gives_its_slot_back() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(30),
+        took >= Duration::from_secs(1) && took < deadline_for(Duration::from_secs(2)),
         "the second clone took {took:?}"
     );
     fsck(&tmp.path().join("next.git"));

@@ -51,6 +51,15 @@ use std::time::{Duration, Instant};
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
 
+/// The longest a wait bounded by a configured timeout may take in a test:
+/// three times `configured`, plus 10 s for process start and scheduling on a
+/// loaded 2-core machine. Tests check deadlines of configured values with
+/// it and nothing else: how fast gitstow is belongs in `benches/`, with its
+/// figures in `docs/benchmarks/` (issue 43).
+pub fn deadline_for(configured: Duration) -> Duration {
+    configured * 3 + Duration::from_secs(10)
+}
+
 /// How long a server gets to say it is listening.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// The line (prefix) `gitstow serve` prints on stdout once it accepts

@@ -3,15 +3,17 @@
 //! `tests/hostile_deltas.rs`).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::raw_target::*;
 use super::*;
 
 impl Setup {
     /// Pushes `pack` as the new value of `refs/heads/<name>` (a create); prints
-    /// and returns the report. Each push must answer within `limit`.
-    pub fn push_pack_to(&self, name: &str, new: &str, pack: &[u8], limit: Duration) -> Report {
+    /// how long it took and returns the report. A server that stops
+    /// answering fails the request at [`http`]'s 60 s read timeout; how long
+    /// a hostile pack takes is printed, not asserted (a figure for `benches/`).
+    pub fn push_pack_to(&self, name: &str, new: &str, pack: &[u8]) -> Report {
         let refname = format!("refs/heads/{name}");
         let body = receive_pack_request(
             &[(ZERO_OID, new, &refname)],
@@ -38,12 +40,11 @@ impl Setup {
                 .filter(|l| !l.contains("%"))
                 .collect::<Vec<_>>()
         );
-        assert!(took < limit, "the push took {took:?}");
         r
     }
 
     pub fn push_pack(&self, new: &str, pack: &[u8]) -> Report {
-        self.push_pack_to("hostile", new, pack, Duration::from_secs(20))
+        self.push_pack_to("hostile", new, pack)
     }
 
     /// The pack stage failed: any reason but "ok", and `ng <ref> unpacker error`.

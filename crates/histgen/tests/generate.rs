@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use gitstow_histgen::{generate, Options, Summary};
 
@@ -197,7 +197,7 @@ fn history_has_every_shape_and_passes_strict_fsck() {
 }
 
 #[test]
-fn two_thousand_commits_in_seconds() {
+fn two_thousand_commits() {
     let started = Instant::now();
     let (tmp, s) = make(&Options {
         commits: 2_000,
@@ -207,7 +207,8 @@ fn two_thousand_commits_in_seconds() {
     assert_eq!(s.commits, 2_000);
     let repo = tmp.path().join("repo.git");
     assert_eq!(count(&repo, &["rev-list", "--all", "--count"]), 2_000);
-    assert!(took < Duration::from_secs(60), "took {took:?}");
+    // How long it takes is printed, not asserted (issue 43).
+    eprintln!("2,000 commits generated in {took:?}");
 }
 
 #[test]
