@@ -146,7 +146,15 @@ fn membench_measures_every_phase_and_writes_its_report() {
     assert_eq!(phases, ["idle", "fixed", "seq", "conc", "settle"]);
     assert_eq!(
         s.targets.iter().map(|t| t.id).collect::<Vec<_>>(),
-        vec![2, 3, 5]
+        vec![2, 6, 3, 5]
+    );
+    // each sequential push is followed by the span of the work it queued
+    assert!(
+        s.seq
+            .iter()
+            .all(|p| p.deferred.as_ref().is_some_and(|d| d.vm_hwm_peak_kb > 0)),
+        "{:?}",
+        s.seq
     );
     assert!(
         s.daemon.exit.as_deref().unwrap().contains("exited"),

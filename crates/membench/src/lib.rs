@@ -17,6 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
+use crate::results::Span;
+
 pub mod daemon;
 pub mod git;
 pub mod phases;
@@ -125,22 +127,30 @@ pub fn utc_timestamp(t: SystemTime) -> (String, String) {
 /// ratios to K=1; then evaluates the targets.
 pub fn derive(summary: &mut Summary) {
     let idle = summary.idle.rss_anon_kb as i64;
+    let idle_rss = summary.idle.vm_rss_kb as i64;
+    let rises = |span: &mut Span| {
+        span.rise_anon_kb = span.rss_anon_peak_kb as i64 - idle;
+        span.rise_hwm_kb = span.vm_hwm_peak_kb as i64 - idle_rss;
+    };
     for p in summary.fixed.iter_mut().chain(&mut summary.seq) {
-        p.span.rise_anon_kb = p.span.rss_anon_peak_kb as i64 - idle;
+        rises(&mut p.span);
+        if let Some(d) = &mut p.deferred {
+            rises(d);
+        }
     }
     for c in &mut summary.conc {
-        c.span.rise_anon_kb = c.span.rss_anon_peak_kb as i64 - idle;
-        c.rise_per_push_kb = c.span.rise_anon_kb as f64 / c.k.max(1) as f64;
+        rises(&mut c.span);
+        c.rise_per_push_kb = c.span.rise_hwm_kb as f64 / c.k.max(1) as f64;
     }
     let k1 = summary
         .conc
         .iter()
         .find(|c| c.k == 1 && c.errors.is_empty())
-        .map(|c| c.span.rise_anon_kb);
+        .map(|c| c.span.rise_hwm_kb);
     for c in &mut summary.conc {
         c.rise_ratio_to_k1 = k1
             .filter(|&r| r > 0)
-            .map(|r| c.span.rise_anon_kb as f64 / r as f64);
+            .map(|r| c.span.rise_hwm_kb as f64 / r as f64);
     }
     summary.targets = report::evaluate_targets(summary);
 }

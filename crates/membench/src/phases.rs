@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::git::{self, PackStats, PushOutcome};
 use crate::procfs;
@@ -229,6 +229,34 @@ impl Plan<'_> {
         (span, outcomes)
     }
 
+    /// Waits until the daemon has used under a quarter of a core over the
+    /// last [`STILL_FOR`] (the work a push queued is done: a maintenance
+    /// pass keeps a core busy, while answering the sampler's scrapes costs a
+    /// few percent), at most [`STILL_AT_MOST`].
+    fn wait_still(&self) {
+        let ticks = procfs::clock_ticks_per_second().max(1);
+        let cpu = || procfs::read_cpu(self.pid).ok().map(|t| t.seconds(ticks));
+        let started = Instant::now();
+        let step = Duration::from_millis(250);
+        let window = (STILL_FOR.as_millis() / step.as_millis()) as usize;
+        let mut history = std::collections::VecDeque::new();
+        while started.elapsed() < STILL_AT_MOST {
+            let Some(now) = cpu() else { return };
+            history.push_back(now);
+            if history.len() > window {
+                let then = history.pop_front().unwrap_or(now);
+                if now - then < STILL_FOR.as_secs_f64() / 4.0 {
+                    return;
+                }
+            }
+            std::thread::sleep(step);
+        }
+        self.progress(&format!(
+            "the daemon was still busy after {} s; going on",
+            STILL_AT_MOST.as_secs()
+        ));
+    }
+
     /// One push of phase `kind`, the `index`th, into a new repository.
     fn one_push(&mut self, kind: Kind, index: usize, out: &mut PlanOutcome) -> SeqPush {
         let (phase, total, source, refspecs, pack) = match kind {
@@ -252,6 +280,15 @@ impl Plan<'_> {
         self.progress(&format!("{phase} push {index}/{total} → {name}"));
         let (span, mut outcomes) =
             self.measure(phase, &step, || vec![git::push(&source, &url, &refspecs)]);
+        // What the push left the daemon to do (its maintenance pass), in a
+        // span of its own, so that the next push starts on a still daemon.
+        let deferred = (kind == Kind::Seq).then(|| {
+            self.measure(phase, &format!("{step}-deferred"), || {
+                self.wait_still();
+                Vec::new()
+            })
+            .0
+        });
         let outcome = outcomes.pop().expect("one push");
         self.record_repo(phase, &step, &name, &outcome);
         let error = outcome.error.clone();
@@ -276,6 +313,7 @@ impl Plan<'_> {
             pack_mb_per_s: pack.pack_bytes as f64 / 1e6 / wall,
             objects_per_s: pack.objects as f64 / wall,
             span,
+            deferred,
         }
     }
 
@@ -326,8 +364,14 @@ impl Plan<'_> {
     }
 }
 
+/// How long the daemon must stay all but idle (under a quarter of a core)
+/// for the work a push queued to count as done.
+const STILL_FOR: Duration = Duration::from_secs(2);
+/// The longest wait for it.
+const STILL_AT_MOST: Duration = Duration::from_secs(600);
+
 /// The phases made of single pushes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     /// One small commit: the fixed cost of a push.
     Fixed,

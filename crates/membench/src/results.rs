@@ -118,6 +118,10 @@ pub struct Span {
     pub rss_file_peak_kb: u64,
     /// `rss_anon_peak_kb` minus the idle `RssAnon`, kB (may be negative).
     pub rise_anon_kb: i64,
+    /// `vm_hwm_peak_kb` minus the idle `VmRSS`, kB (may be negative): the
+    /// kernel's exact peak, what the memory targets check.
+    #[serde(default)]
+    pub rise_hwm_kb: i64,
     /// `rss_anon_peak_kb` minus `RssAnon` at the span's start, kB: the
     /// span's own rise, without what earlier pushes left behind.
     pub rise_from_start_kb: i64,
@@ -152,6 +156,12 @@ pub struct SeqPush {
     pub error: Option<String>,
     /// Its figures.
     pub span: Span,
+    /// The work the push left the daemon (the maintenance pass it queued),
+    /// measured from the push's end until the daemon is all but idle:
+    /// so that no push is charged with its predecessor's maintenance.
+    /// `None` for the small pushes, and in summaries from before it.
+    #[serde(default)]
+    pub deferred: Option<Span>,
     /// Pack bytes per second of wall time, MB/s (10^6 B).
     pub pack_mb_per_s: f64,
     /// Objects per second of wall time.
@@ -171,7 +181,7 @@ pub struct ConcStep {
     pub errors: Vec<String>,
     /// Figures of the whole step.
     pub span: Span,
-    /// `rise_anon_kb / k`, kB.
+    /// `rise_hwm_kb / k`, kB.
     pub rise_per_push_kb: f64,
     /// Rise at this K over rise at K=1 (`None` without a K=1 step, or when that rise is ≤ 0).
     pub rise_ratio_to_k1: Option<f64>,
