@@ -10,6 +10,7 @@ measuring helpers of side_by_side.py.
 
 usage: python3 benches/refs_at_scale.py [--refs 100000,1000000]
            [--gitstow target/release/gitstow] [--out FILE.md] [--workdir DIR]
+           [--reuse] [--only gitstow,git packed-refs,git reftable,s3]
 
 gitstow gets the refs as a user's server would: one push of main (the
 history), then raw receive-pack requests of 90,000 ref creations each (its
@@ -31,8 +32,26 @@ source, packed as `git gc` leaves it. Per server, in this order:
 - 16 concurrent pushers, each making 20 (4 at 1M refs, 1 at 2M and more) raw receive-pack requests of one
   ref creation (`refs/pushers/<t>/<i>`, no objects): pushes per second,
   server CPU, and refs lost (requested, answered `ok`, then not listed).
+  gitstow's CPU is read once its CPU settled after the last answer (the
+  maintenance passes those pushes queued have run), before the listing.
 - peak RSS of the server over the phases (gitstow: VmHWM of the daemon;
   git: ru_maxrss of its largest process).
+
+gitstow's CPU is the scheduler's runtime of the daemon in nanoseconds: the
+sum over its threads of /proc/PID/task/TID/schedstat's first field, ended
+threads included, read in one call as the process's CPU clock
+(clock_gettime of the clock id of PID), plus the cutime+cstime of children
+it reaped (ticks; it starts none). A phase's figure is taken once that CPU
+moved by less than 10 ms over 2 s after the client finished, so deferred
+work counts. git's is getrusage(RUSAGE_CHILDREN) of the CGI host (as in
+side_by_side.py: the whole git process tree of the phase, reaped). Neither
+is rounded to the 10 ms clock tick.
+
+Every server runs in a process group of its own and is ended by group. When
+a phase is cut at its cap, the receive-pack processes still at work are
+found among this bench's own descendants (/proc/*/stat parent links from
+this process down) and ended with their children; nothing else on the
+machine is touched.
 
 With S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY and S3_BUCKET
 set (`eval "$(bash scripts/s3-radosgw.sh env)"`), also a new instance's
@@ -41,13 +60,15 @@ first fetch on S3: the repository is pushed to a gitstow on the bucket
 serves `git fetch origin main` (up to date) and `git ls-remote`; its store
 requests and bytes read come from its /metrics.
 """
-import argparse, hashlib, http.client, json, os, shutil, struct, subprocess, sys, tempfile, time, urllib.request
+import argparse, collections, hashlib, http.client, json, os, shutil, signal, struct, subprocess, sys, tempfile
+import time, urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import side_by_side as sbs  # noqa: E402
 
 MiB = 1024 * 1024
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def change(n):
@@ -99,14 +120,73 @@ def written(before, after):
     return sum(s for p, (s, m) in after.items() if before.get(p) != (s, m))
 
 
-def settle(pid):
-    last = sbs.proc_cpu(pid)[0]
+def cpu_ns(pid):
+    """CPU of process `pid` in ns: the scheduler's runtime of all its threads,
+    live and ended (what /proc/PID/task/*/schedstat's first fields add up to
+    for the live ones), read as the process's CPU clock, plus the
+    cutime+cstime of the children it reaped (ticks)."""
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    children = (int(f[13]) + int(f[14])) * 1_000_000_000 // TICK
+    try:
+        # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED), as clock_getcpuclockid(3) makes it
+        return time.clock_gettime_ns(((~pid) << 3) | 2) + children
+    except OSError:  # no such clock: the live threads' schedstat (ended threads are missed)
+        total = 0
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                total += int(open("/proc/%d/task/%s/schedstat" % (pid, tid)).read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total + children
+
+
+SETTLE_QUIET = 2.0  # s without CPU moving ...
+SETTLE_MOVED = 0.01  # ... by this many seconds or more
+
+
+def settle(pid, cap=None):
+    """Waits until the daemon's CPU moved by less than SETTLE_MOVED over the
+    last SETTLE_QUIET seconds (polled every 0.25 s): the work queued so far,
+    such as the maintenance passes of the pushes before, has run. Returns
+    its CPU (ns) then (or after `cap` seconds, when given)."""
+    t0 = time.monotonic()
+    seen = collections.deque([(t0, cpu_ns(pid))])
     while True:
-        time.sleep(1.0)
-        now = sbs.proc_cpu(pid)[0]
-        if now - last < 0.05:
-            return
-        last = now
+        time.sleep(0.25)
+        now, cpu = time.monotonic(), cpu_ns(pid)
+        seen.append((now, cpu))
+        while len(seen) > 1 and seen[1][0] <= now - SETTLE_QUIET:
+            seen.popleft()
+        if seen[0][0] <= now - SETTLE_QUIET and cpu - seen[0][1] < SETTLE_MOVED * 1e9:
+            return cpu
+        if cap is not None and now - t0 > cap:
+            sbs.log("warning: gitstow's CPU still moving after %d s; read as is" % cap)
+            return cpu
+
+
+def descendants(root):
+    """The processes below `root` (pids), from the parent links of /proc/*/stat."""
+    children = collections.defaultdict(list)
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open("/proc/%s/stat" % d).read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children[ppid].append(int(d))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def argv(pid):
+    try:
+        return open("/proc/%d/cmdline" % pid, "rb").read().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return []
 
 
 def pkt(b):
@@ -145,10 +225,24 @@ RECREATE_CAP = 600
 
 
 def stop_receive_packs(repo):
-    """Ends git's receive-packs still running past a phase's cap, and the
-    locks they leave in `repo`."""
-    subprocess.run(["pkill", "-f", "receive-pack --stateless-rpc"])
-    time.sleep(1)
+    """Ends git's receive-packs still running past a phase's cap (only those
+    below this bench's own process: its CGI host's), with their children,
+    and the locks they leave in `repo`."""
+    mine = descendants(os.getpid())
+    victims = set()
+    for pid in mine:
+        args = argv(pid)
+        if "--stateless-rpc" in args and any(x.endswith("receive-pack") for x in args):
+            victims.add(pid)
+            victims.update(descendants(pid))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        time.sleep(1)
+    sbs.log("ended %d receive-pack processes of this bench past the cap (and their children)" % len(victims))
     for d, _, fs in os.walk(repo):
         for f in fs:
             if f.endswith(".lock"):
@@ -197,11 +291,9 @@ PUSHERS_CAP = 600
 PUSHES_EACH = 20
 
 
-def pushers(url, oids, repo=None):
+def pushers(url, oids):
     """16 threads, each making 20 raw pushes of one new ref; returns (wall,
-    pushes answered ok, refs lost). Refs are read back by `git ls-remote`,
-    or from git's repository `repo` (git 2.47 on reftable with hideRefs
-    leaves refs of newer tables out of its listings: not a loss)."""
+    pushes answered ok, {ref: oid} of those answered ok)."""
     import threading
     head = b"PACK" + struct.pack(">II", 2, 0)
     empty = head + hashlib.sha1(head).digest()
@@ -228,17 +320,20 @@ def pushers(url, oids, repo=None):
         th.start()
     for th in threads:
         th.join()
-    wall = time.monotonic() - t0
-    if wall >= PUSHERS_CAP and repo:  # cut: git's receive-packs are still at it
-        stop_receive_packs(repo)
+    return time.monotonic() - t0, sum(ok), landed
+
+
+def lost_refs(url, landed, repo=None):
+    """How many refs answered ok are not listed: read back by `git
+    ls-remote`, or from git's repository `repo` (git 2.47 on reftable with
+    hideRefs leaves refs of newer tables out of its listings: not a loss)."""
     if repo:
         lines = [l.replace(" ", "\t", 1) for l in sbs.git(
             "-C", repo, "for-each-ref", "--format=%(objectname) %(refname)", "refs/pushers/").stdout.splitlines()]
     else:
         lines = sbs.git("ls-remote", url, "refs/pushers/*").stdout.splitlines()
     listed = dict((n, o) for o, n in (l.split("\t") for l in lines))
-    lost = sum(1 for n, o in landed.items() if listed.get(n) != o)
-    return wall, sum(ok), lost
+    return sum(1 for n, o in landed.items() if listed.get(n) != o)
 
 
 def delete_pushers(url, repo=None):
@@ -272,8 +367,19 @@ def serve(a, store, hidden, workdir):
     args = [a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", "file://" + store, "--create-store"]
     if hidden:
         args += ["--hide-refs", "refs/changes"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(workdir + "/gs.err", "a"), text=True)
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(workdir + "/gs.err", "a"), text=True,
+                         start_new_session=True)
     return p, p.stdout.readline().split()[-1] + "/r.git"
+
+
+def stop(p):
+    """Ends a server this bench started, with its process group (its own:
+    start_new_session), and reaps it."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
 
 
 def gitstow_store(a, src, n, workdir):
@@ -286,8 +392,7 @@ def gitstow_store(a, src, n, workdir):
     push_refs(src, url)
     settle(p.pid)
     sbs.log("gitstow: %d refs pushed in %.0f s (maintenance settled)" % (n, time.time() - t))
-    p.kill()
-    p.wait()
+    stop(p)
     return store
 
 
@@ -308,25 +413,30 @@ def gitstow_side(a, src, n, hidden, workdir):
     err = workdir + "/client.err"
 
     def phase(args):
-        """A measured command (gitstow_phase resets VmHWM first: the peak
-        of what ran since the previous phase is taken before it)."""
+        """A measured command's server CPU in seconds, once the daemon's CPU
+        settled (gitstow_phase resets VmHWM first: the peak of what ran
+        since the previous phase is taken before it)."""
         peaks.append(sbs.proc_status(p.pid)["VmHWM"])
+        c0 = cpu_ns(p.pid)
         r = sbs.gitstow_phase(p.pid, args, err)
+        c1 = settle(p.pid)
         peaks.append(r["peak"])
-        return r["cpu"]
+        return (c1 - c0) / 1e9
+    settle(p.pid)
     out["fetch"] = phase(["-C", work, "fetch", "-q", "origin", "main"])
     out["ls_remote"] = phase(["-C", work, "ls-remote", url])
-    c0 = sbs.proc_cpu(p.pid)[0]
+    c0 = cpu_ns(p.pid)
     adv_fetch(url)
-    out["advertisement"] = sbs.proc_cpu(p.pid)[0] - c0
+    out["advertisement"] = (settle(p.pid) - c0) / 1e9
     sbs.git("-C", work, "commit", "-q", "--allow-empty", "-m", "one more")
     before = dir_files(store)
     out["push"] = phase(["-C", work, "push", "-q", "--force", "origin", "HEAD:main"])
     out["push_bytes"] = written(before, dir_files(store))
     oids = sbs.git("-C", src, "rev-list", "--max-count=%d" % (PUSHERS * PUSHES_EACH), "main").stdout.split()
-    c0 = sbs.proc_cpu(p.pid)[0]
-    wall, ok, lost = pushers(url, oids)
-    out["pushers"] = (ok / wall, sbs.proc_cpu(p.pid)[0] - c0, lost, ok)
+    c0 = cpu_ns(p.pid)
+    wall, ok, landed = pushers(url, oids)
+    cpu = (settle(p.pid) - c0) / 1e9  # with the maintenance the pushes queued
+    out["pushers"] = (ok / wall, cpu, lost_refs(url, landed), ok)
     delete_pushers(url)
     if not hidden:
         out["recreate"] = delete_recreate(src, url)
@@ -334,8 +444,7 @@ def gitstow_side(a, src, n, hidden, workdir):
         out["ls_after"] = phase(["-C", work, "ls-remote", url])
         out["fetch_after"] = phase(["-C", work, "fetch", "-q", "origin", "main"])
     out["rss"] = max(peaks + [sbs.proc_status(p.pid)["VmHWM"]])
-    p.kill()
-    p.wait()
+    stop(p)
     return out
 
 
@@ -390,9 +499,12 @@ def git_side(a, src, root, repo, hidden, workdir):
     res = {}
 
     def run(u):
-        res["r"] = pushers(u + "/r.git", oids, repo)
+        wall, ok, landed = pushers(u + "/r.git", oids)
+        if wall >= PUSHERS_CAP:  # cut: git's receive-packs are still at it
+            stop_receive_packs(repo)
+        res["r"] = wall, ok, lost_refs(u + "/r.git", landed, repo)
         delete_pushers(u + "/r.git", repo)
-        return res["r"][0]
+        return wall
     r = phase("pushers", None, run)
     wall, ok, lost = res["r"]
     out["pushers"] = (ok / wall, r["cpu"], lost, ok, wall >= PUSHERS_CAP)
@@ -447,15 +559,15 @@ def s3_first_fetch(a, src, n, workdir):
 
     def start(cache):
         args = [a.gitstow, "serve", "--listen", "127.0.0.1:0", "--store", store, "--cache-dir", cache] + extra
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(workdir + "/gs-s3.err", "a"), text=True)
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(workdir + "/gs-s3.err", "a"), text=True,
+                             start_new_session=True)
         return p, p.stdout.readline().split()[-1] + "/r.git"
     p, url = start(os.path.join(workdir, "s3-cache-fill"))
     t = time.time()
     push_refs(src, url)
     settle(p.pid)
     sbs.log("gitstow on S3: %d refs pushed in %.0f s (maintenance settled)" % (n, time.time() - t))
-    p.kill()
-    p.wait()
+    stop(p)
     work = os.path.join(workdir, "gs-s3-client")
     shutil.rmtree(work, ignore_errors=True)
     client(work, src, url)
@@ -471,8 +583,7 @@ def s3_first_fetch(a, src, n, workdir):
         wall = time.monotonic() - t0
         now = metrics(url)
         out[phase] = (now[0] - base[0], now[1] - base[1], wall)
-        p.kill()
-        p.wait()
+        stop(p)
     return out
 
 
