@@ -62,7 +62,8 @@ pass git fsck --full --strict.
 Verdict (the last line): NOISY, and no target judged PASS or FAIL, when the
 1-minute load average at the start or the other work during any measured
 phase exceeds --max-load, or git's push or clone CPU moved by more than
---max-git-spread (max/min) across its replays. Exit status: 0 PASS (every
+--max-git-spread (max/min) and by more than 50 ms across its replays.
+Exit status: 0 PASS (every
 target met), 1 the clones differ or fsck failed, 2 FAIL (a target missed),
 3 NOISY.
 """
@@ -77,6 +78,9 @@ TICK = os.sysconf("SC_CLK_TCK")
 # replays: benches/README.md has the measurements behind both.
 MAX_LOAD = 0.3
 MAX_GIT_SPREAD = 1.15
+# ... unless git's figures are this close in seconds (5 clock ticks): a
+# 0.1 s clone moves by a tick or two whatever the machine does.
+GIT_SPREAD_FLOOR = 0.05
 LAUNCHER = r"""
 import json, os, resource, runpy, signal, sys
 server, root, port, report = sys.argv[1:5]
@@ -543,8 +547,10 @@ def noise(a, runs, replays):
         reasons.append("other work used %.2f CPUs during the %s (limit %.2f)" % (worst[1]["cpus"], worst[0],
                                                                               a.max_load))
     for ph in ("push", "clone"):
-        sp = spread([r[ph]["cpu"] for r in replays])
-        if sp is None or sp > a.max_git_spread:
+        cpus = [r[ph]["cpu"] for r in replays]
+        sp = spread(cpus)
+        # A move under GIT_SPREAD_FLOOR is a few clock ticks, not noise.
+        if sp is None or (sp > a.max_git_spread and max(cpus) - min(cpus) > GIT_SPREAD_FLOOR):
             reasons.append("git's %s CPU moved by a factor %.3f across its replays (limit %.2f)" % (
                 ph, sp or 0, a.max_git_spread))
     busy = sum(p[1]["seconds"] for p in phases)
