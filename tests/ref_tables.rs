@@ -361,6 +361,20 @@ fn maintenance_merges_the_stack_and_drops_deletions_at_the_bottom() {
 /// each, the refs a reader sees are exactly the old ones or exactly the new
 /// ones, and at the end the repository clones, passes `git fsck --full`
 /// and gitstow's fsck.
+/// POSTs `body` to `killed`'s receive-pack on `port` from another thread
+/// (the daemon may die meanwhile: join gives `Err` then).
+fn post_in_background(port: u16, body: Vec<u8>) -> std::thread::JoinHandle<Response> {
+    std::thread::spawn(move || {
+        http(
+            port,
+            "POST",
+            "/killed.git/git-receive-pack",
+            &[("Content-Type", "application/x-git-receive-pack-request")],
+            &body,
+        )
+    })
+}
+
 #[test]
 fn killed_spills_and_merges_leave_whole_refs() {
     if Server::is_canonical() {
@@ -401,17 +415,7 @@ fn killed_spills_and_merges_leave_whole_refs() {
         let (names, body) = creations(1001 + run * 1000);
         let mut after = before.clone();
         after.extend(names.iter().map(|n| format!("{c1}\t{n}")));
-        let port = server.port();
-        let sent = body.clone();
-        let request = std::thread::spawn(move || {
-            http(
-                port,
-                "POST",
-                "/killed.git/git-receive-pack",
-                &[("Content-Type", "application/x-git-receive-pack-request")],
-                &sent,
-            )
-        });
+        let request = post_in_background(server.port(), body.clone());
         std::thread::sleep(span * run / 8);
         server.kill();
         let _ = request.join();
@@ -450,16 +454,7 @@ fn killed_spills_and_merges_leave_whole_refs() {
             &["--no-maintenance"],
             &[("GITSTOW_FAULTS", point)],
         );
-        let port = faulty.port();
-        let request = std::thread::spawn(move || {
-            http(
-                port,
-                "POST",
-                "/killed.git/git-receive-pack",
-                &[("Content-Type", "application/x-git-receive-pack-request")],
-                &body,
-            )
-        });
+        let request = post_in_background(faulty.port(), body);
         let answered = request.join().ok().map(|r| r.text());
         let status = faulty.terminate(std::time::Duration::from_secs(30));
         assert_eq!(

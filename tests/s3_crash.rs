@@ -107,18 +107,7 @@ fn landed_whole(url: &str, repo: &str, old_main: &str, new_main: &str, what: &st
 
 /// A mirror clone and a clone of `url` pass `git fsck --full`.
 fn clones_sound(tmp: &std::path::Path, url: &str, name: &str) {
-    let mirror = tmp.join(format!("m-{name}.git"));
-    git(
-        tmp,
-        &[
-            "clone",
-            "--quiet",
-            "--mirror",
-            url,
-            mirror.to_str().unwrap(),
-        ],
-    );
-    fsck(&mirror);
+    mirror_checked(url, tmp, &format!("m-{name}.git"));
     let clone = tmp.join(format!("c-{name}"));
     git(tmp, &["clone", "--quiet", url, clone.to_str().unwrap()]);
     git(&clone, &["fsck", "--full"]);
