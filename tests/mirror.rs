@@ -15,11 +15,7 @@ use common::*;
 #[test]
 fn a_pull_mirror_takes_a_repository_in_and_keeps_what_the_upstream_rewrites() {
     let tmp = tempfile::tempdir().unwrap();
-    let upstream = Server::start();
-    let work = tmp.path().join("work");
-    upstream_work(&work);
-    let up = upstream.url("org/app");
-    git(&work, &["push", "-q", "--mirror", &up]);
+    let (_upstream, work, up) = upstream_app(tmp.path());
     // a forge's pull-request ref, which a mirror does not take by default
     git(&work, &["push", "-q", &up, "dev:refs/pull/1/head"]);
 
@@ -199,11 +195,7 @@ fn bad_upstreams_are_refused_in_words_that_hold_no_secret() {
 #[test]
 fn a_stored_mirror_is_added_synced_listed_and_removed() {
     let tmp = tempfile::tempdir().unwrap();
-    let upstream = Server::start();
-    let work = tmp.path().join("work");
-    upstream_work(&work);
-    let up = upstream.url("org/app");
-    git(&work, &["push", "-q", "--mirror", &up]);
+    let (upstream, _work, up) = upstream_app(tmp.path());
     let store = TestStore::from_env(&tmp.path().join("here"));
     let listed = |store: &TestStore| -> Vec<serde_json::Value> {
         let o = store.admin(&["mirror", "list", "--json"]);

@@ -13,11 +13,7 @@ use common::*;
 #[test]
 fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
     let tmp = tempfile::tempdir().unwrap();
-    let upstream = Server::start();
-    let work = tmp.path().join("work");
-    upstream_work(&work);
-    let up = upstream.url("org/app");
-    git(&work, &["push", "-q", "--mirror", &up]);
+    let (upstream, work, up) = upstream_app(tmp.path());
     let store = TestStore::from_env(&tmp.path().join("here"));
     let o = admin_short(
         &store,
@@ -262,11 +258,7 @@ fn credentials_are_sealed_sent_and_never_shown() {
 fn an_upstream_webhook_or_an_admin_makes_a_mirror_due_at_once() {
     const SECRET: &str = "hook-secret-42";
     let tmp = tempfile::tempdir().unwrap();
-    let upstream = Server::start();
-    let work = tmp.path().join("work");
-    upstream_work(&work);
-    let up = upstream.url("org/app");
-    git(&work, &["push", "-q", "--mirror", &up]);
+    let (_upstream, work, up) = upstream_app(tmp.path());
     let store = TestStore::from_env(&tmp.path().join("here"));
     let admin = store.create_token("root", &["*:admin"], &[]);
     let reader = store.create_token("reader", &["*:read"], &[]);

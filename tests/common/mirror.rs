@@ -51,6 +51,18 @@ pub fn stored_refs(store: &TestStore, repo: &str) -> std::collections::BTreeMap<
         .collect()
 }
 
+/// An upstream `gitstow serve` holding `org/app`: [`upstream_work`]'s
+/// history made in `tmp/work` and pushed there with `--mirror`. Returns the
+/// server, the work tree and the repository's URL.
+pub fn upstream_app(tmp: &Path) -> (Server, std::path::PathBuf, String) {
+    let upstream = Server::start();
+    let work = tmp.join("work");
+    upstream_work(&work);
+    let up = upstream.url("org/app");
+    git(&work, &["push", "-q", "--mirror", &up]);
+    (upstream, work, up)
+}
+
 /// A work tree with main, dev and an annotated tag.
 pub fn upstream_work(dir: &Path) {
     init_repo(dir);
