@@ -520,8 +520,7 @@ def control(runs, replays, ratios_of, a):
                                                              for r in runs))
     for ph in ("push", "clone"):
         cpus = [r[ph]["cpu"] for r in replays]
-        sp, pair = bracket_spread(cpus)
-        noisy = sp is None or (sp > a.max_git_spread and max(pair) - min(pair) > GIT_SPREAD_FLOOR)
+        noisy = git_noisy(a, cpus)[0]
         lines.append("- git's %s CPU over its %d replays: %.2f – %.2f s (max/min %.3f over the sitting); "
                      "between the replays around each run: %s (limit %.2f, beyond %.2f s)%s" % (
                          ph, len(replays), min(cpus), max(cpus), spread(cpus) or 0,
@@ -553,6 +552,15 @@ def bracket_spread(cpus):
     return (max(worst) / min(worst) if min(worst) > 0 else None), worst
 
 
+def git_noisy(a, cpus):
+    """Whether git's replays `cpus` make the sitting NOISY (a pair around a
+    run beyond --max-git-spread and beyond GIT_SPREAD_FLOOR, which is a few
+    clock ticks, not noise), with that spread and pair."""
+    sp, pair = bracket_spread(cpus)
+    noisy = sp is None or (sp > a.max_git_spread and max(pair) - min(pair) > GIT_SPREAD_FLOOR)
+    return noisy, sp, pair
+
+
 def noise(a, runs, replays):
     """The reasons the sitting is NOISY (empty: quiet), and the lines saying
     what was measured."""
@@ -564,9 +572,8 @@ def noise(a, runs, replays):
         reasons.append("other work used %.2f CPUs during the %s (limit %.2f)" % (worst[1]["cpus"], worst[0],
                                                                               a.max_load))
     for ph in ("push", "clone"):
-        sp, pair = bracket_spread([r[ph]["cpu"] for r in replays])
-        # A move under GIT_SPREAD_FLOOR is a few clock ticks, not noise.
-        if sp is None or (sp > a.max_git_spread and max(pair) - min(pair) > GIT_SPREAD_FLOOR):
+        noisy, sp, pair = git_noisy(a, [r[ph]["cpu"] for r in replays])
+        if noisy:
             reasons.append("git's %s CPU moved by a factor %.3f between the replays around a run "
                            "(%.2f s, %.2f s; limit %.2f)" % (ph, sp or 0, pair[0], pair[1], a.max_git_spread))
     busy = sum(p[1]["seconds"] for p in phases)
