@@ -1,10 +1,10 @@
 //! `gitstow mirror`: take a repository in from another git server (plan
 //! 0017). `mirror pull` runs one pull now, from the command line (`mirror
-//! push` one push to another server); `mirror
-//! add` stores a pull mirror (`<repo>.git/mirror`), which every `serve`
-//! pulls when it is due (whichever instance claims its lease first);
-//! `mirror sync` pulls it now under the same lease and records the
-//! outcome, `mirror list` shows them, `mirror resume` ends a pause, `mirror
+//! push` one push to another server); `mirror add --from` stores a pull
+//! mirror and `mirror add --to` a push mirror (`<repo>.git/mirror`), which
+//! every `serve` syncs when it is due (whichever instance claims its lease
+//! first; a push mirror after each push too); `mirror sync` runs one now
+//! under the same lease and records the outcome, `mirror list` shows them, `mirror resume` ends a pause, `mirror
 //! remove` drops one. All are safe to run while servers serve the store (a
 //! pull is one compare-and-swap of the state, as a push; the settings
 //! change by compare-and-swap too).
@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use clap::Subcommand;
-use gitstow_mirror::schedule::{self, Claimed};
-use gitstow_mirror::settings::{self, Credential, PullMirror};
+use gitstow_mirror::schedule::{self, Claimed, Done};
+use gitstow_mirror::settings::{self, Credential, Direction, Mirror};
 use gitstow_mirror::{Mode, PullOptions, PushOptions, RefFilter, Upstream};
 use gitstow_odb::{IndexCache, Repository};
 
@@ -91,11 +91,15 @@ pub enum MirrorCommand {
         #[command(flatten)]
         login: UpstreamLogin,
     },
-    /// Store a pull mirror of REPO: its upstream, refs, mode and interval
-    /// (kept in the store). Every `gitstow serve` on the store pulls it
-    /// when it is due (at once, then every interval); `mirror sync` pulls
-    /// it now. The repository then refuses pushes: the upstream is where
-    /// its changes come from.
+    /// Store a mirror of REPO (kept in the store): with --from, a pull
+    /// mirror (its upstream, refs, mode and interval), which every `gitstow
+    /// serve` on the store pulls when it is due (at once, then every
+    /// interval), and the repository then refuses pushes (the upstream is
+    /// where its changes come from); with --to, a push mirror, which a
+    /// `serve` pushes to its remote within seconds of each push that moves
+    /// refs, and every interval (as `mirror push` does: the remote ends
+    /// equal, and a ref that moved there meanwhile is refused, not
+    /// overwritten). `mirror sync` runs either now.
     Add {
         /// The store and its S3 settings.
         #[command(flatten)]
@@ -103,15 +107,19 @@ pub enum MirrorCommand {
         /// The repository here (`org/project`).
         repo: String,
         /// The upstream repository's URL (http:// or https://, no credentials).
-        #[arg(long, value_name = "URL")]
-        from: String,
+        #[arg(long, value_name = "URL", required_unless_present = "to")]
+        from: Option<String>,
+        /// The remote repository's URL to push to (http:// or https://, no
+        /// credentials).
+        #[arg(long, value_name = "URL", conflicts_with_all = ["from", "exact", "webhook_secret_file", "webhook_secret_env"])]
+        to: Option<String>,
         /// The refs to take (repeatable; default: refs/heads/* and refs/tags/*).
         #[arg(long = "refs", value_name = "PATTERN")]
         refs: Vec<String>,
         /// Apply the upstream's refs exactly (keep no old tips).
         #[arg(long)]
         exact: bool,
-        /// Seconds between scheduled pulls (at least 60).
+        /// Seconds between scheduled syncs (at least 60).
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         interval: u64,
         /// Replace the repository's mirror if it has one.
@@ -128,16 +136,19 @@ pub enum MirrorCommand {
         #[command(flatten)]
         key: SecretsKeyArg,
     },
-    /// Pull REPO's stored mirror now (a paused one too), and record the
+    /// Run REPO's stored mirror now (a paused one too), and record the
     /// outcome (last success, last error) in its run state. When an
-    /// instance is pulling it already, it is marked to run once more
-    /// after that pull instead.
+    /// instance is running it already, it is marked to run once more
+    /// after that instead.
     Sync {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
         /// The repository here (`org/project`).
         repo: String,
+        /// `--push`.
+        #[command(flatten)]
+        way: WayArg,
         /// Seconds each request to the upstream may take in all.
         #[arg(long, default_value_t = 3600, value_name = "SECS")]
         timeout: u64,
@@ -152,7 +163,9 @@ pub enum MirrorCommand {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
-        /// One JSON array on stdout: `[{"repository", "from", "refs",
+        /// One JSON array on stdout, a row per mirror: `[{"repository",
+        /// "direction" ("pull" or "push"), "from" (a pull mirror's upstream,
+        /// else null), "to" (a push mirror's remote, else null), "refs",
         /// "exact", "username", "webhook", "interval_secs", "state", "next_run", "last_attempt",
         /// "last_success", "last_error", "failures", "paused"}]` (times in
         /// seconds since the epoch; `state`: "syncing", "paused" or
@@ -168,16 +181,50 @@ pub enum MirrorCommand {
         store: StoreArgs,
         /// The repository here (`org/project`).
         repo: String,
+        /// `--push`.
+        #[command(flatten)]
+        way: WayArg,
     },
-    /// Drop REPO's stored mirror (the repository stays as it is, and takes
-    /// pushes again).
+    /// Drop REPO's stored mirror (the repository stays as it is; without
+    /// its pull mirror it takes pushes again).
     Remove {
         /// The store and its S3 settings.
         #[command(flatten)]
         store: StoreArgs,
         /// The repository here (`org/project`).
         repo: String,
+        /// `--push`.
+        #[command(flatten)]
+        way: WayArg,
     },
+}
+
+/// Which of a repository's mirrors a command means.
+#[derive(Debug, clap::Args)]
+pub struct WayArg {
+    /// The push mirror (`mirror add --to`), when the repository has both;
+    /// without it, the pull mirror, or the push mirror when that is the
+    /// only one.
+    #[arg(long)]
+    push: bool,
+}
+
+impl WayArg {
+    /// The direction meant for `repo` in `store`.
+    fn direction(
+        &self,
+        store: &dyn gitstow_store::ObjectStore,
+        repo: &str,
+    ) -> Result<Direction, Failure> {
+        if self.push {
+            return Ok(Direction::Push);
+        }
+        let doc = settings::load(store, repo)?.map(|(d, _)| d);
+        Ok(match doc {
+            Some(d) if d.pull.is_none() && d.push.is_some() => Direction::Push,
+            _ => Direction::Pull,
+        })
+    }
 }
 
 /// Runs a mirror command; returns the exit code.
@@ -252,21 +299,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             let pushed = gitstow_mirror::push(&repository, &remote, &opts).map_err(|e| {
                 Failure::from(format!("{name}: push to {} failed: {e}", remote.url()))
             })?;
-            if !pushed.changed() && pushed.refused.is_empty() {
-                println!("{name}: {} is up to date", remote.url());
-            } else {
-                println!(
-                    "{name}: pushed to {}: {} created, {} updated, {} deleted; {} sent",
-                    remote.url(),
-                    pushed.created,
-                    pushed.updated,
-                    pushed.deleted,
-                    crate::size::human(pushed.pack_bytes)
-                );
-            }
-            for (r, why) in &pushed.refused {
-                println!("{name}: {r} refused by the remote: {why}");
-            }
+            print_pushed(&name, remote.url(), &pushed);
             if pushed.refused.is_empty() {
                 Ok(())
             } else {
@@ -281,6 +314,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             store,
             repo,
             from,
+            to,
             refs,
             exact,
             interval,
@@ -290,7 +324,13 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             key,
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
-            let mut mirror = PullMirror::new(&from, refs.clone(), exact, interval)?;
+            let (direction, url) = match (&from, &to) {
+                (_, Some(to)) => (Direction::Push, to),
+                (Some(from), None) => (Direction::Pull, from),
+                (None, None) => return Err("give --from URL or --to URL".into()),
+            };
+            let push = direction == Direction::Push;
+            let mut mirror = Mirror::new(url, refs.clone(), exact || push, interval)?;
             if let Some((user, password)) = login.read()? {
                 let key = key.require()?;
                 mirror.credential = Some(Credential::seal(&key, &name, &user, &password));
@@ -300,28 +340,44 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 let context = gitstow_mirror::trigger::context(&name);
                 mirror.webhook_secret = Some(key.seal(&context, secret.as_bytes()));
             }
-            settings::add(s.as_ref(), &name, &mirror, replace)?;
-            println!(
-                "{name}: pull mirror of {} ({}; {}; every {} s); `gitstow mirror sync {name}` pulls it now",
-                mirror.url,
-                mirror.refs.join(" "),
-                if exact { "exact" } else { "safe" },
-                mirror.interval_secs
-            );
+            settings::add(s.as_ref(), &name, direction, &mirror, replace)?;
+            if push {
+                println!(
+                    "{name}: push mirror to {} ({}; after each push and every {} s); `gitstow mirror sync --push {name}` pushes it now",
+                    mirror.url,
+                    mirror.refs.join(" "),
+                    mirror.interval_secs
+                );
+            } else {
+                println!(
+                    "{name}: pull mirror of {} ({}; {}; every {} s); `gitstow mirror sync {name}` pulls it now",
+                    mirror.url,
+                    mirror.refs.join(" "),
+                    if exact { "exact" } else { "safe" },
+                    mirror.interval_secs
+                );
+            }
             Ok(())
         }),
         MirrorCommand::Sync {
             store,
             repo,
+            way,
             timeout,
             key,
         } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
+            let direction = way.direction(s.as_ref(), &name)?;
             let key = key.load()?;
             let owner = schedule::owner_id();
+            let (verb, gerund, prep) = match direction {
+                Direction::Pull => ("pull", "pulled", "from"),
+                Direction::Push => ("push", "pushed", "to"),
+            };
             let claim = match schedule::claim(
                 s.as_ref(),
                 &name,
+                direction,
                 &owner,
                 schedule::DEFAULT_LEASE_TTL,
                 schedule::now_secs(),
@@ -330,14 +386,14 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 Claimed::Claimed(c) => c,
                 Claimed::Held(lease) => {
                     println!(
-                        "{name}: being pulled by {} (lease until {}); it will run once more after that pull",
+                        "{name}: being {gerund} by {} (lease until {}); it will run once more after that {verb}",
                         lease.owner,
                         crate::token_cmd::date(lease.expires)
                     );
                     return Ok(());
                 }
                 Claimed::Gone | Claimed::NotDue(_) => {
-                    return Err(format!("{name} has no pull mirror (gitstow mirror add)").into())
+                    return Err(format!("{name} has no {verb} mirror (gitstow mirror add)").into())
                 }
             };
             let (scratch, _) = crate::admin::private_cache(None)?;
@@ -350,9 +406,13 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 Duration::from_secs(timeout.max(1)),
             )?;
             match synced.outcome {
-                Ok(pulled) => {
+                Ok(Done::Pulled(pulled)) => {
                     gitstow_service::mirrors::follow_head(&repository, pulled.head.as_deref());
                     print_pulled(&name, &synced.url, &pulled);
+                    Ok(())
+                }
+                Ok(Done::Pushed(pushed)) => {
+                    print_pushed(&name, &synced.url, &pushed);
                     Ok(())
                 }
                 Err(e) => {
@@ -362,7 +422,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                         ""
                     };
                     Err(format!(
-                        "{name}: pull from {} failed: {}{paused}",
+                        "{name}: {verb} {prep} {} failed: {}{paused}",
                         synced.url, e.message
                     )
                     .into())
@@ -376,17 +436,28 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 let Some(name) = key.strip_suffix(".git/mirror") else {
                     continue;
                 };
-                if let Some(p) = settings::load(s.as_ref(), name)?.and_then(|(d, _)| d.pull) {
-                    rows.push((name.to_owned(), p));
+                if let Some((doc, _)) = settings::load(s.as_ref(), name)? {
+                    for (direction, m) in [(Direction::Pull, doc.pull), (Direction::Push, doc.push)]
+                    {
+                        if let Some(m) = m {
+                            rows.push((name.to_owned(), direction, m));
+                        }
+                    }
                 }
             }
             if json {
                 let out: Vec<serde_json::Value> = rows
                     .iter()
-                    .map(|(name, p)| {
+                    .map(|(name, direction, p)| {
+                        let (from, to) = match direction {
+                            Direction::Pull => (Some(&p.url), None),
+                            Direction::Push => (None, Some(&p.url)),
+                        };
                         serde_json::json!({
                             "repository": name,
-                            "from": p.url,
+                            "direction": direction.as_str(),
+                            "from": from,
+                            "to": to,
                             "refs": p.refs,
                             "exact": p.exact,
                             "username": p.credential.as_ref().map(|c| &c.username),
@@ -408,7 +479,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             if rows.is_empty() {
                 println!("no mirrors");
             }
-            for (name, p) in rows {
+            for (name, direction, p) in rows {
                 let when = |t: Option<u64>| t.map_or("never".to_owned(), crate::token_cmd::date);
                 let error = p
                     .last_error
@@ -425,11 +496,14 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                     } else {
                         ""
                     };
+                let (way, mode) = match direction {
+                    Direction::Pull => ("pull from", if p.exact { "exact; " } else { "safe; " }),
+                    Direction::Push => ("push to", "after each push and "),
+                };
                 println!(
-                    "{name}: pull from {} ({}; {}; every {} s{login}); {}; last success {}{error}",
+                    "{name}: {way} {} ({}; {mode}every {} s{login}); {}; last success {}{error}",
                     p.url,
                     p.refs.join(" "),
-                    if p.exact { "exact" } else { "safe" },
                     p.interval_secs,
                     state_of(&p, now).1,
                     when(p.last_success),
@@ -437,11 +511,12 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             }
             Ok(())
         }),
-        MirrorCommand::Resume { store, repo } => run(&store, IfMissing::Refuse, |s| {
+        MirrorCommand::Resume { store, repo, way } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
-            let was_paused = settings::resume(s.as_ref(), &name)?;
+            let direction = way.direction(s.as_ref(), &name)?;
+            let was_paused = settings::resume(s.as_ref(), &name, direction)?;
             println!(
-                "{name}: {}; due at once (a running gitstow serve pulls it within seconds)",
+                "{name}: {}; due at once (a running gitstow serve runs it within seconds)",
                 if was_paused {
                     "resumed"
                 } else {
@@ -450,21 +525,26 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             );
             Ok(())
         }),
-        MirrorCommand::Remove { store, repo } => run(&store, IfMissing::Refuse, |s| {
+        MirrorCommand::Remove { store, repo, way } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
-            match settings::remove(s.as_ref(), &name)? {
-                Some(url) => {
+            let direction = way.direction(s.as_ref(), &name)?;
+            match (settings::remove(s.as_ref(), &name, direction)?, direction) {
+                (Some(url), Direction::Pull) => {
                     println!("{name}: no longer mirrors {url} (the repository stays as it is, and takes pushes again)");
                     Ok(())
                 }
-                None => Err(format!("{name} has no mirror").into()),
+                (Some(url), Direction::Push) => {
+                    println!("{name}: no longer pushed to {url} (the remote stays as it is)");
+                    Ok(())
+                }
+                (None, _) => Err(format!("{name} has no {} mirror", direction.as_str()).into()),
             }
         }),
     }
 }
 
 /// A mirror's state at `now`: its JSON word and its words for people.
-fn state_of(p: &PullMirror, now: u64) -> (&'static str, String) {
+fn state_of(p: &Mirror, now: u64) -> (&'static str, String) {
     let date = crate::token_cmd::date;
     if let Some(lease) = p.lease.as_ref().filter(|l| l.expires > now) {
         let until = date(lease.expires);
@@ -511,6 +591,24 @@ fn print_pulled(name: &str, url: &str, pulled: &gitstow_mirror::Pulled) {
     );
     for (kept, oid) in &pulled.kept {
         println!("{name}: kept the old tip {oid} as {kept} (hidden; fetch it by its id)");
+    }
+}
+
+/// Prints what a push of `name` to `url` did.
+fn print_pushed(name: &str, url: &str, pushed: &gitstow_mirror::Pushed) {
+    if !pushed.changed() && pushed.refused.is_empty() {
+        println!("{name}: {url} is up to date");
+    } else {
+        println!(
+            "{name}: pushed to {url}: {} created, {} updated, {} deleted; {} sent",
+            pushed.created,
+            pushed.updated,
+            pushed.deleted,
+            crate::size::human(pushed.pack_bytes)
+        );
+    }
+    for (r, why) in &pushed.refused {
+        println!("{name}: {r} refused by the remote: {why}");
     }
 }
 

@@ -283,10 +283,14 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             if disowned > 0 {
                 println!("dropped its claim to {disowned} Git LFS object(s)");
             }
-            // Its pull mirror would bring it back: it goes too.
-            let unmirrored = gitstow_mirror::settings::remove(s.as_ref(), repo.name())?;
-            if let Some(url) = unmirrored {
+            // Its pull mirror would bring it back, and its push mirror
+            // would find nothing to push: both go too.
+            use gitstow_mirror::settings::{self, Direction};
+            if let Some(url) = settings::remove(s.as_ref(), repo.name(), Direction::Pull)? {
                 println!("dropped its pull mirror of {url}");
+            }
+            if let Some(url) = settings::remove(s.as_ref(), repo.name(), Direction::Push)? {
+                println!("dropped its push mirror to {url}");
             }
             let retired = deleted?;
             println!(

@@ -117,7 +117,11 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
             let r = http(s.port(), "GET", "/metrics", &[], b"");
             r.text()
                 .lines()
-                .filter(|l| l.starts_with("gitstow_mirror_syncs_total{result=\"paused\"}"))
+                .filter(|l| {
+                    l.starts_with("gitstow_mirror_syncs_total{")
+                        && l.contains("direction=\"pull\"")
+                        && l.contains("result=\"paused\"")
+                })
                 .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
                 .sum::<f64>()
         })
@@ -470,4 +474,90 @@ fn three_instances_run_each_due_sync_once() {
     );
     let o = store.admin(&["fsck", "--all"]);
     assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn a_stored_push_mirror_hands_each_push_on_within_seconds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = Server::start();
+    let theirs = remote.url("org/copy");
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let here = Server::start_on(Some(&store), &["--create-store"], &[]);
+    let mine = here.url("org/app");
+    // Stored before the repository exists: nothing to hand on, and the
+    // remote is left alone. An hour's interval: what follows arrives by
+    // the pushes alone.
+    let o = store.admin(&["mirror", "add", "org/app", "--to", &theirs]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("org/app: push mirror to {theirs}")),
+        "{}",
+        text(&o)
+    );
+    let work = tmp.path().join("work");
+    upstream_work(&work);
+    git(&work, &["push", "-q", "--mirror", &mine]);
+    wait_until("the first push to reach the remote", 30, || {
+        in_step(&theirs, &mine)
+    });
+
+    // New commits and a tag, a deleted branch, a force-push: each reaches
+    // the remote within seconds, and the repository keeps taking pushes.
+    commit_files(&work, &[("b.txt", "b\n")], "b");
+    git(&work, &["tag", "v2"]);
+    git(&work, &["push", "-q", &mine, "main", "v2"]);
+    wait_until("a new commit and tag", 30, || in_step(&theirs, &mine));
+    git(&work, &["push", "-q", &mine, ":dev"]);
+    wait_until("a deletion", 30, || in_step(&theirs, &mine));
+    assert!(!ls_remote(&theirs).contains("refs/heads/dev"));
+    git(&work, &["reset", "-q", "--hard", "HEAD~3"]);
+    git(&work, &["push", "-q", "--force", &mine, "main"]);
+    wait_until("a force-push", 30, || in_step(&theirs, &mine));
+    let copy = tmp.path().join("copy");
+    git(
+        tmp.path(),
+        &["clone", "-q", &theirs, copy.to_str().unwrap()],
+    );
+    git(&copy, &["fsck", "--strict"]);
+
+    // Listed with its direction and no failure; counted per outcome.
+    let rows = mirror_rows(&store);
+    let row = rows
+        .iter()
+        .find(|r| r["direction"] == "push")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(
+        (&row["to"], &row["from"], &row["failures"]),
+        (
+            &serde_json::json!(theirs),
+            &serde_json::Value::Null,
+            &serde_json::json!(0)
+        ),
+        "{rows:?}"
+    );
+    let o = store.admin(&["mirror", "list"]);
+    assert!(
+        text(&o).contains(&format!("org/app: push to {theirs}")),
+        "{}",
+        text(&o)
+    );
+    let pushes: f64 = http(here.port(), "GET", "/metrics", &[], b"")
+        .text()
+        .lines()
+        .filter(|l| {
+            l.starts_with("gitstow_mirror_syncs_total{")
+                && l.contains("direction=\"push\"")
+                && l.contains("result=\"ok\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert!(pushes >= 4.0, "{pushes} push syncs counted");
+
+    // Removed: later pushes stay here.
+    let o = store.admin(&["mirror", "remove", "org/app"]);
+    assert!(text(&o).contains("no longer pushed to"), "{}", text(&o));
+    commit_files(&work, &[("c.txt", "c\n")], "c");
+    git(&work, &["push", "-q", &mine, "main"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(!in_step(&theirs, &mine));
 }

@@ -1,6 +1,8 @@
 //! The store-wide list of mirrors and when each is next due:
 //! `.gitstow/mirrors/due`, one small JSON document `{"repos": {"org/app":
-//! 1733550000, …}}` (seconds since the epoch; 0: at once). An instance
+//! 1733550000, "org/lib push": 0, …}}` (seconds since the epoch; 0: at
+//! once), an entry per mirror: the repository's name for its pull mirror,
+//! the name and ` push` for its push mirror ([`entry`]). An instance
 //! reads it with one GET per tick to find what is due, instead of listing
 //! every repository; `mirror add`, a sync's end, `mirror resume` and
 //! `mirror remove` change it by compare-and-swap.
@@ -17,20 +19,38 @@ use serde::{Deserialize, Serialize};
 
 use gitstow_store::{ObjectStore, PutCondition};
 
-use crate::settings::SettingsError;
+use crate::settings::{Direction, SettingsError};
 
 /// The key of the list.
 pub const DUE_KEY: &str = ".gitstow/mirrors/due";
 
+/// The due-list entry of `repo`'s mirror going `direction`: `org/app` for
+/// a pull mirror, `org/app push` for a push mirror (a repository's name
+/// holds no space).
+pub fn entry(repo: &str, direction: Direction) -> String {
+    match direction {
+        Direction::Pull => repo.to_owned(),
+        Direction::Push => format!("{repo} push"),
+    }
+}
+
+/// The repository and direction of a due-list `entry` ([`entry`]'s inverse).
+pub fn parse_entry(entry: &str) -> (&str, Direction) {
+    match entry.strip_suffix(" push") {
+        Some(repo) => (repo, Direction::Push),
+        None => (entry, Direction::Pull),
+    }
+}
+
 /// The stored list.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DueList {
-    /// Each mirrored repository and when its next pull is due.
+    /// Each mirror's entry ([`entry`]) and when its next sync is due.
     pub repos: BTreeMap<String, u64>,
 }
 
 impl DueList {
-    /// The repositories due at `now`, soonest first, and when the next
+    /// The entries due at `now`, soonest first, and when the next
     /// one after them is due (`None`: none is).
     pub fn due_at(&self, now: u64) -> (Vec<String>, Option<u64>) {
         let mut due: Vec<(&u64, &String)> = self
@@ -59,12 +79,12 @@ pub fn load(store: &dyn ObjectStore) -> Result<DueList, SettingsError> {
     }
 }
 
-/// Sets `repo`'s next run (`None`: drops it) by compare-and-swap, retried
+/// Sets `entry`'s next run (`None`: drops it) by compare-and-swap, retried
 /// on a lost race; writes nothing when the entry already says so.
 ///
 /// # Errors
 /// [`SettingsError`].
-pub fn set(store: &dyn ObjectStore, repo: &str, next: Option<u64>) -> Result<(), SettingsError> {
+pub fn set(store: &dyn ObjectStore, entry: &str, next: Option<u64>) -> Result<(), SettingsError> {
     for _ in 0..20 {
         let (mut list, condition) = match store.get(DUE_KEY)? {
             None => (DueList::default(), PutCondition::IfAbsent),
@@ -76,8 +96,8 @@ pub fn set(store: &dyn ObjectStore, repo: &str, next: Option<u64>) -> Result<(),
             ),
         };
         let changed = match next {
-            Some(t) => list.repos.insert(repo.to_owned(), t) != Some(t),
-            None => list.repos.remove(repo).is_some(),
+            Some(t) => list.repos.insert(entry.to_owned(), t) != Some(t),
+            None => list.repos.remove(entry).is_some(),
         };
         if !changed {
             return Ok(());
@@ -114,5 +134,13 @@ mod tests {
         set(&store, "org/a", None).unwrap();
         set(&store, "org/b", Some(500)).unwrap();
         assert_eq!(load(&store).unwrap().due_at(100), (vec![], Some(200)));
+    }
+
+    #[test]
+    fn entries_name_a_repository_and_a_direction() {
+        for (repo, d) in [("org/a", Direction::Pull), ("org/a", Direction::Push)] {
+            assert_eq!(parse_entry(&entry(repo, d)), (repo, d));
+        }
+        assert_eq!(entry("org/a", Direction::Push), "org/a push");
     }
 }

@@ -1,5 +1,6 @@
-//! A stored mirror's pull under its lease, from any instance or from
-//! `gitstow mirror sync` (plan 0017 step 2).
+//! A stored mirror's sync (a pull, or a push to its remote) under its
+//! lease, from any instance or from `gitstow mirror sync` (plan 0017 steps
+//! 2 and 4).
 //!
 //! [`claim`] takes the mirror's lease in its document by compare-and-swap
 //! when it is due (or when asked, `force`) and no other live lease holds
@@ -10,7 +11,9 @@
 //! that lapses after its time to live; the next instance then runs the
 //! mirror again from the start. That is safe, because a pull changes
 //! nothing until its one compare-and-swap of the state, whose old values
-//! make a stale pull lose rather than roll a ref back.
+//! make a stale pull lose rather than roll a ref back; and a push sends
+//! the remote's advertised values as the old ones, so a stale push is
+//! refused there rather than roll the remote back.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -19,8 +22,8 @@ use gitstow_odb::Repository;
 use gitstow_store::ObjectStore;
 
 use crate::secret::SealKey;
-use crate::settings::{self, Failed, Lease, PullMirror, SettingsError};
-use crate::{PullOptions, Pulled};
+use crate::settings::{self, Direction, Failed, Lease, Mirror, SettingsError};
+use crate::{PullOptions, Pulled, PushOptions, Pushed};
 
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
@@ -53,34 +56,45 @@ pub enum Claimed {
     /// Another holder's live lease (with `force`, the mirror is marked due
     /// again so that it runs once more after that pull).
     Held(Lease),
-    /// The repository has no pull mirror.
+    /// The repository has no mirror going that way.
     Gone,
+}
+
+/// What a sync did.
+#[derive(Debug)]
+pub enum Done {
+    /// A pull mirror's pull.
+    Pulled(Pulled),
+    /// A push mirror's push.
+    Pushed(Pushed),
 }
 
 /// A held lease on a mirror, and the settings it was taken with.
 #[derive(Debug)]
 pub struct Claim {
     repo: String,
+    direction: Direction,
     owner: String,
     ttl: Duration,
-    mirror: PullMirror,
+    mirror: Mirror,
     started: u64,
 }
 
 /// What a finished sync did.
 #[derive(Debug)]
 pub struct Synced {
-    /// The upstream's URL.
+    /// The upstream's (or the remote's) URL.
     pub url: String,
-    /// What the pull did, or why it failed (nothing applied then).
-    pub outcome: Result<Pulled, Failed>,
+    /// What the sync did, or why it failed (a pull applied nothing then).
+    pub outcome: Result<Done, Failed>,
     /// This outcome paused the mirror.
     pub paused: bool,
-    /// When the next scheduled pull is due (`None`: paused or gone).
+    /// When the next scheduled sync is due (`None`: paused or gone).
     pub next_run: Option<u64>,
 }
 
-/// Takes `repo`'s mirror lease for `owner` for `ttl` when the mirror is due
+/// Takes the lease of `repo`'s mirror going `direction` for `owner` for
+/// `ttl` when the mirror is due
 /// at `now` (or always, with `force`: `gitstow mirror sync`, which runs a
 /// paused mirror too) and no other live lease holds it.
 ///
@@ -89,6 +103,7 @@ pub struct Synced {
 pub fn claim(
     store: &dyn ObjectStore,
     repo: &str,
+    direction: Direction,
     owner: &str,
     ttl: Duration,
     now: u64,
@@ -98,7 +113,7 @@ pub fn claim(
     let mut taken = None;
     settings::update(store, repo, |doc| {
         taken = None;
-        let Some(p) = doc.pull.as_mut() else {
+        let Some(p) = doc.slot(direction).as_mut() else {
             verdict = Some(Claimed::Gone);
             return Ok(None);
         };
@@ -132,6 +147,7 @@ pub fn claim(
     if let Some(mirror) = taken {
         return Ok(Claimed::Claimed(Box::new(Claim {
             repo: repo.to_owned(),
+            direction,
             owner: owner.to_owned(),
             ttl,
             mirror,
@@ -143,7 +159,7 @@ pub fn claim(
 
 impl Claim {
     /// The mirror's settings as claimed.
-    pub fn mirror(&self) -> &PullMirror {
+    pub fn mirror(&self) -> &Mirror {
         &self.mirror
     }
 
@@ -153,24 +169,27 @@ impl Claim {
     /// [`SettingsError::Refused`] when the lease is no longer ours (it
     /// lapsed and another took it, or the mirror was removed).
     pub fn renew(&self, store: &dyn ObjectStore) -> Result<(), SettingsError> {
-        settings::update(store, &self.repo, |doc| match doc.pull.as_mut() {
-            Some(p) if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) => {
-                p.lease = Some(Lease {
-                    owner: self.owner.clone(),
-                    expires: now_secs().saturating_add(self.ttl.as_secs().max(1)),
-                });
-                Ok(Some(()))
+        settings::update(store, &self.repo, |doc| {
+            match doc.slot(self.direction).as_mut() {
+                Some(p) if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) => {
+                    p.lease = Some(Lease {
+                        owner: self.owner.clone(),
+                        expires: now_secs().saturating_add(self.ttl.as_secs().max(1)),
+                    });
+                    Ok(Some(()))
+                }
+                _ => Err("the mirror's lease was lost".to_owned()),
             }
-            _ => Err("the mirror's lease was lost".to_owned()),
         })?
         .map(|_| ())
         .map_err(SettingsError::Refused)
     }
 
     /// Pulls `repo` (this mirror's repository) with the claimed settings
-    /// on top of `base` (limits, staging), each request to the upstream
-    /// bounded by `timeout`, renewing the lease meanwhile; then
-    /// [`Claim::finish`]es.
+    /// on top of `base` (limits, staging), or pushes it to the remote (the
+    /// refs under the mirror's patterns, staged where `base` stages), each
+    /// request to the upstream or remote bounded by `timeout`, renewing
+    /// the lease meanwhile; then [`Claim::finish`]es.
     ///
     /// # Errors
     /// [`SettingsError`] recording the outcome (the pull's own failure is
@@ -195,7 +214,10 @@ impl Claim {
                     }
                 }
             });
-            let outcome = self.pull(repo, key, base, timeout);
+            let outcome = match self.direction {
+                Direction::Pull => self.pull(repo, key, base, timeout).map(Done::Pulled),
+                Direction::Push => self.push(repo, key, &base, timeout).map(Done::Pushed),
+            };
             drop(stop);
             outcome
         });
@@ -221,6 +243,65 @@ impl Claim {
         crate::pull(repo, &upstream, &opts).map_err(|e| e.failed())
     }
 
+    fn push(
+        &self,
+        repo: &Repository,
+        key: Option<&SealKey>,
+        base: &PullOptions,
+        timeout: Duration,
+    ) -> Result<Pushed, Failed> {
+        let refused = |message: String| Failed {
+            message,
+            permanent: true,
+        };
+        // A repository not created yet (its first push makes the mirror
+        // due) or deleted has nothing to hand on: the remote is left as
+        // it is, never emptied.
+        let state = repo.load_state().map_err(|e| Failed {
+            message: format!("reading the repository: {e}"),
+            permanent: false,
+        })?;
+        if state.is_none_or(|v| v.state.deleted) {
+            return Ok(Pushed::default());
+        }
+        let remote = self
+            .mirror
+            .upstream(&self.repo, key, timeout)
+            .map_err(refused)?;
+        let opts = PushOptions {
+            filter: crate::RefFilter::new(self.mirror.refs.clone()).map_err(refused)?,
+            max_refs: base.max_refs,
+            staging_dir: base.receive.staging_dir.clone(),
+        };
+        let pushed = crate::push(repo, &remote, &opts).map_err(|e| Failed {
+            message: e.to_string(),
+            permanent: e.is_permanent(),
+        })?;
+        if pushed.refused.is_empty() {
+            return Ok(pushed);
+        }
+        // A ref the remote moved since its advertisement is pushed again
+        // at the next run (from a new advertisement); one it refuses for
+        // its own reasons (a hook, a protected branch) will be refused
+        // again.
+        let stale = pushed
+            .refused
+            .iter()
+            .all(|(_, why)| why.contains("stale info"));
+        Err(Failed {
+            message: format!(
+                "the remote refused {}",
+                pushed
+                    .refused
+                    .iter()
+                    .map(|(r, why)| format!("{r} ({why})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            permanent: !stale,
+        })
+    }
+
     /// Records `outcome` in the run state, drops the lease (when it is
     /// still ours) and sets the mirror's next run in the due list.
     ///
@@ -229,24 +310,30 @@ impl Claim {
     pub fn finish(
         self,
         store: &dyn ObjectStore,
-        outcome: Result<Pulled, Failed>,
+        outcome: Result<Done, Failed>,
     ) -> Result<Synced, SettingsError> {
         let mut paused = false;
-        let next_run = settings::update(store, &self.repo, |doc| match doc.pull.as_mut() {
-            // Replaced meanwhile: the new settings have their own run state.
-            Some(p) if p.url == self.mirror.url => {
-                paused = p.record(self.started, &outcome);
-                if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) {
-                    p.lease = None;
+        let next_run = settings::update(store, &self.repo, |doc| {
+            match doc.slot(self.direction).as_mut() {
+                // Replaced meanwhile: the new settings have their own run state.
+                Some(p) if p.url == self.mirror.url => {
+                    paused = p.record(self.started, outcome.as_ref().map(|_| ()));
+                    if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) {
+                        p.lease = None;
+                    }
+                    Ok(Some(p.next_run()))
                 }
-                Ok(Some(p.next_run()))
+                Some(p) => Ok(Some(p.next_run())),
+                None => Ok(Some(None)),
             }
-            Some(p) => Ok(Some(p.next_run())),
-            None => Ok(Some(None)),
         })?
         .map_err(SettingsError::Refused)?
         .flatten();
-        crate::due::set(store, &self.repo, next_run)?;
+        crate::due::set(
+            store,
+            &crate::due::entry(&self.repo, self.direction),
+            next_run,
+        )?;
         Ok(Synced {
             url: self.mirror.url,
             outcome,
@@ -263,7 +350,7 @@ mod tests {
     fn store_with_mirror() -> (tempfile::TempDir, gitstow_store::FsStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = gitstow_store::FsStore::new(dir.path()).unwrap();
-        let m = PullMirror::new("http://127.0.0.1:9/x.git", vec![], false, 600).unwrap();
+        let m = Mirror::new("http://127.0.0.1:9/x.git", vec![], false, 600).unwrap();
         settings::update(&store, "org/x", |d| {
             d.pull = Some(m.clone());
             Ok(Some(()))
@@ -277,16 +364,18 @@ mod tests {
     fn one_claim_at_a_time_until_it_lapses_or_finishes() {
         let (_dir, store) = store_with_mirror();
         let ttl = Duration::from_secs(100);
-        let Claimed::Claimed(a) = claim(&store, "org/x", "a", ttl, 1000, false).unwrap() else {
+        let Claimed::Claimed(a) =
+            claim(&store, "org/x", Direction::Pull, "a", ttl, 1000, false).unwrap()
+        else {
             panic!("a new mirror is due");
         };
-        match claim(&store, "org/x", "b", ttl, 1050, false).unwrap() {
+        match claim(&store, "org/x", Direction::Pull, "b", ttl, 1050, false).unwrap() {
             Claimed::Held(l) => assert_eq!((l.owner.as_str(), l.expires), ("a", 1100)),
             other => panic!("{other:?}"),
         }
         // A forced claim while held marks the mirror due again.
         assert!(matches!(
-            claim(&store, "org/x", "b", ttl, 1050, true).unwrap(),
+            claim(&store, "org/x", Direction::Pull, "b", ttl, 1050, true).unwrap(),
             Claimed::Held(_)
         ));
         assert!(
@@ -299,12 +388,16 @@ mod tests {
                 .due_now
         );
         // The lease lapses: another takes it, and the first one cannot renew.
-        let Claimed::Claimed(b) = claim(&store, "org/x", "b", ttl, 1101, false).unwrap() else {
+        let Claimed::Claimed(b) =
+            claim(&store, "org/x", Direction::Pull, "b", ttl, 1101, false).unwrap()
+        else {
             panic!("a lapsed lease is taken");
         };
         assert!(a.renew(&store).is_err());
         b.renew(&store).unwrap();
-        let synced = b.finish(&store, Ok(Pulled::default())).unwrap();
+        let synced = b
+            .finish(&store, Ok(Done::Pulled(Pulled::default())))
+            .unwrap();
         assert_eq!(synced.next_run, Some(1101 + 600));
         assert_eq!(crate::due::load(&store).unwrap().repos["org/x"], 1701);
         let p = settings::load(&store, "org/x")
@@ -315,11 +408,11 @@ mod tests {
             .unwrap();
         assert_eq!((p.lease, p.last_success), (None, Some(1101)));
         assert!(matches!(
-            claim(&store, "org/x", "c", ttl, 1200, false).unwrap(),
+            claim(&store, "org/x", Direction::Pull, "c", ttl, 1200, false).unwrap(),
             Claimed::NotDue(Some(1701))
         ));
         assert!(matches!(
-            claim(&store, "org/y", "c", ttl, 1200, false).unwrap(),
+            claim(&store, "org/y", Direction::Pull, "c", ttl, 1200, false).unwrap(),
             Claimed::Gone
         ));
     }
@@ -327,9 +420,16 @@ mod tests {
     #[test]
     fn a_run_against_a_dead_upstream_records_a_transient_failure() {
         let (_dir, store) = store_with_mirror();
-        let Claimed::Claimed(c) =
-            claim(&store, "org/x", "a", DEFAULT_LEASE_TTL, now_secs(), false).unwrap()
-        else {
+        let Claimed::Claimed(c) = claim(
+            &store,
+            "org/x",
+            Direction::Pull,
+            "a",
+            DEFAULT_LEASE_TTL,
+            now_secs(),
+            false,
+        )
+        .unwrap() else {
             panic!("due");
         };
         let repo = Repository::new(

@@ -1,6 +1,8 @@
-//! A repository's pull mirror as stored: `<repo>.git/mirror`, one JSON
-//! document of its settings (upstream URL, refs, mode, interval) and its
-//! run state (last attempt, last success, last error, failures in a row),
+//! A repository's mirrors as stored: `<repo>.git/mirror`, one JSON
+//! document holding its pull mirror (where its refs come from) and its
+//! push mirror (where they are handed on), each with its settings (URL,
+//! refs, mode, interval) and its run state (last attempt, last success,
+//! last error, failures in a row),
 //! changed only by compare-and-swap so that two instances or commands never
 //! lose each other's writes. The run state also holds the **lease** of the
 //! instance (or `gitstow mirror sync`) pulling it now, so that one mirror
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use gitstow_store::{ETag, ObjectStore, PutCondition};
 
-use crate::pull::{Mode, PullOptions, Pulled, RefFilter};
+use crate::pull::{Mode, PullOptions, RefFilter};
 
 /// The shortest interval between two scheduled pulls, in seconds (an
 /// upstream is not a thing to poll every second).
@@ -35,6 +37,26 @@ pub fn min_interval_secs() -> u64 {
         1
     } else {
         MIN_INTERVAL_SECS
+    }
+}
+
+/// Which way a mirror goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// From an upstream into the repository (`mirror add --from`).
+    Pull,
+    /// From the repository to a remote (`mirror add --to`), after each
+    /// push and every interval.
+    Push,
+}
+
+impl Direction {
+    /// `pull` or `push`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Pull => "pull",
+            Direction::Push => "push",
+        }
     }
 }
 
@@ -94,9 +116,12 @@ pub fn key(repo: &str) -> String {
     format!("{repo}.git/mirror")
 }
 
-/// A pull mirror's settings and run state.
+/// A mirror's settings and run state: a pull mirror's upstream or a push
+/// mirror's remote (the fields of a pull alone, `exact` and
+/// `webhook_secret`, are unset on a push mirror: it always makes the
+/// remote equal).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PullMirror {
+pub struct Mirror {
     /// The upstream's URL (`http(s)://`, no credentials).
     pub url: String,
     /// The ref patterns taken (`refs/heads/*`, …).
@@ -139,7 +164,7 @@ pub struct PullMirror {
     pub lease: Option<Lease>,
 }
 
-impl PullMirror {
+impl Mirror {
     /// A new mirror of `url` (checked as a pull would check it), taking
     /// `refs` (empty: the default patterns), every `interval_secs` (at
     /// least [`MIN_INTERVAL_SECS`]).
@@ -164,7 +189,7 @@ impl PullMirror {
                 "an interval of {interval_secs} s is shorter than the least allowed, {least} s"
             ));
         }
-        Ok(PullMirror {
+        Ok(Mirror {
             url: url.trim_end_matches('/').to_owned(),
             refs: filter.patterns().to_vec(),
             exact,
@@ -246,11 +271,11 @@ impl PullMirror {
         })
     }
 
-    /// Records the outcome of a pull that started at `started`; a
+    /// Records the outcome of a sync (pull or push) that started at `started`; a
     /// permanent failure that makes [`PAUSE_AFTER`] failures in a row
     /// pauses the mirror, a success ends a pause. Returns whether this
     /// outcome paused it.
-    pub fn record(&mut self, started: u64, outcome: &Result<Pulled, Failed>) -> bool {
+    pub fn record(&mut self, started: u64, outcome: Result<(), &Failed>) -> bool {
         self.last_attempt = Some(started);
         match outcome {
             Ok(_) => {
@@ -288,7 +313,28 @@ impl PullMirror {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MirrorDoc {
     /// The pull mirror, if any.
-    pub pull: Option<PullMirror>,
+    pub pull: Option<Mirror>,
+    /// The push mirror, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<Mirror>,
+}
+
+impl MirrorDoc {
+    /// The mirror going `direction`, if any.
+    pub fn get(&self, direction: Direction) -> Option<&Mirror> {
+        match direction {
+            Direction::Pull => self.pull.as_ref(),
+            Direction::Push => self.push.as_ref(),
+        }
+    }
+
+    /// The slot of the mirror going `direction`.
+    pub fn slot(&mut self, direction: Direction) -> &mut Option<Mirror> {
+        match direction {
+            Direction::Pull => &mut self.pull,
+            Direction::Push => &mut self.push,
+        }
+    }
 }
 
 /// Why the document could not be read or written.
@@ -355,7 +401,7 @@ pub fn update<T>(
             Err(e) => return Ok(Err(e)),
         };
         let bytes = serde_json::to_vec_pretty(&doc).expect("a mirror document serializes");
-        let written = if doc.pull.is_none() {
+        let written = if doc.pull.is_none() && doc.push.is_none() {
             // Nothing left: the key goes (unconditionally: a racing add is
             // rare, and then re-running it is the answer).
             store.delete(&key(repo)).map(|_| ())
@@ -371,27 +417,35 @@ pub fn update<T>(
     Err(SettingsError::Busy(repo.to_owned()))
 }
 
-/// Stores `mirror` as `repo`'s pull mirror, due at once (over an existing
-/// one only with `replace`; its run state starts afresh). The due list
-/// gets the entry first, so that no stored mirror is missing from it.
+/// Stores `mirror` as `repo`'s mirror going `direction`, due at once (over
+/// an existing one only with `replace`; its run state starts afresh). The
+/// due list gets the entry first, so that no stored mirror is missing from
+/// it.
 ///
 /// # Errors
-/// [`SettingsError`]; [`SettingsError::Refused`] when `repo` mirrors
-/// something already and `replace` is not set.
+/// [`SettingsError`]; [`SettingsError::Refused`] when `repo` has a mirror
+/// that way already and `replace` is not set.
 pub fn add(
     store: &dyn ObjectStore,
     repo: &str,
-    mirror: &PullMirror,
+    direction: Direction,
+    mirror: &Mirror,
     replace: bool,
 ) -> Result<(), SettingsError> {
-    crate::due::set(store, repo, Some(0))?;
-    update(store, repo, |doc| match &doc.pull {
-        Some(old) if !replace => Err(format!(
-            "{repo} mirrors {} already: pass --replace to change it",
-            old.url
-        )),
+    crate::due::set(store, &crate::due::entry(repo, direction), Some(0))?;
+    update(store, repo, |doc| match doc.get(direction) {
+        Some(old) if !replace => Err(match direction {
+            Direction::Pull => format!(
+                "{repo} mirrors {} already: pass --replace to change it",
+                old.url
+            ),
+            Direction::Push => format!(
+                "{repo} is pushed to {} already: pass --replace to change it",
+                old.url
+            ),
+        }),
         _ => {
-            doc.pull = Some(mirror.clone());
+            *doc.slot(direction) = Some(mirror.clone());
             Ok(Some(()))
         }
     })?
@@ -399,35 +453,77 @@ pub fn add(
     Ok(())
 }
 
-/// Drops `repo`'s pull mirror and its due-list entry; returns the URL it
-/// mirrored (`None`: it had no mirror).
+/// Drops `repo`'s mirror going `direction` and its due-list entry; returns
+/// the URL it mirrored (`None`: it had no such mirror).
 ///
 /// # Errors
 /// [`SettingsError`].
-pub fn remove(store: &dyn ObjectStore, repo: &str) -> Result<Option<String>, SettingsError> {
-    let url = update(store, repo, |doc| Ok(doc.pull.take().map(|p| p.url)))?
-        .map_err(SettingsError::Refused)?;
-    crate::due::set(store, repo, None)?;
+pub fn remove(
+    store: &dyn ObjectStore,
+    repo: &str,
+    direction: Direction,
+) -> Result<Option<String>, SettingsError> {
+    let url = update(store, repo, |doc| {
+        Ok(doc.slot(direction).take().map(|p| p.url))
+    })?
+    .map_err(SettingsError::Refused)?;
+    crate::due::set(store, &crate::due::entry(repo, direction), None)?;
     Ok(url)
 }
 
-/// Ends `repo`'s pause (or failure streak) and makes it due at once
-/// (`gitstow mirror resume`); returns whether it was paused.
+/// A push landed in `repo`: its push mirror, if it has one and is not
+/// paused, is due at once (a push while one runs makes it run once more
+/// after). Returns whether it has one due. One read of the document when
+/// it has none.
+///
+/// # Errors
+/// [`SettingsError`].
+pub fn pushed(store: &dyn ObjectStore, repo: &str) -> Result<bool, SettingsError> {
+    let mut has = false;
+    update(store, repo, |doc| {
+        has = false;
+        let Some(p) = doc.push.as_mut().filter(|p| p.paused.is_none()) else {
+            return Ok(None);
+        };
+        has = true;
+        if p.due_now {
+            return Ok(None);
+        }
+        p.due_now = true;
+        Ok(Some(()))
+    })?
+    .map_err(SettingsError::Refused)?;
+    if has {
+        crate::due::set(store, &crate::due::entry(repo, Direction::Push), Some(0))?;
+    }
+    Ok(has)
+}
+
+/// Ends the pause (or failure streak) of `repo`'s mirror going `direction`
+/// and makes it due at once (`gitstow mirror resume`); returns whether it
+/// was paused.
 ///
 /// # Errors
 /// [`SettingsError`]; [`SettingsError::Refused`] when `repo` has no mirror.
-pub fn resume(store: &dyn ObjectStore, repo: &str) -> Result<bool, SettingsError> {
-    let was_paused = update(store, repo, |doc| match doc.pull.as_mut() {
+pub fn resume(
+    store: &dyn ObjectStore,
+    repo: &str,
+    direction: Direction,
+) -> Result<bool, SettingsError> {
+    let was_paused = update(store, repo, |doc| match doc.slot(direction).as_mut() {
         Some(p) => {
             let was = p.paused.is_some();
             p.resume();
             Ok(Some(was))
         }
-        None => Err(format!("{repo} has no pull mirror (gitstow mirror add)")),
+        None => Err(format!(
+            "{repo} has no {} mirror (gitstow mirror add)",
+            direction.as_str()
+        )),
     })?
     .map_err(SettingsError::Refused)?
     .unwrap_or(false);
-    crate::due::set(store, repo, Some(0))?;
+    crate::due::set(store, &crate::due::entry(repo, direction), Some(0))?;
     Ok(was_paused)
 }
 
@@ -444,15 +540,15 @@ mod tests {
 
     #[test]
     fn failures_back_off_then_permanent_ones_pause_until_resumed() {
-        let mut m = PullMirror::new("https://h/x.git", vec![], false, 3600).unwrap();
+        let mut m = Mirror::new("https://h/x.git", vec![], false, 3600).unwrap();
         assert_eq!(m.next_run(), Some(0), "a new mirror is due at once");
-        assert!(!m.record(1000, &Ok(Pulled::default())));
+        assert!(!m.record(1000, Ok(())));
         assert_eq!(m.next_run(), Some(4600));
         // Transient failures: 30 s, 60 s, 120 s … never past the interval.
         let mut waits = Vec::new();
         for i in 0..9 {
             let t = 2000 + i * 10_000;
-            assert!(!m.record(t, &Err(failed("HTTP 503", false))));
+            assert!(!m.record(t, Err(&failed("HTTP 503", false))));
             waits.push(m.next_run().unwrap() - t);
         }
         assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]);
@@ -461,10 +557,10 @@ mod tests {
         assert_eq!(m.next_run(), Some(0));
         m.due_now = false;
         // Permanent failures pause at the third in a row.
-        assert!(!m.record(200_000, &Ok(Pulled::default())));
-        assert!(!m.record(200_100, &Err(failed("HTTP 401", true))));
-        assert!(!m.record(200_200, &Err(failed("HTTP 401", true))));
-        assert!(m.record(200_300, &Err(failed("HTTP 401", true))));
+        assert!(!m.record(200_000, Ok(())));
+        assert!(!m.record(200_100, Err(&failed("HTTP 401", true))));
+        assert!(!m.record(200_200, Err(&failed("HTTP 401", true))));
+        assert!(m.record(200_300, Err(&failed("HTTP 401", true))));
         assert_eq!(m.next_run(), None);
         assert!(m.paused.as_deref().unwrap().contains("HTTP 401"));
         m.resume();
@@ -480,11 +576,65 @@ mod tests {
     }
 
     #[test]
+    fn a_push_mirror_beside_a_pull_mirror_is_made_due_by_pushes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::FsStore::new(dir.path()).unwrap();
+        let due = |entry: &str| crate::due::load(&store).unwrap().repos.get(entry).copied();
+        // No push mirror: a push reads the document and writes nothing.
+        assert!(!pushed(&store, "org/app").unwrap());
+        assert!(load(&store, "org/app").unwrap().is_none());
+        let pull = Mirror::new("https://up/app.git", vec![], false, 600).unwrap();
+        let push = Mirror::new("https://down/app.git", vec![], true, 600).unwrap();
+        add(&store, "org/app", Direction::Pull, &pull, false).unwrap();
+        add(&store, "org/app", Direction::Push, &push, false).unwrap();
+        let refused = add(&store, "org/app", Direction::Push, &push, false).unwrap_err();
+        assert!(refused
+            .to_string()
+            .contains("is pushed to https://down/app.git already"));
+        assert_eq!((due("org/app"), due("org/app push")), (Some(0), Some(0)));
+        // A run of each, then a push: only the push mirror is due again.
+        update(&store, "org/app", |d| {
+            d.pull.as_mut().unwrap().record(100, Ok(()));
+            d.push.as_mut().unwrap().record(100, Ok(()));
+            Ok(Some(()))
+        })
+        .unwrap()
+        .unwrap();
+        crate::due::set(&store, "org/app push", Some(700)).unwrap();
+        assert!(pushed(&store, "org/app").unwrap());
+        let (doc, _) = load(&store, "org/app").unwrap().unwrap();
+        assert_eq!(doc.push.as_ref().unwrap().next_run(), Some(0));
+        assert_eq!(doc.pull.as_ref().unwrap().next_run(), Some(700));
+        assert_eq!(due("org/app push"), Some(0));
+        // A paused push mirror stays paused.
+        update(&store, "org/app", |d| {
+            let p = d.push.as_mut().unwrap();
+            p.due_now = false;
+            p.paused = Some("401".into());
+            Ok(Some(()))
+        })
+        .unwrap()
+        .unwrap();
+        assert!(!pushed(&store, "org/app").unwrap());
+        // Each goes on its own; the document with them.
+        assert_eq!(
+            remove(&store, "org/app", Direction::Push)
+                .unwrap()
+                .as_deref(),
+            Some("https://down/app.git")
+        );
+        assert_eq!(due("org/app push"), None);
+        assert!(load(&store, "org/app").unwrap().unwrap().0.pull.is_some());
+        remove(&store, "org/app", Direction::Pull).unwrap();
+        assert!(load(&store, "org/app").unwrap().is_none());
+    }
+
+    #[test]
     fn a_mirror_is_added_recorded_and_removed_by_compare_and_swap() {
         let dir = tempfile::tempdir().unwrap();
         let store = gitstow_store::FsStore::new(dir.path()).unwrap();
         assert!(load(&store, "org/app").unwrap().is_none());
-        let m = PullMirror::new("https://h/org/app.git/", vec![], false, 600).unwrap();
+        let m = Mirror::new("https://h/org/app.git/", vec![], false, 600).unwrap();
         assert_eq!(m.url, "https://h/org/app.git");
         assert_eq!(m.refs, ["refs/heads/*", "refs/tags/*"]);
         update(&store, "org/app", |d| {
@@ -495,8 +645,8 @@ mod tests {
         .unwrap();
         update(&store, "org/app", |d| {
             let p = d.pull.as_mut().unwrap();
-            p.record(100, &Err(failed("the upstream answered HTTP 503", false)));
-            p.record(200, &Err(failed("again", false)));
+            p.record(100, Err(&failed("the upstream answered HTTP 503", false)));
+            p.record(200, Err(&failed("again", false)));
             Ok(Some(()))
         })
         .unwrap()
@@ -520,10 +670,7 @@ mod tests {
             ("https://h/x.git", vec!["heads/*".to_owned()], 600),
             ("https://h/x.git", vec![], 5),
         ] {
-            assert!(
-                PullMirror::new(url, refs, false, interval).is_err(),
-                "{url}"
-            );
+            assert!(Mirror::new(url, refs, false, interval).is_err(), "{url}");
         }
     }
 }

@@ -18,7 +18,7 @@ use subtle::ConstantTimeEq;
 use gitstow_store::ObjectStore;
 
 use crate::secret::SealKey;
-use crate::settings::{self, PullMirror, SettingsError};
+use crate::settings::{self, Mirror, SettingsError};
 
 /// The context a webhook secret of `repo`'s mirror is sealed for.
 pub fn context(repo: &str) -> String {
@@ -72,7 +72,7 @@ impl std::fmt::Debug for Check {
 /// # Errors
 /// [`TriggerError`] (a malformed signature is a [`TriggerError::Mismatch`]).
 pub fn begin(
-    mirror: &PullMirror,
+    mirror: &Mirror,
     repo: &str,
     key: Option<&SealKey>,
     proof: &Proof,
@@ -152,7 +152,11 @@ pub fn make_due(store: &dyn ObjectStore, repo: &str) -> Result<(), SettingsError
         None => Err(TriggerError::NoMirror.to_string()),
     })?
     .map_err(SettingsError::Refused)?;
-    crate::due::set(store, repo, Some(0))
+    crate::due::set(
+        store,
+        &crate::due::entry(repo, settings::Direction::Pull),
+        Some(0),
+    )
 }
 
 #[cfg(test)]
@@ -162,7 +166,7 @@ mod tests {
     #[test]
     fn signatures_and_tokens_are_checked_against_the_sealed_secret() {
         let key = SealKey::from_hex(&"11".repeat(32)).unwrap();
-        let mut m = PullMirror::new("https://h/x.git", vec![], false, 600).unwrap();
+        let mut m = Mirror::new("https://h/x.git", vec![], false, 600).unwrap();
         let hub = |sig: &str| Proof::HubSignature(sig.to_owned());
         assert_eq!(
             begin(&m, "org/x", Some(&key), &hub("sha256=00")).unwrap_err(),
@@ -211,9 +215,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = gitstow_store::FsStore::new(dir.path()).unwrap();
         assert!(make_due(&store, "org/x").is_err());
-        let mut m = PullMirror::new("https://h/x.git", vec![], false, 600).unwrap();
+        let mut m = Mirror::new("https://h/x.git", vec![], false, 600).unwrap();
         m.last_attempt = Some(1000);
-        settings::add(&store, "org/x", &m, false).unwrap();
+        settings::add(&store, "org/x", settings::Direction::Pull, &m, false).unwrap();
         crate::due::set(&store, "org/x", Some(1600)).unwrap();
         make_due(&store, "org/x").unwrap();
         let p = settings::load(&store, "org/x")

@@ -51,11 +51,11 @@ pub const MAINTENANCE_RUNS: &str = "gitstow_maintenance_runs_total";
 /// last was older than `--gc-interval`; `work`: the objects outside the
 /// closure passed `--gc-outside-objects` and `--gc-outside-percent`).
 pub const MAINTENANCE_GC: &str = "gitstow_maintenance_gc_total";
-/// Counter: pulls of stored mirrors this instance ran, label `result`
-/// (`ok`, `failed`, `paused`: failed and paused the mirror, `error`: the
-/// outcome could not be recorded).
+/// Counter: syncs of stored mirrors this instance ran, labels `direction`
+/// (`pull`, `push`) and `result` (`ok`, `failed`, `paused`: failed and
+/// paused the mirror, `error`: the outcome could not be recorded).
 pub const MIRROR_SYNCS: &str = "gitstow_mirror_syncs_total";
-/// Histogram: seconds a mirror's pull took.
+/// Histogram: seconds a mirror's sync took, label `direction`.
 pub const MIRROR_SYNC_DURATION: &str = "gitstow_mirror_sync_duration_seconds";
 /// Histogram: seconds a maintenance run took.
 pub const MAINTENANCE_DURATION: &str = "gitstow_maintenance_duration_seconds";

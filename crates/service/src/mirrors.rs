@@ -1,23 +1,28 @@
-//! Pull mirrors inside `gitstow serve` (plan 0017): any instance runs a
-//! due mirror, none leads.
+//! Mirrors inside `gitstow serve` (plan 0017): any instance runs a due
+//! mirror (a pull from its upstream, or a push to its remote), none leads.
 //!
 //! One worker thread reads the store's due list ([`gitstow_mirror::due`],
 //! one GET), and for each mirror due takes its lease
 //! ([`gitstow_mirror::schedule::claim`]; another instance holding it skips
-//! it), pulls, and records the outcome and the next run. Then it sleeps
+//! it), pulls or pushes, and records the outcome and the next run. A push
+//! that moves refs in a repository with a push mirror makes it due at once
+//! and wakes this worker ([`Host::push_mirror_due`]); pushes that land
+//! while it runs make it run once more after, so a burst of pushes costs
+//! one or two runs. Then it sleeps
 //! until the next mirror is due, at most [`MirrorConfig::poll`] (another
 //! instance or `gitstow mirror add` may have changed the list meanwhile),
 //! or longer while the store has no mirrors, backing off to
 //! [`MirrorConfig::idle_max`]. [`Mirrors::wake`] ends a sleep at once (an
-//! upstream's webhook on this instance). Pulls run one at a time: a
-//! mirror's ingest takes the cores and memory of one push.
+//! upstream's webhook on this instance, a push). Syncs run one at a time:
+//! a mirror's ingest takes the cores and memory of one push.
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gitstow_mirror::schedule::{self, Claimed};
+use gitstow_mirror::schedule::{self, Claimed, Done};
 use gitstow_mirror::secret::SealKey;
+use gitstow_mirror::settings::{Direction, MirrorDoc};
 use gitstow_mirror::trigger;
 pub use gitstow_mirror::trigger::{Check, Proof, TriggerError};
 use gitstow_mirror::{due, PullOptions};
@@ -120,8 +125,22 @@ fn worker(
                 idle = first_idle;
                 let (due, mut next) = list.due_at(now);
                 let mut ran = false;
-                for repo in due {
-                    match sync_one(&store, &indexes, &config, key.as_ref(), &owner, &repo, now) {
+                for entry in due {
+                    let (repo, direction) = due::parse_entry(&entry);
+                    let mirror = Due {
+                        entry: &entry,
+                        repo,
+                        direction,
+                    };
+                    match sync_one(
+                        &store,
+                        &indexes,
+                        &config,
+                        key.as_ref(),
+                        &owner,
+                        &mirror,
+                        now,
+                    ) {
                         Tried::Ran => ran = true,
                         // Look again when that lease lapses (its holder
                         // may have died).
@@ -166,29 +185,46 @@ enum Tried {
     Nothing,
 }
 
-/// Claims and runs `repo`'s mirror if it is due and free; corrects its
-/// due-list entry when the list was wrong.
+/// A due-list entry: the mirror of `repo` going `direction`.
+struct Due<'a> {
+    entry: &'a str,
+    repo: &'a str,
+    direction: Direction,
+}
+
+/// Claims and runs `mirror` if it is due and free; corrects its due-list
+/// entry when the list was wrong.
 fn sync_one(
     store: &Arc<dyn ObjectStore>,
     indexes: &Arc<IndexCache>,
     config: &MirrorConfig,
     key: Option<&SealKey>,
     owner: &str,
-    repo: &str,
+    mirror: &Due<'_>,
     now: u64,
 ) -> Tried {
-    let claim = match schedule::claim(store.as_ref(), repo, owner, config.lease_ttl, now, false) {
+    let (repo, direction) = (mirror.repo, mirror.direction);
+    let claimed = schedule::claim(
+        store.as_ref(),
+        repo,
+        direction,
+        owner,
+        config.lease_ttl,
+        now,
+        false,
+    );
+    let claim = match claimed {
         Ok(Claimed::Claimed(c)) => c,
         Ok(Claimed::Held(lease)) => return Tried::HeldUntil(lease.expires),
         Ok(Claimed::NotDue(next)) => {
             // The list said due; the mirror's own document says otherwise.
-            if let Err(e) = due::set(store.as_ref(), repo, next) {
+            if let Err(e) = due::set(store.as_ref(), mirror.entry, next) {
                 tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
             }
             return Tried::Nothing;
         }
         Ok(Claimed::Gone) => {
-            if let Err(e) = due::set(store.as_ref(), repo, None) {
+            if let Err(e) = due::set(store.as_ref(), mirror.entry, None) {
                 tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
             }
             return Tried::Nothing;
@@ -207,12 +243,30 @@ fn sync_one(
         config.pull.clone(),
         config.timeout,
     );
-    metrics::histogram!(m::MIRROR_SYNC_DURATION).record(started.elapsed().as_secs_f64());
+    let way = direction.as_str();
+    metrics::histogram!(m::MIRROR_SYNC_DURATION, "direction" => way)
+        .record(started.elapsed().as_secs_f64());
     let ms = started.elapsed().as_millis() as u64;
     match synced {
         Ok(s) => match &s.outcome {
-            Ok(p) => {
-                metrics::counter!(m::MIRROR_SYNCS, "result" => "ok").increment(1);
+            Ok(Done::Pushed(p)) => {
+                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "ok")
+                    .increment(1);
+                tracing::info!(
+                    repo,
+                    remote = %s.url,
+                    created = p.created,
+                    updated = p.updated,
+                    deleted = p.deleted,
+                    pack_bytes = p.pack_bytes,
+                    next_run = s.next_run,
+                    ms,
+                    "mirror push"
+                );
+            }
+            Ok(Done::Pulled(p)) => {
+                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "ok")
+                    .increment(1);
                 follow_head(&repository, p.head.as_deref());
                 tracing::info!(
                     repo,
@@ -230,10 +284,12 @@ fn sync_one(
             }
             Err(f) => {
                 let result = if s.paused { "paused" } else { "failed" };
-                metrics::counter!(m::MIRROR_SYNCS, "result" => result).increment(1);
+                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => result)
+                    .increment(1);
                 tracing::warn!(
                     repo,
-                    upstream = %s.url,
+                    direction = way,
+                    url = %s.url,
                     error = %f.message,
                     permanent = f.permanent,
                     paused = s.paused,
@@ -244,11 +300,38 @@ fn sync_one(
             }
         },
         Err(e) => {
-            metrics::counter!(m::MIRROR_SYNCS, "result" => "error").increment(1);
+            metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "error")
+                .increment(1);
             tracing::warn!(repo, error = %e, ms, "mirror sync: recording the outcome");
         }
     }
     Tried::Ran
+}
+
+/// The way from a push to its repository's push mirror.
+#[derive(Debug, Clone)]
+pub(crate) struct PushMirrorDue {
+    store: Arc<dyn ObjectStore>,
+    mirrors: Option<Arc<Mirrors>>,
+}
+
+impl PushMirrorDue {
+    /// A push moved refs in `repo`: its push mirror is due at once and
+    /// this instance's worker wakes. A failure is logged (the push stands;
+    /// the mirror's interval catches up). Blocks on the store.
+    pub(crate) fn pushed(&self, repo: &str) {
+        match gitstow_mirror::settings::pushed(self.store.as_ref(), repo) {
+            Ok(true) => {
+                if let Some(m) = &self.mirrors {
+                    m.wake();
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(repo, error = %e, "mirror: making the push mirror due")
+            }
+        }
+    }
 }
 
 /// Why an upstream's webhook is refused.
@@ -263,21 +346,28 @@ pub enum HookRefusal {
 }
 
 impl Host {
-    /// `name`'s pull mirror, if it has one: one read of its mirror document.
+    /// `name`'s mirrors (none: the default document): one read of its
+    /// mirror document.
     ///
     /// # Errors
     /// The store failed or the document is corrupt.
-    pub(crate) async fn pull_mirror(
-        &self,
-        name: &str,
-    ) -> Result<Option<gitstow_mirror::settings::PullMirror>, Refusal> {
+    pub(crate) async fn mirrors_of(&self, name: &str) -> Result<MirrorDoc, Refusal> {
         let repo = name.to_owned();
         let doc = self
             .read_store("reading the mirror settings", move |store| {
                 gitstow_mirror::settings::load(store, &repo)
             })
             .await?;
-        Ok(doc.and_then(|(d, _)| d.pull))
+        Ok(doc.map(|(d, _)| d).unwrap_or_default())
+    }
+
+    /// What a push into a repository with a push mirror calls once refs
+    /// moved ([`PushMirrorDue::pushed`]).
+    pub(crate) fn push_mirror_due(&self) -> PushMirrorDue {
+        PushMirrorDue {
+            store: self.store.clone(),
+            mirrors: self.mirrors.clone(),
+        }
     }
 
     /// Starts checking an upstream's webhook for `name`'s pull mirror
@@ -293,8 +383,9 @@ impl Host {
         proof: Proof,
     ) -> Result<trigger::Check, HookRefusal> {
         let mirror = self
-            .pull_mirror(name)
+            .mirrors_of(name)
             .await?
+            .pull
             .ok_or(TriggerError::NoMirror)?;
         Ok(trigger::begin(
             &mirror,

@@ -24,6 +24,8 @@ pub struct Push {
     /// is not a push and takes no slot.
     slot: Option<Result<Slot, QueueTimeout>>,
     maintenance: Option<Arc<Maintenance>>,
+    /// The repository's push mirror, made due once refs moved.
+    push_mirror: Option<crate::mirrors::PushMirrorDue>,
     token: Option<String>,
 }
 
@@ -90,21 +92,26 @@ impl Host {
                 }
             }
         }
+        let mut push_mirror = None;
         if !probe {
             // Two small documents, read at once.
-            let (locked, mirror) = tokio::join!(
+            let (locked, mirrors) = tokio::join!(
                 self.locked_by_others(name, principal),
-                self.pull_mirror(name)
+                self.mirrors_of(name)
             );
             opts.locked = locked?;
+            let mirrors = mirrors?;
             // A pull mirror takes no pushes (its refs come from the
             // upstream), an admin's neither: `gitstow mirror remove` first.
-            opts.read_only = mirror?.map(|m| {
+            opts.read_only = mirrors.pull.map(|m| {
                 format!(
                     "this repository is a pull mirror of {}: push to the upstream",
                     m.url
                 )
             });
+            if mirrors.push.is_some() {
+                push_mirror = Some(self.push_mirror_due());
+            }
         }
         let slot = if probe {
             None
@@ -116,6 +123,7 @@ impl Host {
             opts,
             slot,
             maintenance: self.maintenance.clone(),
+            push_mirror,
             token: principal.token.clone(),
         })
     }
@@ -220,9 +228,14 @@ impl Push {
             return result.map_err(|e| Fault::of_push(&e));
         }
         record_push(&result, started);
-        if let (Some(maintenance), Ok(o)) = (&self.maintenance, &result) {
+        if let Ok(o) = &result {
             if o.updated > 0 {
-                maintenance.after_push(repo.name());
+                if let Some(maintenance) = &self.maintenance {
+                    maintenance.after_push(repo.name());
+                }
+                if let Some(mirror) = &self.push_mirror {
+                    mirror.pushed(repo.name());
+                }
             }
         }
         match &result {
