@@ -18,7 +18,7 @@
 //! - [`key_cmd`]: `gitstow key`.
 //! - [`webhook_cmd`]: `gitstow webhook`.
 //! - [`repo_cmd`]: `gitstow repo` and `gitstow fsck`.
-//! - [`mirror_cmd`]: `gitstow mirror` (pull mirrors).
+//! - [`mirror_cmd`]: `gitstow mirror` (pull and push mirrors).
 //! - [`mirror_credentials`]: their credentials and the key that seals them.
 //! - [`limits`]: process limits set at start (open files).
 //! - [`leftovers`]: scratch directories and the sweep of crashed processes' leftovers.

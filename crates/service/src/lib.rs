@@ -19,7 +19,7 @@
 //! - [`gate`]: the access gate: tokens, SSH keys, grants, the failed-login limiter.
 //! - [`queue`]: the push and fetch concurrency caps.
 //! - [`maintenance`]: automatic maintenance after pushes.
-//! - [`mirrors`]: pull mirrors run by whichever instance claims them.
+//! - [`mirrors`]: pull and push mirrors run by whichever instance claims them.
 //! - [`fetch`]: advertisements and upload-pack requests.
 //! - [`push`]: receive-pack requests.
 //! - [`metrics`]: the names of the figures recorded here.
@@ -150,7 +150,7 @@ pub struct Config {
     pub fetch_queue_timeout: std::time::Duration,
     /// Automatic maintenance after pushes (`None`: off).
     pub maintenance: Option<maintenance::MaintenanceConfig>,
-    /// Pull mirrors run by this instance when due (`None`: other instances
+    /// Mirrors (pull and push) run by this instance when due (`None`: other instances
     /// run them; pushes to mirrors are refused either way).
     pub mirrors: Option<mirrors::MirrorConfig>,
     /// The key that opens mirrors' credentials and webhook secrets
