@@ -151,7 +151,7 @@ pub struct Config {
     /// Automatic maintenance after pushes (`None`: off).
     pub maintenance: Option<maintenance::MaintenanceConfig>,
     /// Mirrors (pull and push) run by this instance when due (`None`: other instances
-    /// run them; pushes to mirrors are refused either way).
+    /// run them; pushes into pull mirrors are refused either way).
     pub mirrors: Option<mirrors::MirrorConfig>,
     /// The key that opens mirrors' credentials and webhook secrets
     /// (`None`: not given; those mirrors fail, saying what to set).
