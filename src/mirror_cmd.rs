@@ -416,7 +416,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                     Ok(())
                 }
                 Err(e) => {
-                    let paused = if synced.paused {
+                    let paused = if synced.paused.is_some() {
                         " (the mirror is paused now: gitstow mirror resume)"
                     } else {
                         ""

@@ -63,7 +63,25 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
     assert_eq!(heads_and_tags(&here), heads_and_tags(&up));
 
     // An upstream that says 404: retried, then paused after three
-    // permanent failures in a row; no more pulls until resumed.
+    // permanent failures in a row (the repository's webhooks are told);
+    // no more pulls until resumed.
+    let receiver = Receiver::start(Answer::Status(200, String::new()));
+    let secret_file = tmp.path().join("hook-secret");
+    std::fs::write(&secret_file, "hook-secret-0123456789\n").unwrap();
+    let o = store.admin(&[
+        "webhook",
+        "add",
+        "--name",
+        "ops",
+        "--repo",
+        "org/*",
+        "--url",
+        &receiver.url("/events"),
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+        "--allow-internal",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
     let late = upstream.url("org/late");
     let o = admin_short(
         &store,
@@ -90,6 +108,49 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
     );
     let human = text(&store.admin(&["mirror", "list"]));
     assert!(human.contains("gitstow mirror resume"), "{human}");
+    let got = receiver.wait_until(
+        std::time::Duration::from_secs(30),
+        "the mirror_paused event",
+        |got| {
+            got.iter()
+                .any(|r| r.header("x-gitstow-event") == Some("mirror_paused"))
+        },
+    );
+    let paused: Vec<_> = got
+        .iter()
+        .filter(|r| r.header("x-gitstow-event") == Some("mirror_paused"))
+        .collect();
+    assert_eq!(paused.len(), 1, "one event per pause");
+    let r = paused[0];
+    let sig = r.header("x-gitstow-signature-256").expect("signed");
+    assert!(gitstow_hooks::webhook::verify(
+        b"hook-secret-0123456789",
+        &r.body,
+        sig
+    ));
+    let event = r.json();
+    assert_eq!(
+        (
+            &event["event"],
+            &event["repository"],
+            &event["mirror"]["direction"]
+        ),
+        (
+            &serde_json::json!("mirror_paused"),
+            &serde_json::json!("org/app"),
+            &serde_json::json!("pull")
+        ),
+        "{event}"
+    );
+    assert_eq!(event["mirror"]["url"], late.as_str(), "{event}");
+    assert_eq!(event["mirror"]["failures"], 3, "{event}");
+    assert!(
+        event["mirror"]["paused"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 404"),
+        "{event}"
+    );
     git(&work, &["push", "-q", "--mirror", &late]);
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert_eq!(

@@ -267,7 +267,7 @@ impl Worker {
                                 &self.agent,
                                 &hook.url,
                                 &hook.secret,
-                                &event.id,
+                                (&event.id, &event.event),
                                 body,
                             ))
                         })

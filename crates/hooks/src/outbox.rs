@@ -1,4 +1,5 @@
-//! The outbox: one store object per push event owed to webhooks, under
+//! The outbox: one store object per event owed to webhooks (a push's, or
+//! a paused mirror's, [`Outbox::mirror_paused`]), under
 //! [`OUTBOX_PREFIX`] (the server's store-wide namespace).
 //!
 //! Life of an entry ([`Entry`]):
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use gitstow_receive::hooks::{Notify, Pending, PushInfo, RefUpdate};
 use gitstow_store::{ObjectStore, PutCondition};
 
-use crate::webhook::{bounded_options, bounded_updates, PushEvent};
+use crate::webhook::{bounded_options, bounded_updates, MirrorJson, PushEvent};
 
 /// Where entries live in the store.
 pub const OUTBOX_PREFIX: &str = ".gitstow/outbox/";
@@ -101,6 +102,54 @@ impl Outbox {
     }
 }
 
+impl Outbox {
+    /// Records that `repository`'s `mirror` paused (an event of kind
+    /// [`crate::webhook::EVENT_MIRROR_PAUSED`], owed at once to this
+    /// outbox's webhooks) and wakes the deliverer; nothing when there are
+    /// no webhooks.
+    ///
+    /// # Errors
+    /// The store failed (the event is not recorded).
+    pub fn mirror_paused(&self, repository: &str, mirror: MirrorJson) -> std::io::Result<()> {
+        if self.webhooks.is_empty() {
+            return Ok(());
+        }
+        let now = crate::now_secs();
+        let entry = Entry {
+            event: PushEvent {
+                id: random_id()?,
+                event: crate::webhook::EVENT_MIRROR_PAUSED.into(),
+                repository: repository.to_owned(),
+                pusher: None,
+                ref_updates: Vec::new(),
+                ref_updates_omitted: 0,
+                push_options: Vec::new(),
+                pushed_at: now,
+                recovered: false,
+                mirror: Some(mirror),
+            },
+            landed: true,
+            deliveries: self
+                .webhooks
+                .iter()
+                .map(|w| Delivery {
+                    webhook: w.clone(),
+                    attempts: 0,
+                    next_attempt: now,
+                })
+                .collect(),
+            lease_until: 0,
+        };
+        self.store
+            .put(&entry.key(), &entry.encode(), PutCondition::IfAbsent)
+            .map_err(io_error)?;
+        if let Some(wake) = &self.wake {
+            let _ = wake.try_send(());
+        }
+        Ok(())
+    }
+}
+
 fn random_id() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -121,7 +170,7 @@ impl Notify for Outbox {
         let entry = Entry {
             event: PushEvent {
                 id: random_id()?,
-                event: "push".into(),
+                event: crate::webhook::EVENT_PUSH.into(),
                 repository: push.repository.to_owned(),
                 pusher: push.pusher.map(str::to_owned),
                 ref_updates,
@@ -129,6 +178,7 @@ impl Notify for Outbox {
                 push_options: bounded_options(push.push_options),
                 pushed_at: now,
                 recovered: false,
+                mirror: None,
             },
             landed: false,
             deliveries: self

@@ -1,8 +1,8 @@
-//! Push events and their signatures.
+//! Events (a push that landed, a mirror that paused) and their signatures.
 //!
 //! A receiver gets `POST` with `Content-Type: application/json`, the body a
 //! [`PushEvent`], and these headers:
-//! - `X-Gitstow-Event: push`;
+//! - `X-Gitstow-Event: push` (or `mirror_paused`, the event's `event`);
 //! - `X-Gitstow-Delivery: <event id>` (the same on every retry: a receiver
 //!   that has seen an id may drop the repeat, as delivery is at least once);
 //! - `X-Gitstow-Signature-256: sha256=<hex>`: HMAC-SHA256 of the body's
@@ -91,12 +91,34 @@ pub fn bounded_options(options: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// A push that landed, as webhooks receive it (JSON).
+/// The mirror an event is about (`mirror_paused`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MirrorJson {
+    /// `pull` or `push`.
+    pub direction: String,
+    /// The upstream's or the remote's URL (it holds no credentials).
+    pub url: String,
+    /// Why it paused: the failures in a row and the last one's message.
+    pub paused: String,
+    /// Failed syncs in a row.
+    pub failures: u32,
+}
+
+/// The event kinds: a push that landed.
+pub const EVENT_PUSH: &str = "push";
+
+/// The event kinds: a mirror paused after permanent failures, until
+/// `gitstow mirror resume` (the event's `mirror` says which and why; it has
+/// no ref updates).
+pub const EVENT_MIRROR_PAUSED: &str = "mirror_paused";
+
+/// An event as webhooks receive it (JSON): a push that landed ([`EVENT_PUSH`]),
+/// or a mirror that paused ([`EVENT_MIRROR_PAUSED`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PushEvent {
     /// Unique id of the event (32 hex digits), also in `X-Gitstow-Delivery`.
     pub id: String,
-    /// Always `push`.
+    /// [`EVENT_PUSH`] or [`EVENT_MIRROR_PAUSED`], also in `X-Gitstow-Event`.
     pub event: String,
     /// `org/project`.
     pub repository: String,
@@ -118,6 +140,10 @@ pub struct PushEvent {
     /// updates landed (see [`crate::deliver`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recovered: bool,
+    /// The mirror a [`EVENT_MIRROR_PAUSED`] event is about (absent from a
+    /// push's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<MirrorJson>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -156,19 +182,19 @@ pub enum DeliveryError {
     Transport(String),
 }
 
-/// POSTs `body` (an encoded [`PushEvent`] with id `id`) to `url`, signed
-/// with `secret`.
+/// POSTs `body` (an encoded [`PushEvent`] with id `id` and kind `event`)
+/// to `url`, signed with `secret`.
 pub fn post(
     agent: &ureq::Agent,
     url: &str,
     secret: &str,
-    id: &str,
+    (id, event): (&str, &str),
     body: &[u8],
 ) -> Result<(), DeliveryError> {
     let response = agent
         .post(url)
         .header("content-type", "application/json")
-        .header("x-gitstow-event", "push")
+        .header("x-gitstow-event", event)
         .header("x-gitstow-delivery", id)
         .header(SIGNATURE_HEADER, signature(secret.as_bytes(), body))
         .send(body)

@@ -87,8 +87,9 @@ pub struct Synced {
     pub url: String,
     /// What the sync did, or why it failed (a pull applied nothing then).
     pub outcome: Result<Done, Failed>,
-    /// This outcome paused the mirror.
-    pub paused: bool,
+    /// This outcome paused the mirror: why (as `mirror list` says it), and
+    /// the failures in a row.
+    pub paused: Option<(String, u32)>,
     /// When the next scheduled sync is due (`None`: paused or gone).
     pub next_run: Option<u64>,
 }
@@ -312,12 +313,15 @@ impl Claim {
         store: &dyn ObjectStore,
         outcome: Result<Done, Failed>,
     ) -> Result<Synced, SettingsError> {
-        let mut paused = false;
+        let mut paused = None;
         let next_run = settings::update(store, &self.repo, |doc| {
             match doc.slot(self.direction).as_mut() {
                 // Replaced meanwhile: the new settings have their own run state.
                 Some(p) if p.url == self.mirror.url => {
-                    paused = p.record(self.started, outcome.as_ref().map(|_| ()));
+                    paused = None;
+                    if p.record(self.started, outcome.as_ref().map(|_| ())) {
+                        paused = p.paused.clone().map(|why| (why, p.failures));
+                    }
                     if p.lease.as_ref().is_some_and(|l| l.owner == self.owner) {
                         p.lease = None;
                     }

@@ -247,6 +247,10 @@ impl Host {
                 .map_err(|e| tracing::error!(error = %e, "automatic maintenance not started"))
                 .ok()
         });
+        let webhooks =
+            gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
+                .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
+                .ok();
         let mirrors = config.mirrors.clone().and_then(|mut mc| {
             // A pull is held to a push's bounds, staged where pushes stage.
             let r = &config.receive;
@@ -269,14 +273,11 @@ impl Host {
                 indexes.clone(),
                 mc,
                 config.secrets_key.clone(),
+                webhooks.clone(),
             )
             .map_err(|e| tracing::error!(error = %e, "mirror syncs not started"))
             .ok()
         });
-        let webhooks =
-            gitstow_hooks::deliver::Deliverer::start(store.clone(), config.webhooks.clone())
-                .map_err(|e| tracing::error!(error = %e, "webhook deliveries not started"))
-                .ok();
         // Once no push or fetch runs, the pages requests read of the mapped
         // indexes and graphs leave the resident set (they stay in the page
         // cache): an idle server holds what it needs, not what it last read.

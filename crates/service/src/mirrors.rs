@@ -20,6 +20,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gitstow_hooks::deliver::Deliverer;
 use gitstow_mirror::schedule::{self, Claimed, Done};
 use gitstow_mirror::secret::SealKey;
 use gitstow_mirror::settings::{Direction, MirrorDoc};
@@ -76,7 +77,10 @@ pub struct Mirrors {
 
 impl Mirrors {
     /// Starts the worker thread; `key` opens mirrors' credentials (`None`:
-    /// a mirror with credentials fails, saying what to set).
+    /// a mirror with credentials fails, saying what to set); `webhooks`
+    /// delivers the event of a mirror that pauses to the repository's
+    /// webhooks (`None`: deliveries are not running, the pause is logged
+    /// only).
     ///
     /// # Errors
     /// The thread could not be spawned.
@@ -85,11 +89,20 @@ impl Mirrors {
         indexes: Arc<IndexCache>,
         config: MirrorConfig,
         key: Option<SealKey>,
+        webhooks: Option<Deliverer>,
     ) -> std::io::Result<Arc<Self>> {
         let (tx, rx) = mpsc::channel();
+        let worker = Worker {
+            owner: schedule::owner_id(),
+            store,
+            indexes,
+            config,
+            key,
+            webhooks,
+        };
         std::thread::Builder::new()
             .name("gitstow-mirrors".into())
-            .spawn(move || worker(rx, store, indexes, config, key))?;
+            .spawn(move || worker.run(rx))?;
         Ok(Arc::new(Mirrors {
             wake: Mutex::new(tx),
         }))
@@ -103,79 +116,77 @@ impl Mirrors {
     }
 }
 
-fn worker(
-    wake: mpsc::Receiver<()>,
+/// The worker thread's settings.
+struct Worker {
+    owner: String,
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
     config: MirrorConfig,
     key: Option<SealKey>,
-) {
-    let owner = schedule::owner_id();
-    let first_idle = Duration::from_secs(5).min(config.idle_max);
-    let mut idle = first_idle;
-    loop {
-        let now = schedule::now_secs();
-        let wait = match due::load(store.as_ref()) {
-            Ok(list) if list.repos.is_empty() => {
-                let wait = idle;
-                idle = (idle * 2).min(config.idle_max);
-                wait
-            }
-            Ok(list) => {
-                idle = first_idle;
-                let (due, mut next) = list.due_at(now);
-                let mut ran = false;
-                for entry in due {
-                    let (repo, direction) = due::parse_entry(&entry);
-                    let mirror = Due {
-                        entry: &entry,
-                        repo,
-                        direction,
-                    };
-                    match sync_one(
-                        &store,
-                        &indexes,
-                        &config,
-                        key.as_ref(),
-                        &owner,
-                        &mirror,
-                        now,
-                    ) {
-                        Tried::Ran => ran = true,
-                        // Look again when that lease lapses (its holder
-                        // may have died).
-                        Tried::HeldUntil(t) => next = Some(next.map_or(t, |n| n.min(t))),
-                        Tried::Nothing => {}
+    webhooks: Option<Deliverer>,
+}
+
+impl Worker {
+    fn run(&self, wake: mpsc::Receiver<()>) {
+        let (store, config) = (&self.store, &self.config);
+        let first_idle = Duration::from_secs(5).min(config.idle_max);
+        let mut idle = first_idle;
+        loop {
+            let now = schedule::now_secs();
+            let wait = match due::load(store.as_ref()) {
+                Ok(list) if list.repos.is_empty() => {
+                    let wait = idle;
+                    idle = (idle * 2).min(config.idle_max);
+                    wait
+                }
+                Ok(list) => {
+                    idle = first_idle;
+                    let (due, mut next) = list.due_at(now);
+                    let mut ran = false;
+                    for entry in due {
+                        let (repo, direction) = due::parse_entry(&entry);
+                        let mirror = Due {
+                            entry: &entry,
+                            repo,
+                            direction,
+                        };
+                        match self.sync_one(&mirror, now) {
+                            Tried::Ran => ran = true,
+                            // Look again when that lease lapses (its holder
+                            // may have died).
+                            Tried::HeldUntil(t) => next = Some(next.map_or(t, |n| n.min(t))),
+                            Tried::Nothing => {}
+                        }
+                    }
+                    if ran {
+                        Duration::ZERO
+                    } else {
+                        next.map_or(config.poll, |t| {
+                            Duration::from_secs(t.saturating_sub(now).max(1)).min(config.poll)
+                        })
                     }
                 }
-                if ran {
-                    Duration::ZERO
-                } else {
-                    next.map_or(config.poll, |t| {
-                        Duration::from_secs(t.saturating_sub(now).max(1)).min(config.poll)
-                    })
+                Err(e) => {
+                    tracing::warn!(error = %e, "mirrors: reading the due list");
+                    config.poll
                 }
+            };
+            if wait.is_zero() {
+                continue;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "mirrors: reading the due list");
-                config.poll
+            match wake.recv_timeout(wait) {
+                Ok(()) => {
+                    idle = first_idle;
+                    while wake.try_recv().is_ok() {}
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
             }
-        };
-        if wait.is_zero() {
-            continue;
-        }
-        match wake.recv_timeout(wait) {
-            Ok(()) => {
-                idle = first_idle;
-                while wake.try_recv().is_ok() {}
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }
 
-/// What [`sync_one`] did.
+/// What [`Worker::sync_one`] did.
 enum Tried {
     /// A pull ran (whatever its outcome).
     Ran,
@@ -192,120 +203,154 @@ struct Due<'a> {
     direction: Direction,
 }
 
-/// Claims and runs `mirror` if it is due and free; corrects its due-list
-/// entry when the list was wrong.
-fn sync_one(
-    store: &Arc<dyn ObjectStore>,
-    indexes: &Arc<IndexCache>,
-    config: &MirrorConfig,
-    key: Option<&SealKey>,
-    owner: &str,
-    mirror: &Due<'_>,
-    now: u64,
-) -> Tried {
-    let (repo, direction) = (mirror.repo, mirror.direction);
-    let claimed = schedule::claim(
-        store.as_ref(),
-        repo,
-        direction,
-        owner,
-        config.lease_ttl,
-        now,
-        false,
-    );
-    let claim = match claimed {
-        Ok(Claimed::Claimed(c)) => c,
-        Ok(Claimed::Held(lease)) => return Tried::HeldUntil(lease.expires),
-        Ok(Claimed::NotDue(next)) => {
-            // The list said due; the mirror's own document says otherwise.
-            if let Err(e) = due::set(store.as_ref(), mirror.entry, next) {
-                tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
+impl Worker {
+    /// Claims and runs `mirror` if it is due and free; corrects its due-list
+    /// entry when the list was wrong.
+    fn sync_one(&self, mirror: &Due<'_>, now: u64) -> Tried {
+        let (store, indexes, config, owner) =
+            (&self.store, &self.indexes, &self.config, &self.owner);
+        let key = self.key.as_ref();
+        let (repo, direction) = (mirror.repo, mirror.direction);
+        let claimed = schedule::claim(
+            store.as_ref(),
+            repo,
+            direction,
+            owner,
+            config.lease_ttl,
+            now,
+            false,
+        );
+        let claim = match claimed {
+            Ok(Claimed::Claimed(c)) => c,
+            Ok(Claimed::Held(lease)) => return Tried::HeldUntil(lease.expires),
+            Ok(Claimed::NotDue(next)) => {
+                // The list said due; the mirror's own document says otherwise.
+                if let Err(e) = due::set(store.as_ref(), mirror.entry, next) {
+                    tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
+                }
+                return Tried::Nothing;
             }
-            return Tried::Nothing;
-        }
-        Ok(Claimed::Gone) => {
-            if let Err(e) = due::set(store.as_ref(), mirror.entry, None) {
-                tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
+            Ok(Claimed::Gone) => {
+                if let Err(e) = due::set(store.as_ref(), mirror.entry, None) {
+                    tracing::warn!(repo, error = %e, "mirrors: correcting the due list");
+                }
+                return Tried::Nothing;
             }
-            return Tried::Nothing;
-        }
-        Err(e) => {
-            tracing::warn!(repo, error = %e, "mirrors: claiming a mirror");
-            return Tried::Nothing;
-        }
-    };
-    let started = Instant::now();
-    let repository = Repository::new(store.clone(), repo, indexes.clone());
-    let synced = claim.run(
-        store.as_ref(),
-        &repository,
-        key,
-        config.pull.clone(),
-        config.timeout,
-    );
-    let way = direction.as_str();
-    metrics::histogram!(m::MIRROR_SYNC_DURATION, "direction" => way)
-        .record(started.elapsed().as_secs_f64());
-    let ms = started.elapsed().as_millis() as u64;
-    match synced {
-        Ok(s) => match &s.outcome {
-            Ok(Done::Pushed(p)) => {
-                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "ok")
+            Err(e) => {
+                tracing::warn!(repo, error = %e, "mirrors: claiming a mirror");
+                return Tried::Nothing;
+            }
+        };
+        let started = Instant::now();
+        let repository = Repository::new(store.clone(), repo, indexes.clone());
+        let synced = claim.run(
+            store.as_ref(),
+            &repository,
+            key,
+            config.pull.clone(),
+            config.timeout,
+        );
+        let way = direction.as_str();
+        metrics::histogram!(m::MIRROR_SYNC_DURATION, "direction" => way)
+            .record(started.elapsed().as_secs_f64());
+        let ms = started.elapsed().as_millis() as u64;
+        match &synced {
+            Ok(s) => match &s.outcome {
+                Ok(Done::Pushed(p)) => {
+                    metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "ok")
+                        .increment(1);
+                    tracing::info!(
+                        repo,
+                        remote = %s.url,
+                        created = p.created,
+                        updated = p.updated,
+                        deleted = p.deleted,
+                        pack_bytes = p.pack_bytes,
+                        next_run = s.next_run,
+                        ms,
+                        "mirror push"
+                    );
+                }
+                Ok(Done::Pulled(p)) => {
+                    metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "ok")
+                        .increment(1);
+                    follow_head(&repository, p.head.as_deref());
+                    tracing::info!(
+                        repo,
+                        upstream = %s.url,
+                        created = p.created,
+                        updated = p.updated,
+                        deleted = p.deleted,
+                        kept = p.kept.len(),
+                        objects = p.objects,
+                        pack_bytes = p.pack_bytes,
+                        next_run = s.next_run,
+                        ms,
+                        "mirror sync"
+                    );
+                }
+                Err(f) => {
+                    let result = if s.paused.is_some() {
+                        "paused"
+                    } else {
+                        "failed"
+                    };
+                    metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => result)
+                        .increment(1);
+                    tracing::warn!(
+                        repo,
+                        direction = way,
+                        url = %s.url,
+                        error = %f.message,
+                        permanent = f.permanent,
+                        paused = s.paused.is_some(),
+                        next_run = s.next_run,
+                        ms,
+                        "mirror sync failed"
+                    );
+                }
+            },
+            Err(e) => {
+                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "error")
                     .increment(1);
-                tracing::info!(
-                    repo,
-                    remote = %s.url,
-                    created = p.created,
-                    updated = p.updated,
-                    deleted = p.deleted,
-                    pack_bytes = p.pack_bytes,
-                    next_run = s.next_run,
-                    ms,
-                    "mirror push"
-                );
+                tracing::warn!(repo, error = %e, ms, "mirror sync: recording the outcome");
             }
-            Ok(Done::Pulled(p)) => {
-                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "ok")
-                    .increment(1);
-                follow_head(&repository, p.head.as_deref());
-                tracing::info!(
-                    repo,
-                    upstream = %s.url,
-                    created = p.created,
-                    updated = p.updated,
-                    deleted = p.deleted,
-                    kept = p.kept.len(),
-                    objects = p.objects,
-                    pack_bytes = p.pack_bytes,
-                    next_run = s.next_run,
-                    ms,
-                    "mirror sync"
-                );
+        }
+        if let Ok(schedule::Synced {
+            paused: Some((why, failures)),
+            url,
+            ..
+        }) = &synced
+        {
+            self.tell_paused(repo, direction, url, why, *failures);
+        }
+        Tried::Ran
+    }
+
+    /// Records the event of `repo`'s mirror pausing for the webhooks that
+    /// receive the repository's events (one read of the access document); a
+    /// failure is logged.
+    fn tell_paused(&self, repo: &str, direction: Direction, url: &str, why: &str, failures: u32) {
+        let Some(deliverer) = &self.webhooks else {
+            return;
+        };
+        let webhooks: Vec<String> = match gitstow_access::load(self.store.as_ref()) {
+            Ok((doc, _)) => doc.webhooks_for(repo).map(|w| w.name.clone()).collect(),
+            Err(e) => {
+                tracing::warn!(repo, error = %e, "mirror paused: reading the webhooks");
+                return;
             }
-            Err(f) => {
-                let result = if s.paused { "paused" } else { "failed" };
-                metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => result)
-                    .increment(1);
-                tracing::warn!(
-                    repo,
-                    direction = way,
-                    url = %s.url,
-                    error = %f.message,
-                    permanent = f.permanent,
-                    paused = s.paused,
-                    next_run = s.next_run,
-                    ms,
-                    "mirror sync failed"
-                );
-            }
-        },
-        Err(e) => {
-            metrics::counter!(m::MIRROR_SYNCS, "direction" => way, "result" => "error")
-                .increment(1);
-            tracing::warn!(repo, error = %e, ms, "mirror sync: recording the outcome");
+        };
+        let event = gitstow_hooks::webhook::MirrorJson {
+            direction: direction.as_str().to_owned(),
+            url: url.to_owned(),
+            paused: why.to_owned(),
+            failures,
+        };
+        if let Err(e) = deliverer.outbox(webhooks).mirror_paused(repo, event) {
+            tracing::warn!(repo, error = %e, "mirror paused: recording the webhook event");
         }
     }
-    Tried::Ran
 }
 
 /// The way from a push to its repository's push mirror.
