@@ -167,7 +167,8 @@ pub enum MirrorCommand {
         /// "direction" ("pull" or "push"), "from" (a pull mirror's upstream,
         /// else null), "to" (a push mirror's remote, else null), "refs",
         /// "exact", "username", "webhook", "interval_secs", "state", "next_run", "last_attempt",
-        /// "last_success", "last_error", "failures", "paused"}]` (times in
+        /// "last_success", "last_error", "failures", "paused", "lfs_missing":
+        /// [{"oid", "size", "why"}]}]` (times in
         /// seconds since the epoch; `state`: "syncing", "paused" or
         /// "scheduled").
         #[arg(long)]
@@ -470,6 +471,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                             "last_error": p.last_error,
                             "failures": p.failures,
                             "paused": p.paused,
+                            "lfs_missing": p.lfs_missing,
                         })
                     })
                     .collect();
@@ -481,11 +483,19 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             }
             for (name, direction, p) in rows {
                 let when = |t: Option<u64>| t.map_or("never".to_owned(), crate::token_cmd::date);
-                let error = p
+                let mut error = p
                     .last_error
                     .as_ref()
                     .map(|e| format!("; last error ({} in a row): {e}", p.failures))
                     .unwrap_or_default();
+                if let Some(first) = p.lfs_missing.first() {
+                    error += &format!(
+                        "; {} Git LFS object(s) not moved (first {}: {})",
+                        p.lfs_missing.len(),
+                        first.oid,
+                        first.why
+                    );
+                }
                 let login = p
                     .credential
                     .as_ref()
@@ -579,6 +589,7 @@ fn base_options(scratch: &std::path::Path) -> PullOptions {
 fn print_pulled(name: &str, url: &str, pulled: &gitstow_mirror::Pulled) {
     if !pulled.changed() {
         println!("{name}: up to date with {url}");
+        print_lfs(name, "brought", &pulled.lfs);
         return;
     }
     println!(
@@ -591,6 +602,25 @@ fn print_pulled(name: &str, url: &str, pulled: &gitstow_mirror::Pulled) {
     );
     for (kept, oid) in &pulled.kept {
         println!("{name}: kept the old tip {oid} as {kept} (hidden; fetch it by its id)");
+    }
+    print_lfs(name, "brought", &pulled.lfs);
+}
+
+/// Prints the Git LFS objects a sync of `name` moved (`verb`), and those
+/// it could not.
+fn print_lfs(name: &str, verb: &str, lfs: &gitstow_mirror::lfs::LfsCopied) {
+    if lfs.copied > 0 {
+        println!(
+            "{name}: {} Git LFS object(s) {verb} ({})",
+            lfs.copied,
+            crate::size::human(lfs.bytes)
+        );
+    }
+    for m in &lfs.missing {
+        println!(
+            "{name}: Git LFS object {} ({} bytes) not {verb}: {} (tried again at the next sync)",
+            m.oid, m.size, m.why
+        );
     }
 }
 
@@ -610,6 +640,7 @@ fn print_pushed(name: &str, url: &str, pushed: &gitstow_mirror::Pushed) {
     for (r, why) in &pushed.refused {
         println!("{name}: {r} refused by the remote: {why}");
     }
+    print_lfs(name, "handed on", &pushed.lfs);
 }
 
 /// `org/project` (a `.git` suffix dropped), checked.

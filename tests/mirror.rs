@@ -375,3 +375,102 @@ fn a_push_mirror_makes_the_remote_equal_after_pushes_deletions_and_a_force_push(
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("not found"), "{}", text(&o));
 }
+
+#[test]
+fn lfs_objects_come_with_a_pull_and_go_with_a_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An upstream gitstow holding org/app with two LFS files (git-lfs's
+    // pre-push uploads them through its batch API).
+    let upstream = Server::start();
+    let up = upstream.url("org/app");
+    let (work, big, small) = lfs_work(tmp.path(), "work");
+    git(&work, &["push", "-q", &up, "main"]);
+
+    // Taken in: the objects the pulled pointers name come too.
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let here = Server::start_on(Some(&store), &["--create-store"], &[]);
+    let o = store.admin(&["mirror", "pull", "org/app", "--from", &up]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("2 Git LFS object(s) brought"),
+        "{}",
+        text(&o)
+    );
+    let clone = tmp.path().join("clone");
+    git(
+        tmp.path(),
+        &["clone", "-q", &here.url("org/app"), clone.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(clone.join("big.bin")).unwrap(), big);
+    assert_eq!(
+        std::fs::read(clone.join("assets/small.bin")).unwrap(),
+        small
+    );
+    // Nothing new: nothing asked for.
+    let o = store.admin(&["mirror", "pull", "org/app", "--from", &up]);
+    assert!(!text(&o).contains("Git LFS"), "{}", text(&o));
+
+    // A pointer whose object the upstream lacks: the pull lands, the object
+    // is listed, and a later sync brings it once the upstream has it.
+    let late = noise(4096, 3);
+    std::fs::write(work.join("late.bin"), &late).unwrap();
+    git(&work, &["add", "late.bin"]);
+    git(&work, &["commit", "-q", "-m", "late"]);
+    let o = git_cmd(&work)
+        .env("GIT_LFS_SKIP_PUSH", "1")
+        .args(["push", "-q", &up, "main"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = store.admin(&["mirror", "add", "org/app", "--from", &up]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = store.admin(&["mirror", "sync", "org/app"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let late_oid = sha256_hex(&late);
+    assert!(
+        text(&o).contains(&format!(
+            "Git LFS object {late_oid} (4096 bytes) not brought"
+        )),
+        "{}",
+        text(&o)
+    );
+    let rows = mirror_rows(&store);
+    assert_eq!(
+        rows[0]["lfs_missing"][0]["oid"],
+        late_oid.as_str(),
+        "{rows:?}"
+    );
+    git(&work, &["lfs", "push", "--all", &up]);
+    let o = store.admin(&["mirror", "sync", "org/app"]);
+    assert!(
+        text(&o).contains("1 Git LFS object(s) brought"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(mirror_rows(&store)[0]["lfs_missing"], serde_json::json!([]));
+    let o = store.admin(&["fsck", "--repo", "org/app"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Handed on: a push mirror to a third gitstow uploads what the
+    // repository owns before the refs, and a clone of the remote has the
+    // files.
+    let remote = Server::start();
+    let theirs = remote.url("org/copy");
+    let o = store.admin(&["mirror", "push", "org/app", "--to", &theirs]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("3 Git LFS object(s) handed on"),
+        "{}",
+        text(&o)
+    );
+    let copy = tmp.path().join("copy");
+    git(
+        tmp.path(),
+        &["clone", "-q", &theirs, copy.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(copy.join("big.bin")).unwrap(), big);
+    assert_eq!(std::fs::read(copy.join("late.bin")).unwrap(), late);
+    // Again: the remote has them all, nothing moves.
+    let o = store.admin(&["mirror", "push", "org/app", "--to", &theirs]);
+    assert!(!text(&o).contains("Git LFS"), "{}", text(&o));
+}

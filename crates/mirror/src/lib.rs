@@ -15,12 +15,14 @@
 //! - [`pull`]: one pull, and what it changed.
 //! - [`push`]: one push to another server (a push mirror): the refs that
 //!   differ from its advertisement, with explicit old values.
-//! - [`settings`]: a repository's stored pull mirror (`<repo>.git/mirror`):
-//!   its settings and run state (lease, failures, pause), changed by
-//!   compare-and-swap.
+//! - [`lfs`]: the Git LFS objects a pull brings and a push hands on,
+//!   through the other server's batch API.
+//! - [`settings`]: a repository's stored pull and push mirrors
+//!   (`<repo>.git/mirror`): their settings and run state (lease, failures,
+//!   pause), changed by compare-and-swap.
 //! - [`due`]: the store-wide list of mirrors and when each is next due
 //!   (one GET per scheduler tick, no listing of repositories).
-//! - [`schedule`]: a stored mirror's pull under its lease, from any
+//! - [`schedule`]: a stored mirror's sync under its lease, from any
 //!   instance or `gitstow mirror sync`.
 //! - [`secret`]: credentials sealed with the operator's key (AES-256-GCM).
 //! - [`trigger`]: an upstream's webhook (GitHub/Gitea signature, GitLab
@@ -29,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod due;
+pub mod lfs;
 pub mod pull;
 pub mod push;
 pub mod schedule;

@@ -103,6 +103,12 @@ pub struct PullOptions {
     /// The ingest's limits (object size and count, chain depth, threads,
     /// staging directory), as a push's.
     pub receive: gitstow_receive::Options,
+    /// Bring the Git LFS objects the pulled pointers name
+    /// ([`crate::lfs::download`]; each at most `max_pack_bytes`).
+    pub lfs: bool,
+    /// LFS objects an earlier pull could not bring (oid → size): tried
+    /// again.
+    pub lfs_retry: std::collections::BTreeMap<gitstow_lfs::Oid, u64>,
 }
 
 impl Default for PullOptions {
@@ -113,6 +119,8 @@ impl Default for PullOptions {
             max_refs: 1_000_000,
             max_pack_bytes: 8 << 30,
             receive: gitstow_receive::Options::default(),
+            lfs: true,
+            lfs_retry: Default::default(),
         }
     }
 }
@@ -136,6 +144,8 @@ pub struct Pulled {
     /// The branch the upstream's HEAD names (`refs/heads/main`), when it
     /// names one the filter takes: a mirror's HEAD follows it.
     pub head: Option<String>,
+    /// The Git LFS objects brought, and those the upstream could not give.
+    pub lfs: crate::lfs::LfsCopied,
 }
 
 impl Pulled {
@@ -216,7 +226,12 @@ pub fn pull(
         .filter(|r| r.symref_target.is_none() && opts.filter.matches(&r.name))
         .map(|r| (r.name, r.oid))
         .collect();
-    let local: std::collections::BTreeMap<String, ObjectId> = match repo.load_state()? {
+    let current = repo.load_state()?;
+    let containers_before: std::collections::HashSet<String> = current
+        .as_ref()
+        .map(|v| v.state.containers.iter().map(|c| c.id.clone()).collect())
+        .unwrap_or_default();
+    let local: std::collections::BTreeMap<String, ObjectId> = match current {
         Some(v) if !v.state.deleted => repo
             .refs(&v.state)
             .and_then(|refs| refs.to_map())?
@@ -254,6 +269,7 @@ pub fn pull(
         }
     }
     if commands.is_empty() {
+        pulled.lfs = copy_lfs(repo, upstream, opts, Default::default())?;
         return Ok(pulled);
     }
     let wants: Vec<ObjectId> = {
@@ -325,7 +341,46 @@ pub fn pull(
             .filter(|(n, _)| !before.contains_key(n))
             .collect();
     }
+    let added: Vec<String> = match repo.load_state()? {
+        Some(v) => v
+            .state
+            .containers
+            .iter()
+            .map(|c| c.id.clone())
+            .filter(|id| !containers_before.contains(id))
+            .collect(),
+        None => Vec::new(),
+    };
+    pulled.lfs = copy_lfs(repo, upstream, opts, added)?;
     Ok(pulled)
+}
+
+/// Brings the LFS objects the pointer blobs of the containers `added`
+/// name, and those `opts` says to try again (nothing without
+/// [`PullOptions::lfs`]).
+fn copy_lfs(
+    repo: &Repository,
+    upstream: &Upstream,
+    opts: &PullOptions,
+    added: Vec<String>,
+) -> Result<crate::lfs::LfsCopied, PullError> {
+    if !opts.lfs {
+        return Ok(Default::default());
+    }
+    let mut wanted = crate::lfs::pointers_in(repo, &added)?;
+    wanted.extend(opts.lfs_retry.iter().map(|(o, s)| (*o, *s)));
+    if wanted.is_empty() {
+        return Ok(Default::default());
+    }
+    crate::lfs::download(
+        repo.store().as_ref(),
+        repo.name(),
+        upstream,
+        &wanted,
+        opts.max_pack_bytes,
+        opts.receive.staging_dir.as_deref(),
+    )
+    .map_err(|e| PullError::Repository(e.into()))
 }
 
 /// The kept old tips of `repo` and what they keep (empty when they cannot

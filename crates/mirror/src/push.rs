@@ -30,6 +30,9 @@ pub struct PushOptions {
     pub max_refs: usize,
     /// Where the pack is spooled (the system's temp dir when `None`).
     pub staging_dir: Option<std::path::PathBuf>,
+    /// Hand on the Git LFS objects the repository owns first
+    /// ([`crate::lfs::upload`]: the remote's batch API says which it lacks).
+    pub lfs: bool,
 }
 
 impl Default for PushOptions {
@@ -38,6 +41,7 @@ impl Default for PushOptions {
             filter: RefFilter::default(),
             max_refs: 1_000_000,
             staging_dir: None,
+            lfs: true,
         }
     }
 }
@@ -56,6 +60,8 @@ pub struct Pushed {
     pub refused: Vec<(String, String)>,
     /// Bytes of the pack sent.
     pub pack_bytes: u64,
+    /// The Git LFS objects handed on, and those that could not be.
+    pub lfs: crate::lfs::LfsCopied,
 }
 
 impl Pushed {
@@ -130,6 +136,16 @@ pub fn push(repo: &Repository, remote: &Upstream, opts: &PushOptions) -> Result<
     let null = ObjectId::null(gix_hash::Kind::Sha1);
     let mut commands = Vec::new();
     let mut pushed = Pushed::default();
+    // The LFS objects go first, as git-lfs's pre-push sends them: the
+    // remote never holds a pointer whose object it lacks because of us.
+    if opts.lfs && state.is_some() {
+        let store = repo.store().as_ref();
+        let owned = crate::lfs::owned(store, repo.name()).map_err(gitstow_odb::Error::from)?;
+        if !owned.is_empty() {
+            pushed.lfs = crate::lfs::upload(store, remote, &owned, opts.staging_dir.as_deref())
+                .map_err(gitstow_odb::Error::from)?;
+        }
+    }
     for (name, new) in &ours {
         match theirs.get(name.as_str()) {
             Some(old) if old == new => {}

@@ -69,6 +69,16 @@ pub enum Done {
     Pushed(Pushed),
 }
 
+impl Done {
+    /// The Git LFS objects it moved, and those it could not.
+    pub fn lfs(&self) -> &crate::lfs::LfsCopied {
+        match self {
+            Done::Pulled(p) => &p.lfs,
+            Done::Pushed(p) => &p.lfs,
+        }
+    }
+}
+
 /// A held lease on a mirror, and the settings it was taken with.
 #[derive(Debug)]
 pub struct Claim {
@@ -273,6 +283,7 @@ impl Claim {
             filter: crate::RefFilter::new(self.mirror.refs.clone()).map_err(refused)?,
             max_refs: base.max_refs,
             staging_dir: base.receive.staging_dir.clone(),
+            lfs: true,
         };
         let pushed = crate::push(repo, &remote, &opts).map_err(|e| Failed {
             message: e.to_string(),
@@ -319,6 +330,10 @@ impl Claim {
                 // Replaced meanwhile: the new settings have their own run state.
                 Some(p) if p.url == self.mirror.url => {
                     paused = None;
+                    if let Ok(done) = &outcome {
+                        p.lfs_missing = done.lfs().missing.clone();
+                        p.lfs_missing.truncate(settings::MAX_LFS_MISSING);
+                    }
                     if p.record(self.started, outcome.as_ref().map(|_| ())) {
                         paused = p.paused.clone().map(|why| (why, p.failures));
                     }

@@ -26,6 +26,10 @@ pub const TEST_SHORT_INTERVAL_ENV: &str = "GITSTOW_TEST_SHORT_MIRROR_INTERVAL";
 /// which a mirror is paused until `gitstow mirror resume`.
 pub const PAUSE_AFTER: u32 = 3;
 
+/// Most LFS objects a mirror's run state lists as not moved (the first
+/// ones; the rest are found again by the next sync that brings them).
+pub const MAX_LFS_MISSING: usize = 1000;
+
 /// The first retry after a failure comes this long after it, in seconds,
 /// doubling with each failure in a row, never later than the interval.
 pub const RETRY_BASE_SECS: u64 = 30;
@@ -162,6 +166,10 @@ pub struct Mirror {
     /// The lease of the pull running now.
     #[serde(default)]
     pub lease: Option<Lease>,
+    /// Git LFS objects the last sync could not move (at most
+    /// [`MAX_LFS_MISSING`]): a pull asks for them again at the next sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lfs_missing: Vec<crate::lfs::Missing>,
 }
 
 impl Mirror {
@@ -203,6 +211,7 @@ impl Mirror {
             paused: None,
             due_now: false,
             lease: None,
+            lfs_missing: Vec::new(),
         })
     }
 
@@ -267,6 +276,11 @@ impl Mirror {
         Ok(PullOptions {
             filter: RefFilter::new(self.refs.clone())?,
             mode: if self.exact { Mode::Exact } else { Mode::Safe },
+            lfs_retry: self
+                .lfs_missing
+                .iter()
+                .filter_map(|m| Some((gitstow_lfs::Oid::parse(&m.oid)?, m.size)))
+                .collect(),
             ..base
         })
     }

@@ -116,11 +116,17 @@ impl Upstream {
         self
     }
 
-    fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    /// `request` with this server's `Authorization`, if it has one.
+    pub(crate) fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         match &self.authorization {
             Some(a) => request.header("Authorization", &a.0),
             None => request,
         }
+    }
+
+    /// The HTTP agent (its timeout bounds each request in all).
+    pub(crate) fn agent(&self) -> &ureq::Agent {
+        &self.agent
     }
 
     /// The URL as given (no credentials: [`Upstream::new`] refuses them).

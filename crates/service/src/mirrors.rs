@@ -266,6 +266,8 @@ impl Worker {
                         updated = p.updated,
                         deleted = p.deleted,
                         pack_bytes = p.pack_bytes,
+                        lfs_copied = p.lfs.copied,
+                        lfs_missing = p.lfs.missing.len(),
                         next_run = s.next_run,
                         ms,
                         "mirror push"
@@ -284,6 +286,8 @@ impl Worker {
                         kept = p.kept.len(),
                         objects = p.objects,
                         pack_bytes = p.pack_bytes,
+                        lfs_copied = p.lfs.copied,
+                        lfs_missing = p.lfs.missing.len(),
                         next_run = s.next_run,
                         ms,
                         "mirror sync"
