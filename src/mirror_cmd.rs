@@ -168,7 +168,7 @@ pub enum MirrorCommand {
         /// else null), "to" (a push mirror's remote, else null), "refs",
         /// "exact", "username", "webhook", "interval_secs", "state", "next_run", "last_attempt",
         /// "last_success", "last_error", "failures", "paused", "lfs_missing":
-        /// [{"oid", "size", "why"}]}]` (times in
+        /// [{"oid", "size", "why"}], "ssh_host_key"}]` (times in
         /// seconds since the epoch; `state`: "syncing", "paused" or
         /// "scheduled").
         #[arg(long)]
@@ -250,10 +250,8 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 } else {
                     RefFilter::new(refs.clone())?
                 };
-                let mut upstream = Upstream::new(&from, Duration::from_secs(timeout.max(1)))?;
-                if let Some((user, password)) = login.read()? {
-                    upstream = upstream.with_basic(&user, &password);
-                }
+                let upstream =
+                    login.apply(Upstream::new(&from, Duration::from_secs(timeout.max(1)))?)?;
                 let (scratch, _) = crate::admin::private_cache(None)?;
                 let opts = PullOptions {
                     filter,
@@ -261,7 +259,9 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                     ..base_options(scratch.path())
                 };
                 let repository = Repository::new(s.clone(), &name, IndexCache::new());
-                let pulled = gitstow_mirror::pull(&repository, &upstream, &opts).map_err(|e| {
+                let pulled = gitstow_mirror::pull(&repository, &upstream, &opts);
+                login.tell_host_key(&name, &upstream);
+                let pulled = pulled.map_err(|e| {
                     Failure::from(format!("{name}: pull from {} failed: {e}", upstream.url()))
                 })?;
                 gitstow_service::mirrors::follow_head(&repository, pulled.head.as_deref());
@@ -283,10 +283,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             } else {
                 RefFilter::new(refs.clone())?
             };
-            let mut remote = Upstream::new(&to, Duration::from_secs(timeout.max(1)))?;
-            if let Some((user, password)) = login.read()? {
-                remote = remote.with_basic(&user, &password);
-            }
+            let remote = login.apply(Upstream::new(&to, Duration::from_secs(timeout.max(1)))?)?;
             let (scratch, _) = crate::admin::private_cache(None)?;
             let repository = Repository::new(s.clone(), &name, IndexCache::new());
             if repository.load_state()?.is_none_or(|v| v.state.deleted) {
@@ -297,7 +294,9 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 staging_dir: Some(scratch.path().to_owned()),
                 ..Default::default()
             };
-            let pushed = gitstow_mirror::push(&repository, &remote, &opts).map_err(|e| {
+            let pushed = gitstow_mirror::push(&repository, &remote, &opts);
+            login.tell_host_key(&name, &remote);
+            let pushed = pushed.map_err(|e| {
                 Failure::from(format!("{name}: push to {} failed: {e}", remote.url()))
             })?;
             print_pushed(&name, remote.url(), &pushed);
@@ -336,6 +335,18 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 let key = key.require()?;
                 mirror.credential = Some(Credential::seal(&key, &name, &user, &password));
             }
+            let ssh = Upstream::new(url, Duration::from_secs(1))?.is_ssh();
+            if ssh && login.ssh_key_file.is_none() {
+                return Err("an SSH URL needs --ssh-key-file FILE".into());
+            }
+            if let Some(pem) = login.ssh_key()? {
+                // Refused now rather than at the first sync.
+                Upstream::new(url, Duration::from_secs(1))?.with_ssh_key(&pem, None)?;
+                let key = key.require()?;
+                mirror.sealed_ssh_key =
+                    Some(key.seal(&Mirror::ssh_key_context(&name), pem.as_bytes()));
+            }
+            mirror.ssh_host_key = login.ssh_host_key.clone();
             if let Some(secret) = webhook.read()? {
                 let key = key.require()?;
                 let context = gitstow_mirror::trigger::context(&name);
@@ -472,6 +483,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                             "failures": p.failures,
                             "paused": p.paused,
                             "lfs_missing": p.lfs_missing,
+                            "ssh_host_key": p.ssh_host_key,
                         })
                     })
                     .collect();

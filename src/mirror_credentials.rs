@@ -26,9 +26,65 @@ pub struct UpstreamLogin {
     /// Read the password or token from the environment variable VAR.
     #[arg(long, value_name = "VAR", requires = "username")]
     pub password_env: Option<String>,
+    /// For an SSH URL (`ssh://git@host/org/app.git`, `git@host:org/app.git`):
+    /// the private key to authenticate with (an unencrypted OpenSSH key
+    /// file, as `ssh-keygen -N ''` writes it).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["username"])]
+    pub ssh_key_file: Option<PathBuf>,
+    /// For an SSH URL: the host key the server must show, as `ssh-keygen
+    /// -lf` prints it (`SHA256:…`); without it the first one seen is kept
+    /// and a later change fails the mirror.
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub ssh_host_key: Option<String>,
 }
 
 impl UpstreamLogin {
+    /// `upstream` with the credentials given: HTTP Basic, or an SSH key
+    /// and host key.
+    ///
+    /// # Errors
+    /// As [`UpstreamLogin::read`]; an SSH key that does not parse; an SSH
+    /// URL without a key.
+    pub fn apply(
+        &self,
+        upstream: gitstow_mirror::Upstream,
+    ) -> Result<gitstow_mirror::Upstream, String> {
+        let mut upstream = upstream;
+        if let Some((user, password)) = self.read()? {
+            upstream = upstream.with_basic(&user, &password);
+        }
+        match self.ssh_key()? {
+            Some(pem) => upstream
+                .with_ssh_key(&pem, self.ssh_host_key.as_deref())
+                .map_err(|e| e.to_string()),
+            None if upstream.is_ssh() => Err("an SSH URL needs --ssh-key-file FILE".into()),
+            None => Ok(upstream),
+        }
+    }
+
+    /// Says which host key an SSH upstream showed, when none was pinned
+    /// (so that the operator can check it and pin it).
+    pub fn tell_host_key(&self, name: &str, upstream: &gitstow_mirror::Upstream) {
+        if self.ssh_host_key.is_none() {
+            if let Some(key) = upstream.seen_host_key() {
+                println!("{name}: the upstream's SSH host key is {key} (--ssh-host-key pins it)");
+            }
+        }
+    }
+
+    /// The SSH private key given (its text), if any.
+    ///
+    /// # Errors
+    /// The file cannot be read (the message holds none of the key).
+    pub fn ssh_key(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.ssh_key_file else {
+            return Ok(None);
+        };
+        std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| format!("cannot read --ssh-key-file {}: {e}", path.display()))
+    }
+
     /// The user name and password given, if any.
     ///
     /// # Errors

@@ -166,7 +166,18 @@ fn bad_upstreams_are_refused_in_words_that_hold_no_secret() {
             "http://me:hunter2@127.0.0.1:9/x.git".to_owned(),
             "holds credentials",
         ),
-        ("ssh://git@127.0.0.1/x.git".to_owned(), "not an http(s) URL"),
+        (
+            "ftp://127.0.0.1/x.git".to_owned(),
+            "not an http(s) or ssh URL",
+        ),
+        (
+            "ssh://git:hunter2@127.0.0.1/x.git".to_owned(),
+            "holds a password",
+        ),
+        (
+            "ssh://git@127.0.0.1/x.git".to_owned(),
+            "needs --ssh-key-file",
+        ),
         (
             format!("http://127.0.0.1:{closed}/x.git"),
             "cannot reach the upstream",
@@ -473,4 +484,121 @@ fn lfs_objects_come_with_a_pull_and_go_with_a_push() {
     // Again: the remote has them all, nothing moves.
     let o = store.admin(&["mirror", "push", "org/app", "--to", &theirs]);
     assert!(!text(&o).contains("Git LFS"), "{}", text(&o));
+}
+
+#[test]
+fn ssh_upstreams_and_remotes_take_a_key_and_hold_to_their_host_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The other server over SSH: a gitstow with `serve --ssh-listen`, the
+    // key `dev` granted org/* (and HTTP for checking what it holds).
+    let up = Ssh::start();
+    up.mirror(tmp.path(), 20);
+    let url = up.url("org/app");
+    let theirs_http = up.http_url("org/app");
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let here = Server::start_on(Some(&store), &["--create-store"], &[]);
+    let dev = up.dev.to_str().unwrap();
+    let pull = |extra: &[&str]| {
+        let mut args = vec!["mirror", "pull", "org/app", "--from", &url];
+        args.extend(extra);
+        store.admin(&args)
+    };
+
+    // Without a key, with a key the upstream does not know, and with a
+    // host key that is not the upstream's: refused, saying why.
+    let o = pull(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("needs --ssh-key-file"), "{}", text(&o));
+    let o = pull(&["--ssh-key-file", up.stranger.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("refused the SSH key for git"),
+        "{}",
+        text(&o)
+    );
+    let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    let o = pull(&["--ssh-key-file", dev, "--ssh-host-key", wrong]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("host key changed: it shows SHA256:") && text(&o).contains(wrong),
+        "{}",
+        text(&o)
+    );
+
+    // With the key: the repository taken in, and the host key it showed
+    // said, to be checked and pinned.
+    let o = pull(&["--ssh-key-file", dev]);
+    assert!(o.status.success(), "{}", text(&o));
+    let shown = text(&o);
+    let host_key = shown
+        .split("the upstream's SSH host key is ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{shown}"))
+        .to_owned();
+    assert_eq!(
+        heads_and_tags(&here.url("org/app")),
+        heads_and_tags(&theirs_http)
+    );
+
+    // Stored, its key sealed: a sync keeps the host key it saw; an
+    // upstream push then arrives by the next sync.
+    let key = tmp.path().join("secrets.key");
+    std::fs::write(&key, "cd".repeat(32)).unwrap();
+    let key = key.to_str().unwrap();
+    let o = store.admin(&[
+        "mirror",
+        "add",
+        "org/app",
+        "--from",
+        &url,
+        "--ssh-key-file",
+        dev,
+        "--secrets-key-file",
+        key,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let pem = std::fs::read_to_string(&up.dev).unwrap();
+    let doc = store.open().get("org/app.git/mirror").unwrap().unwrap().0;
+    let pem_line = pem.lines().nth(1).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&doc).contains(pem_line),
+        "the key is sealed"
+    );
+    let work = tmp.path().join("work");
+    let o = up.git(
+        tmp.path(),
+        &up.dev,
+        &["clone", "-q", &url, work.to_str().unwrap()],
+    );
+    ok(&o, "clone over ssh");
+    commit_files(&work, &[("ssh.txt", "over ssh\n")], "over ssh");
+    ok(
+        &up.git(&work, &up.dev, &["push", "-q", "origin", "HEAD"]),
+        "push over ssh",
+    );
+    let o = store.admin(&["mirror", "sync", "org/app", "--secrets-key-file", key]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("1 updated"), "{}", text(&o));
+    assert_eq!(
+        heads_and_tags(&here.url("org/app")),
+        heads_and_tags(&theirs_http)
+    );
+    assert_eq!(mirror_rows(&store)[0]["ssh_host_key"], host_key.as_str());
+
+    // Handed on over SSH: a push to another repository there.
+    let o = store.admin(&[
+        "mirror",
+        "push",
+        "org/app",
+        "--to",
+        &up.url("org/copy"),
+        "--ssh-key-file",
+        dev,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        heads_and_tags(&up.http_url("org/copy")),
+        heads_and_tags(&here.url("org/app"))
+    );
 }

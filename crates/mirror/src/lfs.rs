@@ -34,6 +34,9 @@ pub const BATCH_OBJECTS: usize = 100;
 /// Most bytes of a batch answer read.
 const MAX_ANSWER_BYTES: u64 = 16 << 20;
 
+/// Why LFS objects do not move with an SSH upstream or remote yet.
+const SSH_LFS: &str = "Git LFS objects move over HTTP(S) mirrors only (not yet over SSH)";
+
 /// The media type of the LFS API.
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 
@@ -193,6 +196,13 @@ pub fn download(
     staging: Option<&Path>,
 ) -> Result<LfsCopied, gitstow_store::Error> {
     let mut done = LfsCopied::default();
+    if upstream.is_ssh() {
+        done.missing = wanted
+            .iter()
+            .map(|(oid, size)| Missing::new(oid, *size, SSH_LFS))
+            .collect();
+        return Ok(done);
+    }
     let mut todo = Vec::new();
     for (oid, size) in wanted {
         if objects::owned_size(store, repo, oid)? == Some(*size) {
@@ -254,6 +264,13 @@ pub fn upload(
     staging: Option<&Path>,
 ) -> Result<LfsCopied, gitstow_store::Error> {
     let mut done = LfsCopied::default();
+    if remote.is_ssh() {
+        done.missing = owned
+            .iter()
+            .map(|(oid, size)| Missing::new(oid, *size, SSH_LFS))
+            .collect();
+        return Ok(done);
+    }
     let all: Vec<(Oid, u64)> = owned.iter().map(|(o, s)| (*o, *s)).collect();
     for chunk in all.chunks(BATCH_OBJECTS) {
         let answers = match batch(remote, "upload", chunk) {

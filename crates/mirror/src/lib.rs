@@ -11,7 +11,8 @@
 //! keeps its old tip under [`BACKUP_PREFIX`] in the same transaction
 //! (`exact` mode opts out).
 //!
-//! - [`upstream`]: the upstream over smart HTTP(S), protocol v2.
+//! - [`upstream`]: the upstream over smart HTTP(S) or SSH (`ssh`),
+//!   protocol v2.
 //! - [`pull`]: one pull, and what it changed.
 //! - [`push`]: one push to another server (a push mirror): the refs that
 //!   differ from its advertisement, with explicit old values.
@@ -37,6 +38,7 @@ pub mod push;
 pub mod schedule;
 pub mod secret;
 pub mod settings;
+mod ssh;
 pub mod trigger;
 pub mod upstream;
 

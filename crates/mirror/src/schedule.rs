@@ -88,6 +88,8 @@ pub struct Claim {
     ttl: Duration,
     mirror: Mirror,
     started: u64,
+    /// The host key an SSH upstream showed (kept once a sync succeeds).
+    seen_host_key: std::sync::Mutex<Option<String>>,
 }
 
 /// What a finished sync did.
@@ -163,6 +165,7 @@ pub fn claim(
             ttl,
             mirror,
             started: now,
+            seen_host_key: Default::default(),
         })));
     }
     Ok(verdict.unwrap_or(Claimed::Gone))
@@ -251,7 +254,9 @@ impl Claim {
             .upstream(&self.repo, key, timeout)
             .map_err(refused)?;
         let opts = self.mirror.pull_options(base).map_err(refused)?;
-        crate::pull(repo, &upstream, &opts).map_err(|e| e.failed())
+        let pulled = crate::pull(repo, &upstream, &opts).map_err(|e| e.failed());
+        self.saw(&upstream);
+        pulled
     }
 
     fn push(
@@ -288,7 +293,9 @@ impl Claim {
         let pushed = crate::push(repo, &remote, &opts).map_err(|e| Failed {
             message: e.to_string(),
             permanent: e.is_permanent(),
-        })?;
+        });
+        self.saw(&remote);
+        let pushed = pushed?;
         if pushed.refused.is_empty() {
             return Ok(pushed);
         }
@@ -314,6 +321,13 @@ impl Claim {
         })
     }
 
+    /// Notes the host key an SSH upstream showed.
+    fn saw(&self, upstream: &crate::Upstream) {
+        if let (Some(key), Ok(mut seen)) = (upstream.seen_host_key(), self.seen_host_key.lock()) {
+            *seen = Some(key);
+        }
+    }
+
     /// Records `outcome` in the run state, drops the lease (when it is
     /// still ours) and sets the mirror's next run in the due list.
     ///
@@ -331,6 +345,9 @@ impl Claim {
                 Some(p) if p.url == self.mirror.url => {
                     paused = None;
                     if let Ok(done) = &outcome {
+                        if p.ssh_host_key.is_none() {
+                            p.ssh_host_key = self.seen_host_key.lock().ok().and_then(|s| s.clone());
+                        }
                         p.lfs_missing = done.lfs().missing.clone();
                         p.lfs_missing.truncate(settings::MAX_LFS_MISSING);
                     }

@@ -137,6 +137,14 @@ pub struct Mirror {
     /// sealed ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<Credential>,
+    /// An SSH upstream's private key (OpenSSH), sealed for
+    /// `mirror:<repo>:ssh-key` ([`crate::secret`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_ssh_key: Option<String>,
+    /// The host key an SSH upstream must show (`SHA256:…`): given, or the
+    /// first one a successful sync saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_host_key: Option<String>,
     /// The secret an upstream's webhook proves itself with, sealed for
     /// `mirror:<repo>:webhook` ([`crate::trigger`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +210,8 @@ impl Mirror {
             refs: filter.patterns().to_vec(),
             exact,
             credential: None,
+            sealed_ssh_key: None,
+            ssh_host_key: None,
             webhook_secret: None,
             interval_secs,
             last_attempt: None,
@@ -257,7 +267,15 @@ impl Mirror {
         key: Option<&crate::secret::SealKey>,
         timeout: std::time::Duration,
     ) -> Result<crate::Upstream, String> {
-        let upstream = crate::Upstream::new(&self.url, timeout).map_err(|e| e.to_string())?;
+        let mut upstream = crate::Upstream::new(&self.url, timeout).map_err(|e| e.to_string())?;
+        if let Some(sealed) = &self.sealed_ssh_key {
+            let key = key.ok_or(crate::secret::KEY_MISSING)?;
+            let pem = key.open(&Mirror::ssh_key_context(repo), sealed)?;
+            let pem = String::from_utf8(pem).map_err(|_| "the sealed SSH key is not UTF-8")?;
+            upstream = upstream
+                .with_ssh_key(&pem, self.ssh_host_key.as_deref())
+                .map_err(|e| e.to_string())?;
+        }
         let Some(c) = &self.credential else {
             return Ok(upstream);
         };
@@ -266,6 +284,11 @@ impl Mirror {
         let password =
             String::from_utf8(password).map_err(|_| "the sealed password is not UTF-8")?;
         Ok(upstream.with_basic(&c.username, &password))
+    }
+
+    /// What a sealed SSH key of `repo`'s mirror is bound to.
+    pub fn ssh_key_context(repo: &str) -> String {
+        format!("mirror:{repo}:ssh-key")
     }
 
     /// The options of a pull of this mirror, on top of `base` (limits).

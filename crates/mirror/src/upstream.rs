@@ -5,11 +5,15 @@
 //! for `fetch`, as git's `remote-curl` sends them; as a push's target,
 //! receive-pack: `GET …/info/refs?service=git-receive-pack`, then `POST
 //! …/git-receive-pack`. Blocking (`ureq`): run it off the async runtime.
+//! Or over SSH ([`crate::ssh`]): the same requests and answers, one SSH
+//! session each.
 
 use std::io::Write;
 use std::time::Duration;
 
 use gitstow_protocol::client::{self, ClientError, RemoteRef};
+
+use crate::ssh::Input;
 use gix_hash::ObjectId;
 
 /// Why talking to the upstream failed.
@@ -32,6 +36,11 @@ pub enum UpstreamError {
     /// The answer broke the protocol, or a bound.
     #[error(transparent)]
     Protocol(#[from] ClientError),
+    /// The upstream refused us for good until something changes: an SSH
+    /// key it does not take, a host key that changed, a repository it
+    /// says it does not have.
+    #[error("{0}")]
+    Denied(String),
 }
 
 impl UpstreamError {
@@ -57,6 +66,8 @@ pub struct Upstream {
     agent: ureq::Agent,
     /// The `Authorization` header sent with each request, if any.
     authorization: Option<Authorization>,
+    /// Set for an SSH upstream: every request goes there instead.
+    ssh: Option<crate::ssh::SshLink>,
 }
 
 /// An `Authorization` header value; its `Debug` hides it.
@@ -77,10 +88,24 @@ impl Upstream {
     /// [`UpstreamError::Url`] for another scheme or a URL with a user or
     /// password (credentials never go in a URL: plan 0017).
     pub fn new(url: &str, timeout: Duration) -> Result<Upstream, UpstreamError> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .user_agent(client::AGENT)
+            .build()
+            .into();
+        if let Some(link) = crate::ssh::SshLink::parse(url, timeout) {
+            return Ok(Upstream {
+                base: url.trim_end_matches('/').to_owned(),
+                agent,
+                authorization: None,
+                ssh: Some(link?),
+            });
+        }
         let rest = url
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"))
-            .ok_or_else(|| UpstreamError::Url(format!("not an http(s) URL: {url}")))?;
+            .ok_or_else(|| UpstreamError::Url(format!("not an http(s) or ssh URL: {url}")))?;
         let authority = rest.split('/').next().unwrap_or("");
         if authority.contains('@') {
             return Err(UpstreamError::Url(
@@ -90,17 +115,40 @@ impl Upstream {
         if authority.is_empty() {
             return Err(UpstreamError::Url(format!("no host in {url}")));
         }
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .user_agent(client::AGENT)
-            .build()
-            .into();
         Ok(Upstream {
             base: url.trim_end_matches('/').to_owned(),
             agent,
             authorization: None,
+            ssh: None,
         })
+    }
+
+    /// Whether the upstream is reached over SSH.
+    pub fn is_ssh(&self) -> bool {
+        self.ssh.is_some()
+    }
+
+    /// An SSH upstream's key (an unencrypted OpenSSH private key) and the
+    /// host key it must show (`SHA256:…`; `None`: the first one seen is
+    /// taken, and [`Upstream::seen_host_key`] says which). Nothing for an
+    /// HTTP upstream.
+    ///
+    /// # Errors
+    /// The key does not parse.
+    pub fn with_ssh_key(
+        mut self,
+        key: &str,
+        pinned: Option<&str>,
+    ) -> Result<Upstream, UpstreamError> {
+        if let Some(link) = self.ssh.take() {
+            self.ssh = Some(link.with_key(key, pinned)?);
+        }
+        Ok(self)
+    }
+
+    /// The host key an SSH upstream showed in its last session.
+    pub fn seen_host_key(&self) -> Option<String> {
+        self.ssh.as_ref().and_then(|l| l.seen_host_key())
     }
 
     /// Sends HTTP Basic credentials (RFC 7617) with every request: a user
@@ -140,6 +188,15 @@ impl Upstream {
     /// [`UpstreamError`]; [`ClientError::NotV2`] inside it for a server
     /// that speaks only v0.
     pub fn capabilities(&self) -> Result<Vec<String>, UpstreamError> {
+        if let Some(ssh) = &self.ssh {
+            let answer = ssh.run(
+                UPLOAD_PACK,
+                true,
+                Input::Bytes(Vec::new()),
+                ADVERTISEMENT_BYTES,
+            )?;
+            return Ok(client::read_capabilities(std::io::BufReader::new(answer))?);
+        }
         let url = format!("{}/info/refs?service=git-upload-pack", self.base);
         let response = self
             .authorize(self.agent.get(&url))
@@ -162,6 +219,12 @@ impl Upstream {
         max_refs: usize,
     ) -> Result<Vec<RemoteRef>, UpstreamError> {
         let body = client::ls_refs_request(prefixes);
+        if let Some(ssh) = &self.ssh {
+            let answer = ssh.run(UPLOAD_PACK, true, Input::Bytes(body), u64::MAX)?;
+            let mut r = std::io::BufReader::new(answer);
+            client::read_capabilities(&mut r)?;
+            return Ok(client::read_ls_refs(r, max_refs)?);
+        }
         let response = self.post(&body, "ls-refs")?;
         Ok(client::read_ls_refs(
             response.into_body().into_reader(),
@@ -182,6 +245,16 @@ impl Upstream {
         max_bytes: u64,
     ) -> Result<u64, UpstreamError> {
         let body = client::fetch_request(wants, haves);
+        if let Some(ssh) = &self.ssh {
+            // The answer is bounded by the pack's bound, and framing.
+            let bound = max_bytes
+                .saturating_add(max_bytes / 8)
+                .saturating_add(1 << 20);
+            let answer = ssh.run(UPLOAD_PACK, true, Input::Bytes(body), bound)?;
+            let mut r = std::io::BufReader::new(answer);
+            client::read_capabilities(&mut r)?;
+            return Ok(client::read_fetch_response(r, pack, max_bytes)?);
+        }
         let response = self.post(&body, "fetch")?;
         Ok(client::read_fetch_response(
             response.into_body().into_reader(),
@@ -200,6 +273,13 @@ impl Upstream {
         &self,
         max_refs: usize,
     ) -> Result<gitstow_protocol::client_push::ReceiveAdvertisement, UpstreamError> {
+        if let Some(ssh) = &self.ssh {
+            let answer = ssh.run(RECEIVE_PACK, false, Input::Bytes(Vec::new()), u64::MAX)?;
+            return Ok(gitstow_protocol::client_push::read_receive_advertisement(
+                std::io::BufReader::new(answer),
+                max_refs,
+            )?);
+        }
         let url = format!("{}/info/refs?service=git-receive-pack", self.base);
         let response = self
             .authorize(self.agent.get(&url))
@@ -223,6 +303,13 @@ impl Upstream {
         len: u64,
         max_refs: usize,
     ) -> Result<gitstow_protocol::client_push::Report, UpstreamError> {
+        if let Some(ssh) = &self.ssh {
+            // A session of its own: the advertisement comes again first.
+            let answer = ssh.run(RECEIVE_PACK, false, Input::File(request), u64::MAX)?;
+            let mut r = std::io::BufReader::new(answer);
+            gitstow_protocol::client_push::read_receive_advertisement(&mut r, max_refs)?;
+            return Ok(gitstow_protocol::client_push::read_report(r, max_refs)?);
+        }
         let url = format!("{}/git-receive-pack", self.base);
         let response = self
             .authorize(self.agent.post(&url))
@@ -254,6 +341,13 @@ impl Upstream {
         ok(response, what)
     }
 }
+
+/// The services an SSH upstream runs.
+const UPLOAD_PACK: &str = "git-upload-pack";
+const RECEIVE_PACK: &str = "git-receive-pack";
+
+/// Most bytes of a capability advertisement read over SSH.
+const ADVERTISEMENT_BYTES: u64 = 1 << 20;
 
 /// `response` when its status is 200, else [`UpstreamError::Status`]
 /// naming `what` was asked.
@@ -290,8 +384,7 @@ mod tests {
         for bad in [
             "https://user:secret@github.com/org/x.git",
             "https://token@github.com/org/x.git",
-            "ssh://git@h/x.git",
-            "git@github.com:org/x.git",
+            "ssh://git:secret@h/x.git",
             "https:///x.git",
         ] {
             let e = Upstream::new(bad, t).unwrap_err().to_string();
