@@ -601,4 +601,63 @@ fn ssh_upstreams_and_remotes_take_a_key_and_hold_to_their_host_key() {
         heads_and_tags(&up.http_url("org/copy")),
         heads_and_tags(&here.url("org/app"))
     );
+
+    // Git LFS objects both ways over SSH: the LFS API the upstream's
+    // git-lfs-authenticate names.
+    let (lfs, big, _) = lfs_work(tmp.path(), "lfs-work");
+    ok(
+        &up.git(&lfs, &up.dev, &["push", "-q", &up.url("org/lfs"), "main"]),
+        "git-lfs push over ssh",
+    );
+    let o = store.admin(&[
+        "mirror",
+        "pull",
+        "org/lfs",
+        "--from",
+        &up.url("org/lfs"),
+        "--ssh-key-file",
+        dev,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("2 Git LFS object(s) brought"),
+        "{}",
+        text(&o)
+    );
+    let clone = tmp.path().join("lfs-clone");
+    git(
+        tmp.path(),
+        &["clone", "-q", &here.url("org/lfs"), clone.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(clone.join("big.bin")).unwrap(), big);
+    let o = store.admin(&[
+        "mirror",
+        "push",
+        "org/lfs",
+        "--to",
+        &up.url("org/lfs-copy"),
+        "--ssh-key-file",
+        dev,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("2 Git LFS object(s) handed on"),
+        "{}",
+        text(&o)
+    );
+    let copy = tmp.path().join("lfs-copy");
+    ok(
+        &up.git(
+            tmp.path(),
+            &up.dev,
+            &[
+                "clone",
+                "-q",
+                &up.url("org/lfs-copy"),
+                copy.to_str().unwrap(),
+            ],
+        ),
+        "git-lfs clone over ssh",
+    );
+    assert_eq!(std::fs::read(copy.join("big.bin")).unwrap(), big);
 }

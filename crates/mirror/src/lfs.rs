@@ -14,8 +14,10 @@
 //! An object that cannot be moved (the other server has no such object,
 //! refuses it, or the transfer fails) is listed in [`LfsCopied::missing`],
 //! never fails the sync: the git side stands, and the next sync tries it
-//! again. The LFS endpoint is git-lfs's default for the repository's URL:
-//! `<url>.git/info/lfs` (`<url>/info/lfs` when the URL ends in `.git`).
+//! again. The LFS endpoint is git-lfs's default for an HTTP(S) URL:
+//! `<url>.git/info/lfs` (`<url>/info/lfs` when the URL ends in `.git`);
+//! for an SSH one, what the server's `git-lfs-authenticate` answers
+//! (`href` and the headers to send there).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, Write};
@@ -33,9 +35,6 @@ pub const BATCH_OBJECTS: usize = 100;
 
 /// Most bytes of a batch answer read.
 const MAX_ANSWER_BYTES: u64 = 16 << 20;
-
-/// Why LFS objects do not move with an SSH upstream or remote yet.
-const SSH_LFS: &str = "Git LFS objects move over HTTP(S) mirrors only (not yet over SSH)";
 
 /// The media type of the LFS API.
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
@@ -196,13 +195,6 @@ pub fn download(
     staging: Option<&Path>,
 ) -> Result<LfsCopied, gitstow_store::Error> {
     let mut done = LfsCopied::default();
-    if upstream.is_ssh() {
-        done.missing = wanted
-            .iter()
-            .map(|(oid, size)| Missing::new(oid, *size, SSH_LFS))
-            .collect();
-        return Ok(done);
-    }
     let mut todo = Vec::new();
     for (oid, size) in wanted {
         if objects::owned_size(store, repo, oid)? == Some(*size) {
@@ -264,13 +256,6 @@ pub fn upload(
     staging: Option<&Path>,
 ) -> Result<LfsCopied, gitstow_store::Error> {
     let mut done = LfsCopied::default();
-    if remote.is_ssh() {
-        done.missing = owned
-            .iter()
-            .map(|(oid, size)| Missing::new(oid, *size, SSH_LFS))
-            .collect();
-        return Ok(done);
-    }
     let all: Vec<(Oid, u64)> = owned.iter().map(|(o, s)| (*o, *s)).collect();
     for chunk in all.chunks(BATCH_OBJECTS) {
         let answers = match batch(remote, "upload", chunk) {
@@ -324,9 +309,14 @@ fn batch(
         hash_algo: "sha256",
     };
     let body = serde_json::to_vec(&request).expect("a batch request encodes");
-    let url = format!("{}/objects/batch", lfs_url(other.url()));
+    let endpoint = endpoint(other, operation)?;
+    let url = format!("{}/objects/batch", endpoint.href.trim_end_matches('/'));
+    let mut post = other.agent().post(&url);
+    for (k, v) in &endpoint.header {
+        post = post.header(k.as_str(), v.as_str());
+    }
     let response = other
-        .authorize(other.agent().post(&url))
+        .authorize(post)
         .header("Accept", MEDIA_TYPE)
         .header("Content-Type", MEDIA_TYPE)
         .send(&body[..])
@@ -349,6 +339,35 @@ fn batch(
         .into_iter()
         .map(|a| (a.oid.clone(), a))
         .collect())
+}
+
+/// Where the other server's LFS API is, and the headers it wants.
+#[derive(Deserialize)]
+struct Endpoint {
+    href: String,
+    #[serde(default)]
+    header: BTreeMap<String, String>,
+}
+
+/// The LFS endpoint for `operation`: git-lfs's default for an HTTP(S)
+/// URL; what `git-lfs-authenticate` says for an SSH one (git-lfs
+/// `docs/api/server-discovery.md`).
+fn endpoint(other: &Upstream, operation: &str) -> Result<Endpoint, String> {
+    match other.lfs_authenticate(operation) {
+        None => Ok(Endpoint {
+            href: lfs_url(other.url()),
+            header: BTreeMap::new(),
+        }),
+        Some(Err(e)) => Err(format!("git-lfs-authenticate: {e}")),
+        Some(Ok(json)) => {
+            let e: Endpoint = serde_json::from_slice(&json)
+                .map_err(|e| format!("git-lfs-authenticate's answer does not parse: {e}"))?;
+            if !e.href.starts_with("https://") && !e.href.starts_with("http://") {
+                return Err("git-lfs-authenticate gave no http(s) href".into());
+            }
+            Ok(e)
+        }
+    }
 }
 
 /// The actions of `oid` in `answers`, or why there are none.

@@ -158,12 +158,37 @@ impl SshLink {
         input: Input,
         max_bytes: u64,
     ) -> Result<std::fs::File, UpstreamError> {
+        self.exec(&format!("{service} '{}'", self.path), v2, input, max_bytes)
+    }
+
+    /// `git-lfs-authenticate '<path>' <operation>` (`download`, `upload`):
+    /// the JSON git-lfs reads (git-lfs `docs/api/server-discovery.md`:
+    /// `href`, `header`, `expires_in`).
+    ///
+    /// # Errors
+    /// As [`SshLink::run`].
+    pub(crate) fn lfs_authenticate(&self, operation: &str) -> Result<Vec<u8>, UpstreamError> {
+        let command = format!("git-lfs-authenticate '{}' {operation}", self.path);
+        let mut answer = self.exec(&command, false, Input::Bytes(Vec::new()), 64 << 10)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut answer, &mut bytes)
+            .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+        Ok(bytes)
+    }
+
+    fn exec(
+        &self,
+        command: &str,
+        v2: bool,
+        input: Input,
+        max_bytes: u64,
+    ) -> Result<std::fs::File, UpstreamError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| UpstreamError::Connect(e.to_string()))?;
         let mut out = tempfile::tempfile().map_err(|e| UpstreamError::Connect(e.to_string()))?;
-        let session = self.session(service, v2, input, &mut out, max_bytes);
+        let session = self.session(command, v2, input, &mut out, max_bytes);
         let bounded = async { tokio::time::timeout(self.timeout, session).await };
         match runtime.block_on(bounded) {
             Err(_) => {
@@ -181,7 +206,7 @@ impl SshLink {
 
     async fn session(
         &self,
-        service: &str,
+        command: &str,
         v2: bool,
         input: Input,
         out: &mut std::fs::File,
@@ -243,7 +268,6 @@ impl SshLink {
                 .await
                 .map_err(|e| UpstreamError::Connect(e.to_string()))?;
         }
-        let command = format!("{service} '{}'", self.path);
         channel
             .exec(true, command)
             .await
@@ -292,7 +316,7 @@ impl SshLink {
             _ => {
                 let said = String::from_utf8_lossy(&stderr).trim().to_owned();
                 Err(UpstreamError::Denied(if said.is_empty() {
-                    format!("the upstream's {service} ended with status {status:?}")
+                    format!("the upstream's `{command}` ended with status {status:?}")
                 } else {
                     format!("the upstream said: {said}")
                 }))

@@ -146,6 +146,19 @@ impl Upstream {
         Ok(self)
     }
 
+    /// An SSH upstream's answer to `git-lfs-authenticate` for `operation`
+    /// (`download`, `upload`): where its LFS API is and the headers to
+    /// send there. `None` for an HTTP upstream.
+    ///
+    /// # Errors
+    /// [`UpstreamError`].
+    pub(crate) fn lfs_authenticate(
+        &self,
+        operation: &str,
+    ) -> Option<Result<Vec<u8>, UpstreamError>> {
+        self.ssh.as_ref().map(|l| l.lfs_authenticate(operation))
+    }
+
     /// The host key an SSH upstream showed in its last session.
     pub fn seen_host_key(&self) -> Option<String> {
         self.ssh.as_ref().and_then(|l| l.seen_host_key())
