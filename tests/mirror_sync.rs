@@ -1,7 +1,8 @@
 //! Stored mirrors kept in step by running `gitstow serve` instances
 //! (issue 45, plan 0017): by interval and by an upstream's webhook, under a
 //! lease that one instance holds at a time (taken over when it dies), with
-//! sealed credentials; pushes into a pull mirror refused.
+//! sealed credentials; pushes into a pull mirror refused; an upstream that
+//! goes down retried until it returns; push mirrors after each push.
 
 mod common;
 
@@ -621,4 +622,60 @@ fn a_stored_push_mirror_hands_each_push_on_within_seconds() {
     git(&work, &["push", "-q", &mine, "main"]);
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert!(!in_step(&theirs, &mine));
+}
+
+#[test]
+fn an_upstream_that_goes_down_is_retried_then_synced_when_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, work) = bare_upstream(tmp.path());
+    let bare = root.join("app.git");
+    let upstream = backend(&root, None);
+    let port = upstream.port;
+    let url = format!("http://127.0.0.1:{port}/app.git");
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let o = admin_short(
+        &store,
+        &[
+            "mirror",
+            "add",
+            "org/app",
+            "--from",
+            &url,
+            "--interval",
+            "2",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let a = Server::start_on(Some(&store), &[], &[]);
+    let here = a.url("org/app");
+    wait_until("the first sync", 30, || in_step(&here, &url));
+
+    // Down: each sync fails as a transient failure, retried (no sooner
+    // than the interval here, 30 s doubling otherwise), never paused.
+    drop(upstream);
+    commit_files(&work, &[("while-down.txt", "x\n")], "while down");
+    git(&work, &["push", "-q", bare.to_str().unwrap(), "main"]);
+    wait_until("three failed syncs", 60, || {
+        mirror_rows(&store)[0]["failures"].as_u64() >= Some(3)
+    });
+    let rows = mirror_rows(&store);
+    assert_eq!(rows[0]["state"], "scheduled", "{rows:?}");
+    assert!(rows[0]["paused"].is_null(), "{rows:?}");
+    assert!(
+        rows[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the upstream"),
+        "{rows:?}"
+    );
+
+    // Back where it was: the next retry syncs, and the streak ends.
+    let _upstream = backend_on(&root, port);
+    wait_until("the sync after the upstream returns", 60, || {
+        in_step(&here, &url)
+    });
+    wait_until("the run state to say so", 30, || {
+        mirror_rows(&store)[0]["failures"] == 0
+    });
+    assert!(mirror_rows(&store)[0]["last_error"].is_null());
 }

@@ -160,6 +160,26 @@ pub fn backend(root: &Path, users: Option<&str>) -> Backend {
 /// The Python front end `script` (relative to the package) of canonical
 /// `git http-backend`, serving `root` with `env`.
 pub fn backend_script(script: &str, root: &Path, env: &[(&str, &str)]) -> Backend {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    backend_script_on(script, root, env, port)
+}
+
+/// Canonical `git http-backend` serving `root` on `port` (an upstream
+/// that comes back where it was).
+pub fn backend_on(root: &Path, port: u16) -> Backend {
+    backend_script_on(
+        "../shared/tools/git-http-backend-server.py",
+        root,
+        &[],
+        port,
+    )
+}
+
+fn backend_script_on(script: &str, root: &Path, env: &[(&str, &str)], port: u16) -> Backend {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let shared = manifest.join("../shared/tools/git-http-backend-server.py");
     assert!(
@@ -167,11 +187,6 @@ pub fn backend_script(script: &str, root: &Path, env: &[(&str, &str)]) -> Backen
         "the canonical server script {} is missing",
         shared.display()
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let child = std::process::Command::new("python3")
         .arg(manifest.join(script))
         .arg(root)
