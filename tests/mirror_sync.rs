@@ -679,3 +679,77 @@ fn an_upstream_that_goes_down_is_retried_then_synced_when_it_returns() {
     });
     assert!(mirror_rows(&store)[0]["last_error"].is_null());
 }
+
+#[test]
+fn an_upstream_pack_past_the_push_limits_is_refused_as_a_push_would_be() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    // Two upstreams: one with an object past --max-object-size, one whose
+    // pack is past --max-pack-size (incompressible bytes).
+    for (name, bytes) in [("big-object", 20_000usize), ("big-pack", 200_000)] {
+        let work = tmp.path().join(name);
+        init_repo(&work);
+        std::fs::write(work.join("blob.bin"), noise(bytes, 7)).unwrap();
+        commit_files(&work, &[("README", "x\n")], "bomb");
+        let bare = root.join(format!("{name}.git"));
+        git(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+    }
+    let upstream = backend(&root, None);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    for name in ["big-object", "big-pack"] {
+        let url = format!("http://127.0.0.1:{}/{name}.git", upstream.port);
+        let o = admin_short(
+            &store,
+            &[
+                "mirror",
+                "add",
+                &format!("org/{name}"),
+                "--from",
+                &url,
+                "--interval",
+                "2",
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let _a = Server::start_on(
+        Some(&store),
+        &["--max-object-size", "10000", "--max-pack-size", "100000"],
+        &[],
+    );
+    wait_until("both mirrors to pause", 60, || {
+        mirror_rows(&store).iter().all(|r| r["state"] == "paused")
+    });
+    let rows = mirror_rows(&store);
+    let error_of = |repo: &str| {
+        rows.iter()
+            .find(|r| r["repository"] == repo)
+            .and_then(|r| r["last_error"].as_str())
+            .unwrap_or_else(|| panic!("{rows:?}"))
+            .to_owned()
+    };
+    let object = error_of("org/big-object");
+    assert!(
+        object.contains("the upstream's pack was refused"),
+        "{object}"
+    );
+    assert!(object.contains("10000"), "{object}");
+    let pack = error_of("org/big-pack");
+    assert!(
+        pack.contains("too large: a pack of more than 100000 bytes"),
+        "{pack}"
+    );
+    // Nothing of either landed.
+    let o = store.admin(&["repo", "list"]);
+    assert!(text(&o).contains("no repositories"), "{}", text(&o));
+}
