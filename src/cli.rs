@@ -79,7 +79,7 @@ Exit status: 0 after a shutdown, 1 when the address or runtime cannot be had,
     Webhook(crate::webhook_cmd::WebhookArgs),
     /// List, create, delete repositories; set HEAD.
     Repo(crate::repo_cmd::RepoArgs),
-    /// Take a repository in from another git server (pull mirrors).
+    /// Take a repository in from another git server and hand it on (pull and push mirrors).
     Mirror(crate::mirror_cmd::MirrorArgs),
     /// Check stored repositories: containers, indexes, objects, reachability.
     #[command(

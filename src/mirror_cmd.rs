@@ -47,8 +47,10 @@ pub enum MirrorCommand {
         create: CreateStore,
         /// The repository here (`org/project`).
         repo: String,
-        /// The upstream repository's URL: http:// or https://, without
-        /// credentials (e.g. https://github.com/org/project.git).
+        /// The upstream repository's URL: http://, https:// or SSH
+        /// (ssh://git@host/org/project.git, git@host:org/project.git, with
+        /// --ssh-key-file), without credentials (e.g.
+        /// https://github.com/org/project.git).
         #[arg(long, value_name = "URL")]
         from: String,
         /// The refs to take: full names or prefixes ending in /*
@@ -77,8 +79,8 @@ pub enum MirrorCommand {
         store: StoreArgs,
         /// The repository here (`org/project`).
         repo: String,
-        /// The remote repository's URL: http:// or https://, without
-        /// credentials.
+        /// The remote repository's URL: http://, https:// or SSH (with
+        /// --ssh-key-file), without credentials.
         #[arg(long, value_name = "URL")]
         to: String,
         /// The refs to push (repeatable; default: refs/heads/* and refs/tags/*).
@@ -106,11 +108,12 @@ pub enum MirrorCommand {
         store: StoreArgs,
         /// The repository here (`org/project`).
         repo: String,
-        /// The upstream repository's URL (http:// or https://, no credentials).
+        /// The upstream repository's URL (http://, https:// or SSH with
+        /// --ssh-key-file; no credentials).
         #[arg(long, value_name = "URL", required_unless_present = "to")]
         from: Option<String>,
-        /// The remote repository's URL to push to (http:// or https://, no
-        /// credentials).
+        /// The remote repository's URL to push to (http://, https:// or SSH
+        /// with --ssh-key-file; no credentials).
         #[arg(long, value_name = "URL", conflicts_with_all = ["from", "exact", "webhook_secret_file", "webhook_secret_env"])]
         to: Option<String>,
         /// The refs to take (repeatable; default: refs/heads/* and refs/tags/*).
@@ -266,6 +269,10 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 })?;
                 gitstow_service::mirrors::follow_head(&repository, pulled.head.as_deref());
                 print_pulled(&name, upstream.url(), &pulled);
+                // What came is handed on by the push mirror, if any.
+                if pulled.changed() && settings::pushed(s.as_ref(), &name)? {
+                    println!("{name}: its push mirror is due (a running gitstow serve pushes it)");
+                }
                 Ok(())
             },
         ),
@@ -333,7 +340,8 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
             let mut mirror = Mirror::new(url, refs.clone(), exact || push, interval)?;
             if let Some((user, password)) = login.read()? {
                 let key = key.require()?;
-                mirror.credential = Some(Credential::seal(&key, &name, &user, &password));
+                mirror.credential =
+                    Some(Credential::seal(&key, &name, &mirror.url, &user, &password));
             }
             let ssh = Upstream::new(url, Duration::from_secs(1))?.is_ssh();
             if ssh && login.ssh_key_file.is_none() {
@@ -344,7 +352,7 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 Upstream::new(url, Duration::from_secs(1))?.with_ssh_key(&pem, None)?;
                 let key = key.require()?;
                 mirror.sealed_ssh_key =
-                    Some(key.seal(&Mirror::ssh_key_context(&name), pem.as_bytes()));
+                    Some(key.seal(&Mirror::ssh_key_context(&name, &mirror.url), pem.as_bytes()));
             }
             mirror.ssh_host_key = login.ssh_host_key.clone();
             if let Some(secret) = webhook.read()? {
@@ -550,7 +558,10 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
         MirrorCommand::Remove { store, repo, way } => run(&store, IfMissing::Refuse, |s| {
             let name = repo_name(&repo)?;
             let direction = way.direction(s.as_ref(), &name)?;
-            match (settings::remove(s.as_ref(), &name, direction)?, direction) {
+            match (
+                settings::remove(s.as_ref(), &name, direction, true)?,
+                direction,
+            ) {
                 (Some(url), Direction::Pull) => {
                     println!("{name}: no longer mirrors {url} (the repository stays as it is, and takes pushes again)");
                     Ok(())

@@ -286,10 +286,10 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             // Its pull mirror would bring it back, and its push mirror
             // would find nothing to push: both go too.
             use gitstow_mirror::settings::{self, Direction};
-            if let Some(url) = settings::remove(s.as_ref(), repo.name(), Direction::Pull)? {
+            if let Some(url) = settings::remove(s.as_ref(), repo.name(), Direction::Pull, false)? {
                 println!("dropped its pull mirror of {url}");
             }
-            if let Some(url) = settings::remove(s.as_ref(), repo.name(), Direction::Push)? {
+            if let Some(url) = settings::remove(s.as_ref(), repo.name(), Direction::Push, false)? {
                 println!("dropped its push mirror to {url}");
             }
             let retired = deleted?;

@@ -661,3 +661,33 @@ fn ssh_upstreams_and_remotes_take_a_key_and_hold_to_their_host_key() {
     );
     assert_eq!(std::fs::read(copy.join("big.bin")).unwrap(), big);
 }
+
+#[test]
+fn an_upstream_that_renames_its_default_branch_is_followed_in_one_pull() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, _work) = bare_upstream(tmp.path());
+    let bare = root.join("app.git");
+    let up = backend(&root, None);
+    let url = format!("http://127.0.0.1:{}/app.git", up.port);
+    let store = TestStore::from_env(&tmp.path().join("here"));
+    let here = Server::start_on(Some(&store), &["--create-store"], &[]);
+    let mine = here.url("org/app");
+    let pull = || store.admin(&["mirror", "pull", "org/app", "--from", &url]);
+    assert!(pull().status.success());
+    let head = |u: &str| {
+        git_out(Path::new("/"), &["ls-remote", "--symref", u, "HEAD"])
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(head(&mine).contains("refs/heads/main"), "{}", head(&mine));
+    // main becomes trunk upstream, HEAD with it, in one go: the pull
+    // deletes the branch HEAD named and moves HEAD in the same
+    // transaction (git's receive-pack alone would refuse the deletion).
+    git(&bare, &["branch", "-m", "main", "trunk"]);
+    let o = pull();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(head(&mine).contains("refs/heads/trunk"), "{}", head(&mine));
+    assert_eq!(heads_and_tags(&mine), heads_and_tags(&url));
+}

@@ -227,6 +227,7 @@ pub fn pull(
         .map(|r| (r.name, r.oid))
         .collect();
     let current = repo.load_state()?;
+    let head_before = current.as_ref().and_then(|v| v.state.head.clone());
     let containers_before: std::collections::HashSet<String> = current
         .as_ref()
         .map(|v| v.state.containers.iter().map(|c| c.id.clone()).collect())
@@ -317,6 +318,13 @@ pub fn pull(
     }
     spool.rewind()?;
     let mut receive = opts.receive.clone();
+    // HEAD follows the upstream's in the same transaction: an upstream that
+    // renamed its default branch and deleted the old one in one go is
+    // taken whole (the branch HEAD named may go then).
+    receive.new_head = pulled
+        .head
+        .clone()
+        .filter(|h| Some(h) != head_before.as_ref());
     if opts.mode == Mode::Safe {
         let secs = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -370,6 +370,12 @@ impl Claim {
             &crate::due::entry(&self.repo, self.direction),
             next_run,
         )?;
+        // What a pull brought is handed on as a push's would be.
+        if let Ok(Done::Pulled(p)) = &outcome {
+            if p.changed() {
+                settings::pushed(store, &self.repo)?;
+            }
+        }
         Ok(Synced {
             url: self.mirror.url,
             outcome,
@@ -451,6 +457,45 @@ mod tests {
             claim(&store, "org/y", Direction::Pull, "c", ttl, 1200, false).unwrap(),
             Claimed::Gone
         ));
+    }
+
+    #[test]
+    fn what_a_pull_brings_makes_the_push_mirror_due() {
+        let (_dir, store) = store_with_mirror();
+        let push = Mirror::new("http://127.0.0.1:9/copy.git", vec![], true, 600).unwrap();
+        settings::add(&store, "org/x", Direction::Push, &push, false).unwrap();
+        crate::due::set(&store, "org/x push", Some(5000)).unwrap();
+        settings::update(&store, "org/x", |d| {
+            let p = d.push.as_mut().unwrap();
+            p.record(100, Ok(()));
+            p.due_now = false;
+            Ok(Some(()))
+        })
+        .unwrap()
+        .unwrap();
+        let ttl = Duration::from_secs(100);
+        let Claimed::Claimed(c) =
+            claim(&store, "org/x", Direction::Pull, "a", ttl, 1000, false).unwrap()
+        else {
+            panic!("due");
+        };
+        // Nothing came: the push mirror stays as it was.
+        c.finish(&store, Ok(Done::Pulled(Pulled::default())))
+            .unwrap();
+        assert_eq!(crate::due::load(&store).unwrap().repos["org/x push"], 5000);
+        let Claimed::Claimed(c) =
+            claim(&store, "org/x", Direction::Pull, "a", ttl, 1000, true).unwrap()
+        else {
+            panic!("forced");
+        };
+        let brought = Pulled {
+            updated: 1,
+            ..Pulled::default()
+        };
+        c.finish(&store, Ok(Done::Pulled(brought))).unwrap();
+        assert_eq!(crate::due::load(&store).unwrap().repos["org/x push"], 0);
+        let doc = settings::load(&store, "org/x").unwrap().unwrap().0;
+        assert!(doc.push.unwrap().due_now);
     }
 
     #[test]

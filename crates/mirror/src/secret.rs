@@ -76,7 +76,7 @@ impl SealKey {
         &self.id
     }
 
-    /// Seals `plain` for `context` (what it is: `mirror:<repo>:password`).
+    /// Seals `plain` for `context` (what it is: `mirror:<repo>:<url>:password`).
     pub fn seal(&self, context: &str, plain: &[u8]) -> String {
         let cipher = Aes256Gcm::new(&self.key.into());
         let mut nonce = [0u8; 12];

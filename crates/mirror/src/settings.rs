@@ -90,17 +90,25 @@ impl std::fmt::Debug for Credential {
 }
 
 impl Credential {
-    /// What a sealed password of `repo`'s mirror is bound to.
-    pub fn context(repo: &str) -> String {
-        format!("mirror:{repo}:password")
+    /// What a sealed password of `repo`'s mirror of `url` is bound to: the
+    /// repository and the URL, so that a document whose URL someone with
+    /// write access to the bucket changed opens no password to send there.
+    pub fn context(repo: &str, url: &str) -> String {
+        format!("mirror:{repo}:{}:password", url.trim_end_matches('/'))
     }
 
     /// `username` and `password`, the password sealed with `key` for
-    /// `repo`'s mirror.
-    pub fn seal(key: &crate::secret::SealKey, repo: &str, username: &str, password: &str) -> Self {
+    /// `repo`'s mirror of `url`.
+    pub fn seal(
+        key: &crate::secret::SealKey,
+        repo: &str,
+        url: &str,
+        username: &str,
+        password: &str,
+    ) -> Self {
         Credential {
             username: username.to_owned(),
-            sealed_password: key.seal(&Credential::context(repo), password.as_bytes()),
+            sealed_password: key.seal(&Credential::context(repo, url), password.as_bytes()),
         }
     }
 }
@@ -138,7 +146,7 @@ pub struct Mirror {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<Credential>,
     /// An SSH upstream's private key (OpenSSH), sealed for
-    /// `mirror:<repo>:ssh-key` ([`crate::secret`]).
+    /// `mirror:<repo>:<url>:ssh-key` ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed_ssh_key: Option<String>,
     /// The host key an SSH upstream must show (`SHA256:…`): given, or the
@@ -270,7 +278,7 @@ impl Mirror {
         let mut upstream = crate::Upstream::new(&self.url, timeout).map_err(|e| e.to_string())?;
         if let Some(sealed) = &self.sealed_ssh_key {
             let key = key.ok_or(crate::secret::KEY_MISSING)?;
-            let pem = key.open(&Mirror::ssh_key_context(repo), sealed)?;
+            let pem = key.open(&Mirror::ssh_key_context(repo, &self.url), sealed)?;
             let pem = String::from_utf8(pem).map_err(|_| "the sealed SSH key is not UTF-8")?;
             upstream = upstream
                 .with_ssh_key(&pem, self.ssh_host_key.as_deref())
@@ -280,15 +288,15 @@ impl Mirror {
             return Ok(upstream);
         };
         let key = key.ok_or(crate::secret::KEY_MISSING)?;
-        let password = key.open(&Credential::context(repo), &c.sealed_password)?;
+        let password = key.open(&Credential::context(repo, &self.url), &c.sealed_password)?;
         let password =
             String::from_utf8(password).map_err(|_| "the sealed password is not UTF-8")?;
         Ok(upstream.with_basic(&c.username, &password))
     }
 
     /// What a sealed SSH key of `repo`'s mirror is bound to.
-    pub fn ssh_key_context(repo: &str) -> String {
-        format!("mirror:{repo}:ssh-key")
+    pub fn ssh_key_context(repo: &str, url: &str) -> String {
+        format!("mirror:{repo}:{}:ssh-key", url.trim_end_matches('/'))
     }
 
     /// The options of a pull of this mirror, on top of `base` (limits).
@@ -470,7 +478,19 @@ pub fn add(
     replace: bool,
 ) -> Result<(), SettingsError> {
     crate::due::set(store, &crate::due::entry(repo, direction), Some(0))?;
+    let same = |a: &str, b: &str| {
+        let norm = |u: &str| u.trim_end_matches('/').trim_end_matches(".git").to_owned();
+        norm(a) == norm(b)
+    };
+    let other = match direction {
+        Direction::Pull => Direction::Push,
+        Direction::Push => Direction::Pull,
+    };
     update(store, repo, |doc| match doc.get(direction) {
+        _ if doc.get(other).is_some_and(|o| same(&o.url, &mirror.url)) => Err(format!(
+            "{repo} would push to the upstream it pulls from ({}): the push would undo the upstream's changes",
+            mirror.url
+        )),
         Some(old) if !replace => Err(match direction {
             Direction::Pull => format!(
                 "{repo} mirrors {} already: pass --replace to change it",
@@ -491,16 +511,33 @@ pub fn add(
 }
 
 /// Drops `repo`'s mirror going `direction` and its due-list entry; returns
-/// the URL it mirrored (`None`: it had no such mirror).
+/// the URL it mirrored (`None`: it had no such mirror). With
+/// `wait_for_sync`, a mirror whose sync holds a live lease is not dropped
+/// (a pull landing after the removal would undo pushes made meanwhile).
 ///
 /// # Errors
-/// [`SettingsError`].
+/// [`SettingsError`]; [`SettingsError::Refused`] while a sync runs (with
+/// `wait_for_sync`).
 pub fn remove(
     store: &dyn ObjectStore,
     repo: &str,
     direction: Direction,
+    wait_for_sync: bool,
 ) -> Result<Option<String>, SettingsError> {
+    let now = crate::schedule::now_secs();
     let url = update(store, repo, |doc| {
+        if let Some(lease) = doc.get(direction).and_then(|m| m.lease.as_ref()) {
+            if wait_for_sync && lease.expires > now {
+                // A sync that lands after the removal would undo what is
+                // pushed meanwhile: the removal waits for it.
+                return Err(format!(
+                    "{repo}'s {} mirror is syncing now ({}, lease until {} s since the epoch): remove it once that ends",
+                    direction.as_str(),
+                    lease.owner,
+                    lease.expires
+                ));
+            }
+        }
         Ok(doc.slot(direction).take().map(|p| p.url))
     })?
     .map_err(SettingsError::Refused)?;
@@ -655,15 +692,67 @@ mod tests {
         assert!(!pushed(&store, "org/app").unwrap());
         // Each goes on its own; the document with them.
         assert_eq!(
-            remove(&store, "org/app", Direction::Push)
+            remove(&store, "org/app", Direction::Push, true)
                 .unwrap()
                 .as_deref(),
             Some("https://down/app.git")
         );
         assert_eq!(due("org/app push"), None);
         assert!(load(&store, "org/app").unwrap().unwrap().0.pull.is_some());
-        remove(&store, "org/app", Direction::Pull).unwrap();
+        remove(&store, "org/app", Direction::Pull, true).unwrap();
         assert!(load(&store, "org/app").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_syncing_mirror_is_not_removed_and_no_mirror_pushes_to_its_own_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = gitstow_store::FsStore::new(dir.path()).unwrap();
+        let pull = Mirror::new("https://up/org/app.git", vec![], false, 600).unwrap();
+        add(&store, "org/app", Direction::Pull, &pull, false).unwrap();
+        // The pull mirror's own upstream as the push mirror's remote (with
+        // or without `.git` and `/`): refused.
+        for url in [
+            "https://up/org/app.git",
+            "https://up/org/app/",
+            "https://up/org/app",
+        ] {
+            let push = Mirror::new(url, vec![], true, 600).unwrap();
+            let e = add(&store, "org/app", Direction::Push, &push, false).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("would push to the upstream it pulls from"),
+                "{e}"
+            );
+        }
+        // A live lease holds off `mirror remove`, not `repo delete`'s.
+        update(&store, "org/app", |d| {
+            d.pull.as_mut().unwrap().lease = Some(Lease {
+                owner: "host/1-a".into(),
+                expires: u64::MAX,
+            });
+            Ok(Some(()))
+        })
+        .unwrap()
+        .unwrap();
+        let e = remove(&store, "org/app", Direction::Pull, true).unwrap_err();
+        assert!(e.to_string().contains("is syncing now (host/1-a"), "{e}");
+        assert!(load(&store, "org/app").unwrap().is_some());
+        assert!(remove(&store, "org/app", Direction::Pull, false)
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn a_sealed_password_opens_only_for_the_url_it_was_sealed_for() {
+        let key = crate::secret::SealKey::from_hex(&"11".repeat(32)).unwrap();
+        let mut m = Mirror::new("https://up/org/app.git", vec![], false, 600).unwrap();
+        m.credential = Some(Credential::seal(&key, "org/app", &m.url, "bot", "pw-0123"));
+        let t = std::time::Duration::from_secs(1);
+        assert!(m.upstream("org/app", Some(&key), t).is_ok());
+        // The URL changed in the bucket: the password does not open.
+        m.url = "https://evil.example/capture.git".into();
+        let e = m.upstream("org/app", Some(&key), t).unwrap_err();
+        assert!(!e.contains("pw-0123"), "{e}");
     }
 
     #[test]

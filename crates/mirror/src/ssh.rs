@@ -128,6 +128,16 @@ impl SshLink {
         key: &str,
         pinned: Option<&str>,
     ) -> Result<SshLink, UpstreamError> {
+        if let Some(p) = pinned {
+            let hash = p.strip_prefix("SHA256:").unwrap_or("");
+            let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+            if hash.len() != 43 || !hash.chars().all(base64) {
+                return Err(UpstreamError::Url(
+                    "not an SSH host key fingerprint: give SHA256:… as `ssh-keygen -lf` prints it"
+                        .into(),
+                ));
+            }
+        }
         let key = russh::keys::decode_secret_key(key, None).map_err(|_| {
             UpstreamError::Url(
                 "the SSH key does not parse (an unencrypted OpenSSH private key is needed)".into(),
@@ -218,7 +228,9 @@ impl SshLink {
             ));
         };
         let config = Arc::new(client::Config {
-            inactivity_timeout: Some(self.timeout),
+            // A server silent this long is given up (the whole session
+            // is bounded by the mirror's timeout).
+            inactivity_timeout: Some(crate::upstream::SILENCE.min(self.timeout)),
             ..Default::default()
         });
         let checker = HostKeyCheck {

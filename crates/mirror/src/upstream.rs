@@ -90,10 +90,20 @@ impl Upstream {
     pub fn new(url: &str, timeout: Duration) -> Result<Upstream, UpstreamError> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
+            // A server that stops answering holds the mirror worker (and
+            // the mirrors due after it) this long, not the whole timeout.
+            .timeout_connect(Some(SILENCE.min(timeout)))
+            .timeout_recv_response(Some(SILENCE.min(timeout)))
             .http_status_as_error(false)
             .user_agent(client::AGENT)
             .build()
             .into();
+        // Said without the URL: it may hold what it should not.
+        if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(UpstreamError::Url(
+                "the URL holds a space or a control character".into(),
+            ));
+        }
         if let Some(link) = crate::ssh::SshLink::parse(url, timeout) {
             return Ok(Upstream {
                 base: url.trim_end_matches('/').to_owned(),
@@ -114,6 +124,22 @@ impl Upstream {
         }
         if authority.is_empty() {
             return Err(UpstreamError::Url(format!("no host in {url}")));
+        }
+        if rest.contains('?') || rest.contains('#') {
+            return Err(UpstreamError::Url(
+                "the URL holds a query or a fragment: give the repository's URL alone (credentials go in --username and --password-file)".into(),
+            ));
+        }
+        let port = match authority.rsplit_once(']') {
+            Some((host, rest)) if host.starts_with('[') => rest.strip_prefix(':'),
+            Some(_) => return Err(UpstreamError::Url(format!("not a host: {authority}"))),
+            None if authority.contains('[') => {
+                return Err(UpstreamError::Url(format!("not a host: {authority}")))
+            }
+            None => authority.split_once(':').map(|(_, p)| p),
+        };
+        if port.is_some_and(|p| p.parse::<u16>().map_or(true, |p| p == 0)) {
+            return Err(UpstreamError::Url(format!("not a port in {authority}")));
         }
         Ok(Upstream {
             base: url.trim_end_matches('/').to_owned(),
@@ -355,6 +381,9 @@ impl Upstream {
     }
 }
 
+/// The longest an upstream may take to connect or to begin its answer.
+pub(crate) const SILENCE: Duration = Duration::from_secs(300);
+
 /// The services an SSH upstream runs.
 const UPLOAD_PACK: &str = "git-upload-pack";
 const RECEIVE_PACK: &str = "git-receive-pack";
@@ -390,6 +419,8 @@ mod tests {
     fn urls_with_credentials_or_other_schemes_are_refused() {
         let t = Duration::from_secs(1);
         assert!(Upstream::new("https://github.com/org/x.git/", t).is_ok());
+        assert!(Upstream::new("http://[::1]:8080/org/x.git", t).is_ok());
+        assert!(Upstream::new("http://h:8080/org/x.git", t).is_ok());
         assert_eq!(
             Upstream::new("http://h/x.git/", t).unwrap().url(),
             "http://h/x.git"
@@ -399,6 +430,13 @@ mod tests {
             "https://token@github.com/org/x.git",
             "ssh://git:secret@h/x.git",
             "https:///x.git",
+            "https://h/x.git?private_token=secret",
+            "https://h/x.git#secret",
+            "https://h/x secret.git",
+            "https://h/x.git\r\nsecret",
+            "https://h:99999/x.git",
+            "https://h:0/x.git",
+            "https://[::1/x.git",
         ] {
             let e = Upstream::new(bad, t).unwrap_err().to_string();
             assert!(!e.contains("secret"), "{e}");

@@ -106,6 +106,7 @@ pub(crate) fn decide(
         atomic: push.capabilities.contains("atomic"),
         max_refs: opts.max_refs,
         max_attempts: opts.max_state_attempts,
+        new_head: opts.new_head.as_deref(),
     };
     let mut fates = transact(repo, push, tx, pending, outcome);
     // The kept refs are the server's doing: not reported to the client.

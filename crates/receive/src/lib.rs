@@ -113,6 +113,11 @@ pub struct Options {
     /// `<prefix><ref>` at the ref's old value, in the same transaction
     /// ([`protect::kept_rewrites`]); `None`: nothing is kept.
     pub keep_rewritten: Option<String>,
+    /// HEAD names this branch once the transaction lands (a mirror's pull:
+    /// the upstream's HEAD), in the same compare-and-swap; the branch HEAD
+    /// named before may then be deleted. `None`: HEAD stays, and its
+    /// branch cannot be deleted (git's `receive.denyDeleteCurrent`).
+    pub new_head: Option<String>,
     /// Refuse every command with this reason (`ng <ref> <reason>`): the
     /// repository takes no pushes (a pull mirror's: its refs come from
     /// its upstream). Nothing is uploaded then. `None`: pushes are taken.
@@ -153,6 +158,7 @@ impl Default for Options {
             staging_dir: None,
             protect: None,
             keep_rewritten: None,
+            new_head: None,
             read_only: None,
             pusher: None,
             pre_receive: None,

@@ -50,6 +50,9 @@ pub struct Transaction<'a> {
     pub max_refs: usize,
     /// Compare-and-swap attempts before giving up.
     pub max_attempts: u32,
+    /// HEAD names this branch once the transaction lands
+    /// ([`crate::Options::new_head`]).
+    pub new_head: Option<&'a str>,
 }
 
 /// What the transaction did.
@@ -242,6 +245,7 @@ impl Transaction<'_> {
             if reason.is_none()
                 && cmd.new.is_null()
                 && state.head.as_deref() == Some(cmd.name.as_str())
+                && self.new_head.is_none_or(|h| h == cmd.name)
             {
                 *reason = Some(Reason::DeleteCurrent);
                 messages.push(format!(
@@ -450,6 +454,9 @@ impl Transaction<'_> {
                     next.head = Some(main);
                 }
             }
+        }
+        if let Some(head) = self.new_head {
+            next.head = Some(head.to_owned());
         }
         // A push to a deleted repository re-creates it (a new incarnation:
         // `run`).
