@@ -27,8 +27,11 @@ def log(msg):
 
 def make_source(path, n):
     """A bare repository with one commit of n one-line files, 1,000 to a
-    directory (fast-import looks a tree's entries up one by one, so a larger
-    directory makes the import quadratic)."""
+    directory and 1,000 directories to a directory above them
+    (`dNNN/dNNNNN/fN`: fast-import looks a tree's entries up one by one, so
+    a larger directory makes the import quadratic; with one level, 10M
+    files put 10,000 directories in the root tree and the import ran for
+    hours)."""
     subprocess.run(["git", "init", "-q", "--bare", path], check=True)
     fi = subprocess.Popen(["git", "-C", path, "fast-import", "--quiet", "--done"],
                           stdin=subprocess.PIPE)
@@ -37,7 +40,8 @@ def make_source(path, n):
     batch = []
     for i in range(n):
         body = b"line %d\n" % i
-        batch.append(b"M 100644 inline d%05d/f%d\ndata %d\n%s" % (i // 1000, i, len(body), body))
+        batch.append(b"M 100644 inline d%03d/d%05d/f%d\ndata %d\n%s"
+                     % (i // 1000000, i // 1000, i, len(body), body))
         if len(batch) == 10000:
             w.write(b"".join(batch))
             batch = []
