@@ -91,6 +91,18 @@ pub struct Outbox {
 }
 
 impl Outbox {
+    /// A delivery owed from `now` to each of this outbox's webhooks.
+    fn deliveries(&self, now: u64) -> Vec<Delivery> {
+        self.webhooks
+            .iter()
+            .map(|w| Delivery {
+                webhook: w.clone(),
+                attempts: 0,
+                next_attempt: now,
+            })
+            .collect()
+    }
+
     /// An outbox for a push whose repository `webhooks` (names) receive;
     /// `wake` is told when an entry is ready.
     pub fn new(store: Arc<dyn ObjectStore>, webhooks: Vec<String>, wake: Option<Wake>) -> Self {
@@ -129,15 +141,7 @@ impl Outbox {
                 mirror: Some(mirror),
             },
             landed: true,
-            deliveries: self
-                .webhooks
-                .iter()
-                .map(|w| Delivery {
-                    webhook: w.clone(),
-                    attempts: 0,
-                    next_attempt: now,
-                })
-                .collect(),
+            deliveries: self.deliveries(now),
             lease_until: 0,
         };
         self.store
@@ -181,15 +185,7 @@ impl Notify for Outbox {
                 mirror: None,
             },
             landed: false,
-            deliveries: self
-                .webhooks
-                .iter()
-                .map(|w| Delivery {
-                    webhook: w.clone(),
-                    attempts: 0,
-                    next_attempt: now,
-                })
-                .collect(),
+            deliveries: self.deliveries(now),
             lease_until: now + PREPARE_LEASE_SECS,
         };
         let key = entry.key();

@@ -210,35 +210,18 @@ pub fn download(
         }
         todo.push((*oid, *size));
     }
-    for chunk in todo.chunks(BATCH_OBJECTS) {
-        let answers = match batch(upstream, "download", chunk) {
-            Ok(a) => a,
-            Err(e) => {
-                done.missing
-                    .extend(chunk.iter().map(|(oid, size)| Missing::new(oid, *size, &e)));
-                continue;
+    for_each_answer(
+        upstream,
+        "download",
+        &todo,
+        &mut done,
+        |oid, size, actions| match actions.download {
+            None => Ok(Err("the upstream gave no download action".to_owned())),
+            Some(action) => {
+                Ok(fetch_one(store, repo, upstream, &action, oid, size, staging)?.map(|()| true))
             }
-        };
-        for (oid, size) in chunk {
-            let why = match answer_for(&answers, oid) {
-                Err(why) => why,
-                Ok(actions) => match actions.download {
-                    None => "the upstream gave no download action".to_owned(),
-                    Some(action) => {
-                        match fetch_one(store, repo, upstream, &action, oid, *size, staging)? {
-                            Ok(()) => {
-                                done.copied += 1;
-                                done.bytes += size;
-                                continue;
-                            }
-                            Err(why) => why,
-                        }
-                    }
-                },
-            };
-            done.missing.push(Missing::new(oid, *size, why));
-        }
-    }
+        },
+    )?;
     Ok(done)
 }
 
@@ -257,8 +240,39 @@ pub fn upload(
 ) -> Result<LfsCopied, gitstow_store::Error> {
     let mut done = LfsCopied::default();
     let all: Vec<(Oid, u64)> = owned.iter().map(|(o, s)| (*o, *s)).collect();
-    for chunk in all.chunks(BATCH_OBJECTS) {
-        let answers = match batch(remote, "upload", chunk) {
+    for_each_answer(remote, "upload", &all, &mut done, |oid, size, actions| {
+        match actions {
+            // No upload action: the remote has it.
+            Actions { upload: None, .. } => Ok(Ok(false)),
+            Actions {
+                upload: Some(put),
+                verify,
+                ..
+            } => Ok(
+                send_one(store, remote, &put, verify.as_ref(), oid, size, staging)?.map(|()| true),
+            ),
+        }
+    })?;
+    Ok(done)
+}
+
+/// Asks `other`'s batch API about `objects` for `operation`,
+/// [`BATCH_OBJECTS`] at a time, and hands each object's actions to
+/// `transfer`: it moved the object (`Ok(true)`, counted in `done`), had
+/// nothing to move (`Ok(false)`), or says why not (listed in
+/// `done.missing`, as is an object the answer refuses or leaves out).
+///
+/// # Errors
+/// The store failed (`transfer`'s error).
+fn for_each_answer(
+    other: &Upstream,
+    operation: &str,
+    objects: &[(Oid, u64)],
+    done: &mut LfsCopied,
+    mut transfer: impl FnMut(&Oid, u64, Actions) -> Result<Result<bool, String>, gitstow_store::Error>,
+) -> Result<(), gitstow_store::Error> {
+    for chunk in objects.chunks(BATCH_OBJECTS) {
+        let answers = match batch(other, operation, chunk) {
             Ok(a) => a,
             Err(e) => {
                 done.missing
@@ -267,27 +281,21 @@ pub fn upload(
             }
         };
         for (oid, size) in chunk {
-            let why = match answer_for(&answers, oid) {
-                Err(why) => why,
-                // No upload action: the remote has it.
-                Ok(Actions { upload: None, .. }) => continue,
-                Ok(Actions {
-                    upload: Some(put),
-                    verify,
-                    ..
-                }) => match send_one(store, remote, &put, verify.as_ref(), oid, *size, staging)? {
-                    Ok(()) => {
-                        done.copied += 1;
-                        done.bytes += size;
-                        continue;
-                    }
-                    Err(why) => why,
-                },
+            let moved = match answer_for(&answers, oid) {
+                Err(why) => Err(why),
+                Ok(actions) => transfer(oid, *size, actions)?,
             };
-            done.missing.push(Missing::new(oid, *size, why));
+            match moved {
+                Ok(true) => {
+                    done.copied += 1;
+                    done.bytes += size;
+                }
+                Ok(false) => {}
+                Err(why) => done.missing.push(Missing::new(oid, *size, why)),
+            }
         }
     }
-    Ok(done)
+    Ok(())
 }
 
 /// One batch request; the answers by oid.
