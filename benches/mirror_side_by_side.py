@@ -658,14 +658,7 @@ def main():
     tbl, missed, ratios_of = summarize(runs, replays, bool(reasons))
     bad = [n for i, r in enumerate(runs, 1) for n in run_notes(r, "gitstow run %d" % i) if "WRONG" in n] + \
         [n for k, r in enumerate(replays) for n in run_notes(r, "git replay %d" % k) if "WRONG" in n]
-    if bad:
-        verdict, status = "WRONG: " + "; ".join(bad), 1
-    elif reasons:
-        verdict, status = "NOISY: " + "; ".join(reasons) + " (no target is judged; re-run on a quiet machine)", 3
-    elif missed:
-        verdict, status = "FAIL: " + "; ".join(missed), 2
-    else:
-        verdict, status = "PASS: every target met on a quiet machine", 0
+    verdict, status = sbs.verdict_of(bad, reasons, missed)
     summary = ("### summary: %d gitstow run(s) between %d git replays (git 0, gitstow 1, git 1, ...)\n\n"
                "Each run's ratio is gitstow's figure over the mean of the git replays just before and after "
                "it; the ratio of record is the median of the runs' ratios. Phases: %s.\n\n%s\n\n"

@@ -541,6 +541,19 @@ def other_work(runs, replays):
     return out
 
 
+def verdict_of(bad, reasons, missed):
+    """The verdict line and exit status: WRONG (1) when a check failed,
+    NOISY (3) when the sitting is, FAIL (2) when a target was missed, else
+    PASS (0)."""
+    if bad:
+        return "WRONG: " + "; ".join(bad), 1
+    if reasons:
+        return "NOISY: " + "; ".join(reasons) + " (no target is judged; re-run on a quiet machine)", 3
+    if missed:
+        return "FAIL: " + "; ".join(missed), 2
+    return "PASS: every target met on a quiet machine", 0
+
+
 def bracket_spread(cpus):
     """The largest max/min of two successive replays (the two around a run:
     the control of that run's ratio), and that pair; (None, pair) when a
@@ -687,14 +700,7 @@ def main():
     reasons, load_lines = noise(a, runs, replays)
     tbl, missed, ratios_of = summarize(runs, replays, bool(reasons))
     bad = [n for n in notes(runs, replays) if "DIFFER" in n or "FAILED" in n]
-    if bad:
-        verdict, status = "WRONG: " + "; ".join(bad), 1
-    elif reasons:
-        verdict, status = "NOISY: " + "; ".join(reasons) + " (no target is judged; re-run on a quiet machine)", 3
-    elif missed:
-        verdict, status = "FAIL: " + "; ".join(missed), 2
-    else:
-        verdict, status = "PASS: every target met on a quiet machine", 0
+    verdict, status = verdict_of(bad, reasons, missed)
     summary = ("### summary: %d gitstow run(s) between %d git replays (git 0, gitstow 1, git 1, ...)\n\n"
                "Each run's ratio is gitstow's figure over the mean of the git replays just before and "
                "after it; the ratio of record is the median of the runs' ratios.\n\n%s\n\n"
