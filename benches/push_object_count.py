@@ -156,7 +156,10 @@ def main():
         os.rename(pack + ".tmp", pack)
     tip = subprocess.run(["git", "-C", src, "rev-parse", "refs/heads/main"], capture_output=True,
                          text=True, check=True).stdout.strip()
-    objects = a.objects + (a.objects + 999) // 1000 + 2
+    with open(pack, "rb") as f:
+        # The pack header's object count (gitformat-pack(5)): blobs, both
+        # levels of trees, the root tree and the commit.
+        objects = int.from_bytes(f.read(12)[8:12], "big")
     size = os.path.getsize(pack)
     print("pack: %d objects, %.0f MB" % (objects, size / 1e6))
     ip, ip_s, rl, rl_s = git_side(workdir, tip, pack)
