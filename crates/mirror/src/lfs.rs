@@ -24,6 +24,7 @@ use std::io::{Read, Seek, Write};
 use std::path::Path;
 
 use gitstow_lfs::{objects, pointer, Oid};
+use gitstow_odb::state::RepoState;
 use gitstow_odb::{ObjectCache, Repository};
 use gitstow_store::ObjectStore;
 use serde::{Deserialize, Serialize};
@@ -124,22 +125,19 @@ struct AnswerError {
 }
 
 /// The LFS oids and sizes that the pointer blobs of `containers` (ids of
-/// `repo`'s live containers, e.g. those a pull added) name.
+/// live containers of `repo` at `state`, e.g. those a pull added) name.
+/// The repository's objects are opened only when those containers hold a
+/// blob small enough to be a pointer.
 ///
 /// # Errors
 /// The store failed or an object cannot be read.
 pub fn pointers_in(
     repo: &Repository,
+    state: &RepoState,
     containers: &[String],
 ) -> Result<BTreeMap<Oid, u64>, gitstow_odb::Error> {
     let mut out = BTreeMap::new();
-    if containers.is_empty() {
-        return Ok(out);
-    }
-    let Some(current) = repo.load_state()? else {
-        return Ok(out);
-    };
-    let db = repo.live_objects(&current.state)?;
+    let mut db = None;
     let mut cache = ObjectCache::new(1 << 20);
     for id in containers {
         let index = repo.container_index(id)?;
@@ -147,6 +145,10 @@ pub fn pointers_in(
             if e.kind != gitstow_odb::record::BLOB || e.size > pointer::MAX_POINTER {
                 continue;
             }
+            let db = match &mut db {
+                Some(db) => db,
+                None => db.insert(repo.live_objects(state)?),
+            };
             if let Some(obj) = db.read(&e.oid, &mut cache)? {
                 if let Some((oid, size)) = pointer::parse(&obj.data) {
                     out.insert(oid, size);

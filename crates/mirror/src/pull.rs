@@ -232,16 +232,23 @@ pub fn pull(
         .as_ref()
         .map(|v| v.state.containers.iter().map(|c| c.id.clone()).collect())
         .unwrap_or_default();
-    let local: std::collections::BTreeMap<String, ObjectId> = match current {
+    // One read of the refs: those the filter takes, and the kept old tips.
+    let all_refs: std::collections::BTreeMap<String, ObjectId> = match current {
         Some(v) if !v.state.deleted => repo
             .refs(&v.state)
             .and_then(|refs| refs.to_map())?
             .into_iter()
-            .filter(|(name, _)| opts.filter.matches(name))
             .filter_map(|(name, value)| Some((name, value.oid()?)))
             .collect(),
         _ => Default::default(),
     };
+    let (kept_before, local): (
+        std::collections::BTreeMap<_, _>,
+        std::collections::BTreeMap<_, _>,
+    ) = all_refs
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(BACKUP_PREFIX) || opts.filter.matches(name))
+        .partition(|(name, _)| name.starts_with(BACKUP_PREFIX));
     let mut commands = Vec::new();
     let mut pulled = Pulled {
         head,
@@ -270,7 +277,7 @@ pub fn pull(
         }
     }
     if commands.is_empty() {
-        pulled.lfs = copy_lfs(repo, upstream, opts, Default::default())?;
+        pulled.lfs = copy_lfs(repo, upstream, opts, None)?;
         return Ok(pulled);
     }
     let wants: Vec<ObjectId> = {
@@ -331,7 +338,6 @@ pub fn pull(
             .map_or(0, |d| d.as_secs());
         receive.keep_rewritten = Some(format!("{BACKUP_PREFIX}{secs}/"));
     }
-    let before = kept_names(repo);
     let mut report = Vec::new();
     let outcome = gitstow_receive::receive_pack(repo, &spool, &mut report, &receive)?;
     if let Some(e) = outcome.unpack_error {
@@ -342,40 +348,44 @@ pub fn pull(
         return Err(PullError::Refused(refused));
     }
     pulled.objects = outcome.staged;
+    // The state the pull left, read once: the old tips it kept, the
+    // containers it added (for their LFS pointers).
+    let Some(after) = repo.load_state()? else {
+        return Ok(pulled);
+    };
     if opts.mode == Mode::Safe {
-        let after = kept_names(repo);
-        pulled.kept = after
+        pulled.kept = kept_names(repo, &after.state)
             .into_iter()
-            .filter(|(n, _)| !before.contains_key(n))
+            .filter(|(n, _)| !kept_before.contains_key(n))
             .collect();
     }
-    let added: Vec<String> = match repo.load_state()? {
-        Some(v) => v
-            .state
-            .containers
-            .iter()
-            .map(|c| c.id.clone())
-            .filter(|id| !containers_before.contains(id))
-            .collect(),
-        None => Vec::new(),
-    };
-    pulled.lfs = copy_lfs(repo, upstream, opts, added)?;
+    let added: Vec<String> = after
+        .state
+        .containers
+        .iter()
+        .map(|c| c.id.clone())
+        .filter(|id| !containers_before.contains(id))
+        .collect();
+    pulled.lfs = copy_lfs(repo, upstream, opts, Some((&after.state, &added)))?;
     Ok(pulled)
 }
 
-/// Brings the LFS objects the pointer blobs of the containers `added`
-/// name, and those `opts` says to try again (nothing without
+/// Brings the LFS objects the pointer blobs of the containers `added` to
+/// a state name, and those `opts` says to try again (nothing without
 /// [`PullOptions::lfs`]).
 fn copy_lfs(
     repo: &Repository,
     upstream: &Upstream,
     opts: &PullOptions,
-    added: Vec<String>,
+    added: Option<(&gitstow_odb::state::RepoState, &[String])>,
 ) -> Result<crate::lfs::LfsCopied, PullError> {
     if !opts.lfs {
         return Ok(Default::default());
     }
-    let mut wanted = crate::lfs::pointers_in(repo, &added)?;
+    let mut wanted = match added {
+        Some((state, containers)) => crate::lfs::pointers_in(repo, state, containers)?,
+        None => Default::default(),
+    };
     wanted.extend(opts.lfs_retry.iter().map(|(o, s)| (*o, *s)));
     if wanted.is_empty() {
         return Ok(Default::default());
@@ -391,13 +401,13 @@ fn copy_lfs(
     .map_err(|e| PullError::Repository(e.into()))
 }
 
-/// The kept old tips of `repo` and what they keep (empty when they cannot
-/// be read: only the report of a pull uses them).
-fn kept_names(repo: &Repository) -> std::collections::BTreeMap<String, ObjectId> {
-    let Ok(Some(v)) = repo.load_state() else {
-        return Default::default();
-    };
-    repo.refs(&v.state)
+/// The kept old tips of `repo` at `state` and what they keep (empty when
+/// they cannot be read: only the report of a pull uses them).
+fn kept_names(
+    repo: &Repository,
+    state: &gitstow_odb::state::RepoState,
+) -> std::collections::BTreeMap<String, ObjectId> {
+    repo.refs(state)
         .and_then(|refs| refs.to_map())
         .map(|m| {
             m.into_iter()
