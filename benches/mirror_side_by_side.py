@@ -591,29 +591,13 @@ def main():
     ap.add_argument("--no-fsck", dest="fsck", action="store_false", help="skip `gitstow fsck` after each run")
     ap.add_argument("--git-ref-format", default="reftable", choices=["reftable", "files"],
                     help="ref storage of the upstream and the remotes (git at its best: reftable)")
-    ap.add_argument("--max-load", type=float, default=sbs.MAX_LOAD,
-                    help="NOISY above this 1-minute load average at the start, or this many CPUs of other "
-                         "work during any measured phase (default %(default)s)")
-    ap.add_argument("--max-git-spread", type=float, default=sbs.MAX_GIT_SPREAD,
-                    help="NOISY when git's client CPU of a phase moves by more than this factor between the "
-                         "replays around a run (default %(default)s)")
-    ap.add_argument("--workdir", default=tempfile.gettempdir(), help="where the temp dir goes")
-    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    sbs.add_sitting_args(ap, "git's client CPU of a phase moves by more than this factor between the "
+                             "replays around a run")
     a = ap.parse_args()
-    if a.runs < 1:
-        ap.error("--runs must be at least 1")
-    a.repo, a.gitstow = os.path.abspath(a.repo), os.path.abspath(a.gitstow)
-    a.http_backend_server = os.path.abspath(a.http_backend_server)
+    sbs.finish_sitting_args(ap, a)
     a.refspec = a.refspec or ["refs/heads/*:refs/heads/*", "refs/tags/*:refs/tags/*"]
     a.gs_refs = [r.lstrip("+").split(":")[-1] for r in a.refspec]
-    if not a.name:  # /x/owner+proj/repo -> owner-proj; /x/proj.git -> proj
-        parts = a.repo.rstrip("/").split("/")
-        a.name = parts[-2] if parts[-1] in ("repo", ".git") else parts[-1].removesuffix(".git")
-    a.name = re.sub(r"[^A-Za-z0-9._-]", "-", a.name)
     cmdline = shlex.join(["python3", *sys.argv])
-    a.loadavg = os.getloadavg()
-    if a.loadavg[0] > a.max_load:
-        sbs.log("warning: load average %.2f > %.2f: the sitting will be NOISY (no PASS)" % (a.loadavg[0], a.max_load))
     global SPAWN
     SPAWN = Spawner()
     base = tempfile.mkdtemp(prefix="mirror-side-by-side.", dir=a.workdir)

@@ -541,6 +541,35 @@ def other_work(runs, replays):
     return out
 
 
+def add_sitting_args(ap, spread):
+    """The options every side-by-side sitting takes: the NOISY thresholds
+    (`spread`: what --max-git-spread bounds), the temp dir."""
+    ap.add_argument("--max-load", type=float, default=MAX_LOAD,
+                    help="NOISY above this 1-minute load average at the start, or this many CPUs of other "
+                         "work during any measured phase (default %(default)s)")
+    ap.add_argument("--max-git-spread", type=float, default=MAX_GIT_SPREAD,
+                    help="NOISY when %s (default %%(default)s)" % spread)
+    ap.add_argument("--workdir", default=tempfile.gettempdir(), help="where the temp dir goes")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+
+
+def finish_sitting_args(ap, a):
+    """Checks and completes parsed arguments: --runs, absolute paths, the
+    name (from the repository's path when not given), the load at the start
+    (a warning when the sitting will be NOISY for it)."""
+    if a.runs < 1:
+        ap.error("--runs must be at least 1")
+    a.repo, a.gitstow = os.path.abspath(a.repo), os.path.abspath(a.gitstow)
+    a.http_backend_server = os.path.abspath(a.http_backend_server)
+    if not a.name:  # /x/owner+proj/repo -> owner-proj; /x/proj.git -> proj
+        parts = a.repo.rstrip("/").split("/")
+        a.name = parts[-2] if parts[-1] in ("repo", ".git") else parts[-1].removesuffix(".git")
+    a.name = re.sub(r"[^A-Za-z0-9._-]", "-", a.name)
+    a.loadavg = os.getloadavg()
+    if a.loadavg[0] > a.max_load:
+        log("warning: load average %.2f > %.2f: the sitting will be NOISY (no PASS)" % (a.loadavg[0], a.max_load))
+
+
 def verdict_of(bad, reasons, missed):
     """The verdict line and exit status: WRONG (1) when a check failed,
     NOISY (3) when the sitting is, FAIL (2) when a target was missed, else
@@ -645,28 +674,11 @@ def main():
                     help="ref storage of git's repositories (git at its best: reftable)")
     ap.add_argument("--git-plain", action="store_true",
                     help="clone from git's repository as pushed: no repack with bitmaps, no commit-graph")
-    ap.add_argument("--max-load", type=float, default=MAX_LOAD,
-                    help="NOISY above this 1-minute load average at the start, or this many CPUs of other "
-                         "work during any measured phase (default %(default)s)")
-    ap.add_argument("--max-git-spread", type=float, default=MAX_GIT_SPREAD,
-                    help="NOISY when git's push or clone CPU moves by more than this factor (max/min) "
-                         "across its replays (default %(default)s)")
-    ap.add_argument("--workdir", default=tempfile.gettempdir(), help="where the temp dir goes")
-    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    add_sitting_args(ap, "git's push or clone CPU moves by more than this factor (max/min) across its replays")
     a = ap.parse_args()
-    if a.runs < 1:
-        ap.error("--runs must be at least 1")
-    a.repo, a.gitstow = os.path.abspath(a.repo), os.path.abspath(a.gitstow)
-    a.http_backend_server = os.path.abspath(a.http_backend_server)
+    finish_sitting_args(ap, a)
     a.refspec = a.refspec or ["--mirror"]
-    if not a.name:  # /x/owner+proj/repo -> owner-proj; /x/proj.git -> proj
-        parts = a.repo.rstrip("/").split("/")
-        a.name = parts[-2] if parts[-1] in ("repo", ".git") else parts[-1].removesuffix(".git")
-    a.name = re.sub(r"[^A-Za-z0-9._-]", "-", a.name)
     cmdline = shlex.join(["python3", *sys.argv])
-    a.loadavg = os.getloadavg()
-    if a.loadavg[0] > a.max_load:
-        log("warning: load average %.2f > %.2f: the sitting will be NOISY (no PASS)" % (a.loadavg[0], a.max_load))
     packdir = os.path.join(git("-C", a.repo, "rev-parse", "--absolute-git-dir").stdout.strip(), "objects", "pack")
     for f in os.listdir(packdir):  # warm the page cache so run 1 is not the cold one
         with open(os.path.join(packdir, f), "rb") as fh:
