@@ -339,7 +339,12 @@ impl Claim {
         outcome: Result<Done, Failed>,
     ) -> Result<Synced, SettingsError> {
         let mut paused = None;
+        // What a pull brought is handed on as a push's would be: the push
+        // mirror made due in the same write.
+        let hand_on = matches!(&outcome, Ok(Done::Pulled(p)) if p.changed());
+        let mut push_due = false;
         let next_run = settings::update(store, &self.repo, |doc| {
+            push_due = hand_on && doc.push_due().0;
             match doc.slot(self.direction).as_mut() {
                 // Replaced meanwhile: the new settings have their own run state.
                 Some(p) if p.url == self.mirror.url => {
@@ -370,11 +375,12 @@ impl Claim {
             &crate::due::entry(&self.repo, self.direction),
             next_run,
         )?;
-        // What a pull brought is handed on as a push's would be.
-        if let Ok(Done::Pulled(p)) = &outcome {
-            if p.changed() {
-                settings::pushed(store, &self.repo)?;
-            }
+        if push_due {
+            crate::due::set(
+                store,
+                &crate::due::entry(&self.repo, Direction::Push),
+                Some(0),
+            )?;
         }
         Ok(Synced {
             url: self.mirror.url,

@@ -23,6 +23,16 @@ pub struct MirrorDoc {
 }
 
 impl MirrorDoc {
+    /// Refs moved here (a push, or a pull that brought changes): the push
+    /// mirror, if there is one and it is not paused, is due at once.
+    /// Returns (it has one due, the document changed).
+    pub fn push_due(&mut self) -> (bool, bool) {
+        match self.push.as_mut().filter(|p| p.paused.is_none()) {
+            None => (false, false),
+            Some(p) => (true, !std::mem::replace(&mut p.due_now, true)),
+        }
+    }
+
     /// The mirror going `direction`, if any.
     pub fn get(&self, direction: Direction) -> Option<&Mirror> {
         match direction {
@@ -213,16 +223,9 @@ pub fn remove(
 pub fn pushed(store: &dyn ObjectStore, repo: &str) -> Result<bool, SettingsError> {
     let mut has = false;
     update(store, repo, |doc| {
-        has = false;
-        let Some(p) = doc.push.as_mut().filter(|p| p.paused.is_none()) else {
-            return Ok(None);
-        };
-        has = true;
-        if p.due_now {
-            return Ok(None);
-        }
-        p.due_now = true;
-        Ok(Some(()))
+        let (due, changed) = doc.push_due();
+        has = due;
+        Ok(changed.then_some(()))
     })?
     .map_err(SettingsError::Refused)?;
     if has {
