@@ -343,13 +343,10 @@ pub fn mirror_main(args: MirrorArgs) -> i32 {
                 mirror.credential =
                     Some(Credential::seal(&key, &name, &mirror.url, &user, &password));
             }
-            let ssh = Upstream::new(url, Duration::from_secs(1))?.is_ssh();
-            if ssh && login.ssh_key_file.is_none() {
-                return Err("an SSH URL needs --ssh-key-file FILE".into());
-            }
+            // Refused now rather than at the first sync: an SSH URL
+            // without a key, a key or a host key that does not parse.
+            login.apply(Upstream::new(url, Duration::from_secs(1))?)?;
             if let Some(pem) = login.ssh_key()? {
-                // Refused now rather than at the first sync.
-                Upstream::new(url, Duration::from_secs(1))?.with_ssh_key(&pem, None)?;
                 let key = key.require()?;
                 mirror.sealed_ssh_key =
                     Some(key.seal(&Mirror::ssh_key_context(&name, &mirror.url), pem.as_bytes()));
