@@ -542,13 +542,9 @@ def other_work(runs, replays):
 
 
 def noise(a, runs, replays):
-    reasons, phases = [], other_work(runs, replays)
-    if a.loadavg[0] > a.max_load:
-        reasons.append("1-minute load average %.2f at the start > %.2f" % (a.loadavg[0], a.max_load))
+    phases = other_work(runs, replays)
+    reasons = sbs.load_reasons(a, phases)
     worst = max(phases, key=lambda p: p[1]["cpus"])
-    if worst[1]["cpus"] > a.max_load:
-        reasons.append("other work used %.2f CPUs during the %s (limit %.2f)" % (worst[1]["cpus"], worst[0],
-                                                                              a.max_load))
     for ph, title, _ in PHASES:
         noisy, sp, pair = sbs.git_noisy(a, [r[ph]["cpu"] for r in replays])
         if noisy:

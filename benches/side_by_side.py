@@ -570,6 +570,20 @@ def finish_sitting_args(ap, a):
         log("warning: load average %.2f > %.2f: the sitting will be NOISY (no PASS)" % (a.loadavg[0], a.max_load))
 
 
+def load_reasons(a, phases):
+    """Why the machine made the sitting NOISY: the 1-minute load average at
+    the start, or the most other work during a measured phase (`phases`:
+    (name, {"cpus": …}) pairs), beyond --max-load."""
+    reasons = []
+    if a.loadavg[0] > a.max_load:
+        reasons.append("1-minute load average %.2f at the start > %.2f" % (a.loadavg[0], a.max_load))
+    worst = max(phases, key=lambda p: p[1]["cpus"])
+    if worst[1]["cpus"] > a.max_load:
+        reasons.append("other work used %.2f CPUs during the %s (limit %.2f)" % (worst[1]["cpus"], worst[0],
+                                                                              a.max_load))
+    return reasons
+
+
 def verdict_of(bad, reasons, missed):
     """The verdict line and exit status: WRONG (1) when a check failed,
     NOISY (3) when the sitting is, FAIL (2) when a target was missed, else
@@ -606,13 +620,9 @@ def git_noisy(a, cpus):
 def noise(a, runs, replays):
     """The reasons the sitting is NOISY (empty: quiet), and the lines saying
     what was measured."""
-    reasons, phases = [], other_work(runs, replays)
-    if a.loadavg[0] > a.max_load:
-        reasons.append("1-minute load average %.2f at the start > %.2f" % (a.loadavg[0], a.max_load))
+    phases = other_work(runs, replays)
+    reasons = load_reasons(a, phases)
     worst = max(phases, key=lambda p: p[1]["cpus"])
-    if worst[1]["cpus"] > a.max_load:
-        reasons.append("other work used %.2f CPUs during the %s (limit %.2f)" % (worst[1]["cpus"], worst[0],
-                                                                              a.max_load))
     for ph in ("push", "clone"):
         noisy, sp, pair = git_noisy(a, [r[ph]["cpu"] for r in replays])
         if noisy:
