@@ -156,7 +156,7 @@ impl IndexEntry {
 mod rows;
 mod v2;
 
-use rows::{Rows, RowsBuilder};
+use rows::{Rows, RowsBuilder, SHA1_BYTES};
 pub use v2::IndexEncoder;
 
 /// An oid as integers that order as its bytes do: compared inline, without a
@@ -167,12 +167,6 @@ fn oid_key(b: &[u8]) -> (u64, u64, u32) {
         u64::from_be_bytes(b[8..16].try_into().expect("20-byte oid")),
         u32::from_be_bytes(b[16..20].try_into().expect("20-byte oid")),
     )
-}
-
-/// The row of `oid` among sorted `oids` with their `fanout`
-/// ([`ContainerIndex::position`] says how it searches).
-fn find(fanout: &[u32], oids: &[ObjectId], oid: &gix_hash::oid) -> Option<usize> {
-    find_by(fanout, |i| oids[i].as_slice(), oid)
 }
 
 /// [`find`] over the oid bytes `oid_at(i)` of row `i`.
@@ -258,12 +252,13 @@ impl Default for ContainerIndex {
     }
 }
 
-/// The fanout of sorted `oids`: entry `b` counts the oids whose first byte is
-/// at most `b` (as in `gitformat-pack(5)` `.idx` files).
-fn fanout_of(oids: &[ObjectId]) -> Vec<u32> {
+/// The fanout of sorted oids, `oids` holding their bytes `width` each:
+/// entry `b` counts the oids whose first byte is at most `b` (as in
+/// `gitformat-pack(5)` `.idx` files).
+fn fanout_of(oids: &[u8], width: usize) -> Vec<u32> {
     let mut fanout = vec![0u32; 256];
-    for o in oids {
-        fanout[o.as_slice()[0] as usize] += 1;
+    for o in oids.chunks_exact(width) {
+        fanout[o[0] as usize] += 1;
     }
     let mut sum = 0;
     for f in fanout.iter_mut() {
@@ -278,16 +273,23 @@ impl ContainerIndex {
     pub fn from_entries(mut entries: Vec<IndexEntry>) -> Self {
         entries.sort_by_key(|e| e.oid);
         entries.dedup_by(|a, b| a.oid == b.oid);
-        let oids: Vec<ObjectId> = entries.iter().map(|e| e.oid).collect();
-        let fanout = fanout_of(&oids);
-        let mut b = RowsBuilder::new(oids);
+        let width = entries
+            .first()
+            .map_or(SHA1_BYTES, |e| e.oid.as_slice().len());
+        let oids: Vec<u8> = entries
+            .iter()
+            .flat_map(|e| e.oid.as_slice())
+            .copied()
+            .collect();
+        let fanout = fanout_of(&oids, width);
+        let mut b = RowsBuilder::new(oids, width);
         for (row, e) in entries.iter().enumerate() {
             b.set_place(row, e.offset, e.length);
             b.set_types(row, e.record_type, e.kind);
             b.set_size(row, e.size);
             b.set_depth(row, e.depth);
             if let Some(base) = e.base {
-                let at = find(&fanout, b.oids(), &base);
+                let at = find_by(&fanout, |i| b.oid_bytes(i), &base);
                 b.set_base(row, base, at);
             }
         }

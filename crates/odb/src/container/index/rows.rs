@@ -1,7 +1,10 @@
-//! How a decoded index is held in memory: the oids in one array, the rest of
-//! each entry in a 24-byte [`Row`] beside it (44 bytes an object where an
-//! [`IndexEntry`] takes 72), and the few entries whose values do not fit a
-//! row kept whole on the side.
+//! How a decoded index is held in memory: the oids' bytes in one array
+//! (`width` bytes each: 20 for SHA-1), the rest of each entry in a 24-byte
+//! [`Row`] beside it (44 bytes a SHA-1 object where an [`IndexEntry`] takes
+//! 72), and the few entries whose values do not fit a row kept whole on the
+//! side. The oids are bytes, not [`ObjectId`]s: an `ObjectId` is as large
+//! as the widest object format built in (33 bytes once SHA-256 is), and a
+//! SHA-1 index holds 20 an oid whatever else the build can read.
 //!
 //! Measured on git/git (419,403 objects): 30.2 MB of entries before, 18.5 MB
 //! of oids and rows now; a lookup still touches the oid array during the
@@ -38,16 +41,32 @@ pub(super) struct Row {
 
 /// The entries of one container: oids sorted, rows in the same order, and the
 /// entries that do not fit a row by row number.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Rows {
     columns: Columns,
     wide: Vec<(u32, IndexEntry)>,
+    /// Bytes of an oid.
+    width: usize,
 }
 
-/// The oids and rows: two vectors, or one mapped file of the `n` oids'
-/// bytes followed by the `n` rows in [`ROW_BYTES`] each ([`Rows::map`]).
+impl Default for Rows {
+    fn default() -> Self {
+        Rows {
+            columns: Columns::default(),
+            wide: Vec::new(),
+            width: SHA1_BYTES,
+        }
+    }
+}
+
+/// Bytes of a SHA-1 oid.
+pub(super) const SHA1_BYTES: usize = 20;
+
+/// The oids and rows: the oids' bytes back to back and the rows, or one
+/// mapped file of the `n` oids' bytes followed by the `n` rows in
+/// [`ROW_BYTES`] each ([`Rows::map`]).
 enum Columns {
-    Heap { oids: Vec<ObjectId>, rows: Vec<Row> },
+    Heap { oids: Vec<u8>, rows: Vec<Row> },
     Mapped { map: memmap2::Mmap, n: usize },
 }
 
@@ -63,7 +82,7 @@ impl Default for Columns {
 impl std::fmt::Debug for Columns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Columns::Heap { oids, .. } => write!(f, "Heap({} rows)", oids.len()),
+            Columns::Heap { rows, .. } => write!(f, "Heap({} rows)", rows.len()),
             Columns::Mapped { n, .. } => write!(f, "Mapped({n} rows)"),
         }
     }
@@ -104,10 +123,11 @@ impl Clone for Rows {
         let n = self.len();
         Rows {
             columns: Columns::Heap {
-                oids: (0..n).map(|i| self.oid(i)).collect(),
+                oids: (0..n).flat_map(|i| self.oid_bytes(i)).copied().collect(),
                 rows: (0..n).map(|i| self.row(i)).collect(),
             },
             wide: self.wide.clone(),
+            width: self.width,
         }
     }
 }
@@ -116,7 +136,7 @@ impl Rows {
     /// Number of rows.
     pub(super) fn len(&self) -> usize {
         match &self.columns {
-            Columns::Heap { oids, .. } => oids.len(),
+            Columns::Heap { rows, .. } => rows.len(),
             Columns::Mapped { n, .. } => *n,
         }
     }
@@ -127,11 +147,12 @@ impl Rows {
     /// When `i` is not below [`Rows::len`].
     #[inline]
     pub(super) fn oid_bytes(&self, i: usize) -> &[u8] {
+        let w = self.width;
         match &self.columns {
-            Columns::Heap { oids, .. } => oids[i].as_slice(),
+            Columns::Heap { oids, .. } => &oids[i * w..i * w + w],
             Columns::Mapped { map, n } => {
                 assert!(i < *n, "row {i} of {n}");
-                &map[i * 20..i * 20 + 20]
+                &map[i * w..i * w + w]
             }
         }
     }
@@ -146,7 +167,7 @@ impl Rows {
             Columns::Heap { rows, .. } => rows[i],
             Columns::Mapped { map, n } => {
                 assert!(i < *n, "row {i} of {n}");
-                let at = n * 20 + i * ROW_BYTES;
+                let at = n * self.width + i * ROW_BYTES;
                 Row::from_bytes(&map[at..at + ROW_BYTES])
             }
         }
@@ -174,11 +195,9 @@ impl Rows {
         let Columns::Heap { oids, rows } = &self.columns else {
             return self;
         };
-        let n = oids.len();
-        let written = dir.map(n * (20 + ROW_BYTES), |w| {
-            for o in oids {
-                w.write_all(o.as_slice())?;
-            }
+        let n = rows.len();
+        let written = dir.map(oids.len() + n * ROW_BYTES, |w| {
+            w.write_all(oids)?;
             for r in rows {
                 w.write_all(&r.to_bytes())?;
             }
@@ -188,6 +207,7 @@ impl Rows {
             Some(map) => Rows {
                 columns: Columns::Mapped { map, n },
                 wide: self.wide,
+                width: self.width,
             },
             None => self,
         }
@@ -216,8 +236,7 @@ impl Rows {
     pub(super) fn heap_bytes(&self) -> usize {
         let columns = match &self.columns {
             Columns::Heap { oids, rows } => {
-                oids.capacity() * std::mem::size_of::<ObjectId>()
-                    + rows.capacity() * std::mem::size_of::<Row>()
+                oids.capacity() + rows.capacity() * std::mem::size_of::<Row>()
             }
             Columns::Mapped { .. } => 0,
         };
@@ -250,7 +269,9 @@ fn narrow_entry(oid: impl Fn(usize) -> ObjectId, r: &Row, i: usize) -> IndexEntr
 /// place: on git/git's 419,403-object index that is one random write a row
 /// instead of one a field (five passes of cache misses over 10 MB).
 pub(super) struct RowsBuilder {
-    oids: Vec<ObjectId>,
+    /// The oids' bytes, sorted, `width` each.
+    oids: Vec<u8>,
+    width: usize,
     /// The row of each slot, `None` when slot `i` is row `i`.
     row_of: Option<Vec<u32>>,
     /// Rows by slot.
@@ -260,10 +281,10 @@ pub(super) struct RowsBuilder {
 }
 
 impl RowsBuilder {
-    /// Rows for `oids` (sorted), set by row; every field zero and every
-    /// record whole.
-    pub(super) fn new(oids: Vec<ObjectId>) -> Self {
-        Self::build(oids, None)
+    /// Rows for the oids `oids` holds (sorted, `width` bytes each), set by
+    /// row; every field zero and every record whole.
+    pub(super) fn new(oids: Vec<u8>, width: usize) -> Self {
+        Self::build(oids, width, None)
     }
 
     /// [`RowsBuilder::new`], set by slot: slot `i` holds row `row_of[i]`.
@@ -271,30 +292,37 @@ impl RowsBuilder {
     /// # Panics
     /// In [`RowsBuilder::finish`], when `row_of` is not a permutation of
     /// the rows (the decoder checks that first).
-    pub(super) fn in_order(oids: Vec<ObjectId>, row_of: Vec<u32>) -> Self {
-        debug_assert_eq!(oids.len(), row_of.len());
-        Self::build(oids, Some(row_of))
+    pub(super) fn in_order(oids: Vec<u8>, width: usize, row_of: Vec<u32>) -> Self {
+        debug_assert_eq!(oids.len(), row_of.len() * width);
+        Self::build(oids, width, Some(row_of))
     }
 
-    fn build(oids: Vec<ObjectId>, row_of: Option<Vec<u32>>) -> Self {
+    fn build(oids: Vec<u8>, width: usize, row_of: Option<Vec<u32>>) -> Self {
         let rows = vec![
             Row {
                 base: NO_BASE,
                 ..Row::default()
             };
-            oids.len()
+            oids.len() / width
         ];
         RowsBuilder {
             oids,
+            width,
             row_of,
             rows,
             wide: HashMap::new(),
         }
     }
 
-    /// The oids, sorted (by row).
-    pub(super) fn oids(&self) -> &[ObjectId] {
-        &self.oids
+    /// The bytes of row `row`'s oid.
+    #[inline]
+    pub(super) fn oid_bytes(&self, row: usize) -> &[u8] {
+        &self.oids[row * self.width..(row + 1) * self.width]
+    }
+
+    /// Row `row`'s oid.
+    pub(super) fn oid(&self, row: usize) -> ObjectId {
+        ObjectId::from_bytes_or_panic(self.oid_bytes(row))
     }
 
     /// The row that slot `slot` holds.
@@ -313,12 +341,8 @@ impl RowsBuilder {
 
     /// Slot `slot`'s entry in the side list, moved there on first use.
     fn widen(&mut self, slot: usize) -> &mut IndexEntry {
-        let oids = &self.oids;
-        let row = match &self.row_of {
-            Some(rows) => rows[slot] as usize,
-            None => slot,
-        };
-        let entry = narrow_entry(|j| oids[j], &self.rows[slot], row);
+        let row = self.row_of(slot);
+        let entry = narrow_entry(|j| self.oid(j), &self.rows[slot], row);
         self.wide.entry(slot as u32).or_insert(entry)
     }
 
@@ -385,7 +409,7 @@ impl RowsBuilder {
         let narrow = u32::try_from(at).ok().filter(|&a| a < WIDE);
         self.rows[slot].base = narrow.unwrap_or(NO_BASE);
         if narrow.is_none() || !self.wide.is_empty() {
-            let base = self.oids[at];
+            let base = self.oid(at);
             if let Some(e) = self.wide_entry(slot, narrow.is_some()) {
                 e.base = Some(base);
             }
@@ -415,6 +439,7 @@ impl RowsBuilder {
                 rows: self.rows,
             },
             wide,
+            width: self.width,
         }
     }
 }

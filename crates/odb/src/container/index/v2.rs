@@ -30,14 +30,6 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// An oid from its two-byte prefix (section 2) and its suffix (section 3).
-fn oid_from_parts(prefix: usize, suffix: &[u8]) -> ObjectId {
-    let mut raw = [0u8; 20];
-    raw[..2].copy_from_slice(&(prefix as u16).to_be_bytes());
-    raw[2..].copy_from_slice(suffix);
-    ObjectId::from_bytes_or_panic(&raw)
-}
-
 /// Writes a version-2 index: [`IndexEncoder::new`] with the oids of a container's
 /// records in `.bin` order, [`IndexEncoder::push`] with each record in that
 /// order, then [`IndexEncoder::finish`]. Holds the oids, two row numbers a
@@ -346,7 +338,8 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
             .ok_or(IndexError::Corrupt("too short"))?,
         "too short for the oids",
     )?;
-    let mut oids = Vec::with_capacity(n);
+    // The oids' bytes, rows in order.
+    let mut oids = Vec::with_capacity(n * SHA1_BYTES);
     let mut suffixes = suffixes.chunks_exact(SUFFIX);
     for (prefix, &c) in counts.iter().enumerate() {
         let mut prev: Option<&[u8]> = None;
@@ -356,11 +349,12 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
                 return Err(IndexError::Corrupt("oids not sorted"));
             }
             prev = Some(s);
-            oids.push(oid_from_parts(prefix, s));
+            oids.extend_from_slice(&(prefix as u16).to_be_bytes());
+            oids.extend_from_slice(s);
         }
     }
     drop(counts);
-    let fanout = fanout_of(&oids);
+    let fanout = fanout_of(&oids, SHA1_BYTES);
 
     // The row of each record: a permutation.
     let w = row_width(n);
@@ -379,7 +373,7 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
     }
     drop(seen);
     // Columns are set by record (slot `p` is record `p`), front to back.
-    let mut b = RowsBuilder::in_order(oids, row_of);
+    let mut b = RowsBuilder::in_order(oids, SHA1_BYTES, row_of);
 
     let mut offset = 0u64;
     for p in 0..n {
@@ -426,12 +420,12 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
     for p in 0..n {
         if b.record_type(p) == REF_DELTA {
             let base = ObjectId::from_bytes_or_panic(cur.take(20, "too short for the bases")?);
-            if base == b.oids()[b.row_of(p)] || base.is_null() {
+            if base.as_slice() == b.oid_bytes(b.row_of(p)) || base.is_null() {
                 return Err(IndexError::Corrupt(
                     "REF_DELTA base is the null oid or itself",
                 ));
             }
-            let at = find(&fanout, b.oids(), &base);
+            let at = find_by(&fanout, |i| b.oid_bytes(i), &base);
             b.set_base(p, base, at);
         }
     }
