@@ -739,4 +739,21 @@ fn over_ssh_git_lfs_needs_no_http_at_all() {
         err.contains("does not appear to be a git repository") || err.contains("not found"),
         "{err}"
     );
+
+    // a pull mirror takes no LFS uploads (as it takes no pushes), in the
+    // push's words; downloads go on
+    let from = "http://127.0.0.1:9/upstream.git";
+    let o = ssh
+        .server
+        .store()
+        .admin(&["mirror", "add", "org/app", "--from", from]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (code, _, err) = ssh.ssh(&ssh.dev, "git-lfs-transfer org/app.git upload");
+    assert_eq!(code, Some(128), "{err}");
+    assert!(
+        err.contains(&format!("this repository is a pull mirror of {from}")),
+        "{err}"
+    );
+    let (code, _, err) = ssh.ssh(&ssh.reader, "git-lfs-transfer org/app.git download");
+    assert_eq!(code, Some(0), "{err}");
 }

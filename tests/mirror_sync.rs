@@ -62,6 +62,20 @@ fn stored_mirrors_are_pulled_by_the_running_instances_and_refuse_pushes() {
         "{said}"
     );
     assert_eq!(heads_and_tags(&here), heads_and_tags(&up));
+    // Nor LFS uploads (git-lfs sends them before the push): refused with
+    // the push's words; downloads are served.
+    let oid = sha256_hex(b"mine\n");
+    let r = post_batch(&a, "org/app", None, &batch("upload", &[(&oid, 5)]));
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(
+        json(&r)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("this repository is a pull mirror of {up}"))),
+        "{}",
+        r.text()
+    );
+    let r = post_batch(&a, "org/app", None, &batch("download", &[(&oid, 5)]));
+    assert_eq!(r.status, 200, "{}", r.text());
 
     // An upstream that says 404: retried, then paused after three
     // permanent failures in a row (the repository's webhooks are told);

@@ -394,7 +394,65 @@ pub enum HookRefusal {
     Store(#[from] Refusal),
 }
 
+/// Why Git LFS objects of a repository may not move
+/// ([`Host::lfs_repository`]).
+#[derive(Debug, thiserror::Error)]
+pub enum LfsRefusal {
+    /// No such repository, and not an upload to a name a push would create.
+    #[error("repository not found")]
+    NotFound,
+    /// An upload into a pull mirror (the text says which upstream to
+    /// push to, as a push's refusal does).
+    #[error("{0}")]
+    PullMirror(String),
+    /// The store failed (logged).
+    #[error(transparent)]
+    Store(#[from] Refusal),
+}
+
+/// What a push or an LFS upload into a pull mirror of `url` is told.
+pub(crate) fn pull_mirror_refusal(url: &str) -> String {
+    format!("this repository is a pull mirror of {url}: push to the upstream")
+}
+
+/// What a Git LFS request does with a repository's objects
+/// ([`Host::lfs_repository`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LfsAccess {
+    /// Download or list (locks).
+    Download,
+    /// A batch upload, or an SSH `git-lfs-transfer … upload` session.
+    Upload,
+    /// One object's upload or verify under a grant an upload batch signed
+    /// (which checked the repository's mirrors already).
+    Granted,
+}
+
 impl Host {
+    /// Whether Git LFS objects of `name` may move, for both transports'
+    /// batch and transfer commands: the repository exists, or an upload
+    /// goes to a name a push would create (git-lfs uploads before the
+    /// push); an upload into a pull mirror is refused as a push into it
+    /// is (its objects come from the upstream). One read of the state
+    /// and, for [`LfsAccess::Upload`], one of the mirror document.
+    ///
+    /// # Errors
+    /// [`LfsRefusal`].
+    pub async fn lfs_repository(&self, name: &str, access: LfsAccess) -> Result<(), LfsRefusal> {
+        let upload = access != LfsAccess::Download;
+        match self.state(name).await? {
+            Some(_) => {}
+            None if upload && self.config().auto_create => {}
+            None => return Err(LfsRefusal::NotFound),
+        }
+        if access == LfsAccess::Upload {
+            if let Some(pull) = self.mirrors_of(name).await?.pull {
+                return Err(LfsRefusal::PullMirror(pull_mirror_refusal(&pull.url)));
+            }
+        }
+        Ok(())
+    }
+
     /// `name`'s mirrors (none: the default document): one read of its
     /// mirror document.
     ///

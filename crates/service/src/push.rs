@@ -103,12 +103,9 @@ impl Host {
             let mirrors = mirrors?;
             // A pull mirror takes no pushes (its refs come from the
             // upstream), an admin's neither: `gitstow mirror remove` first.
-            opts.read_only = mirrors.pull.map(|m| {
-                format!(
-                    "this repository is a pull mirror of {}: push to the upstream",
-                    m.url
-                )
-            });
+            opts.read_only = mirrors
+                .pull
+                .map(|m| crate::mirrors::pull_mirror_refusal(&m.url));
             if mirrors.push.is_some() {
                 push_mirror = Some(self.push_mirror_due());
             }

@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use gitstow_lfs::locks::{self, Created, LockError, Unlocked};
 use gitstow_service::gate::Level;
+use gitstow_service::mirrors::LfsAccess;
 use serde::Deserialize;
 
 use super::{json, lfs_error, now_secs, store_failed, Call};
@@ -98,7 +99,7 @@ impl Call {
             Err(resp) => return resp,
         };
         // A lock belongs to a repository that exists.
-        if let Err(resp) = self.repository_for(false).await {
+        if let Err(resp) = self.repository_for(LfsAccess::Download).await {
             return resp;
         }
         let now = now_secs();

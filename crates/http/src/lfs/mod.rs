@@ -29,6 +29,7 @@ use gitstow_lfs::api::{ErrorBody, MEDIA_TYPE};
 use gitstow_lfs::grant::{GrantError, Operation, TransferKey};
 use gitstow_lfs::Oid;
 use gitstow_service::gate::Level;
+use gitstow_service::mirrors::{LfsAccess, LfsRefusal};
 
 mod locks;
 mod transfer;
@@ -381,15 +382,17 @@ impl Call {
         }
     }
 
-    /// Whether the repository may take or serve LFS objects: it exists
-    /// (not deleted), or it is an upload and repositories are created on
-    /// their first push (an LFS upload comes before the push). 404 else.
-    pub(super) async fn repository_for(&self, upload: bool) -> Result<(), Response> {
-        match self.app.host.state(&self.name).await {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) if upload && self.app.host.config().auto_create => Ok(()),
-            Ok(None) => Err(lfs_error(StatusCode::NOT_FOUND, "Repository not found")),
-            Err(r) => Err(as_lfs(crate::app::refusal(r)).await),
+    /// Whether the repository may take or serve LFS objects
+    /// ([`gitstow_service::Host::lfs_repository`]): 404 when it does not
+    /// exist, 403 for an upload into a pull mirror.
+    pub(super) async fn repository_for(&self, access: LfsAccess) -> Result<(), Response> {
+        match self.app.host.lfs_repository(&self.name, access).await {
+            Ok(()) => Ok(()),
+            Err(LfsRefusal::NotFound) => {
+                Err(lfs_error(StatusCode::NOT_FOUND, "Repository not found"))
+            }
+            Err(LfsRefusal::PullMirror(why)) => Err(lfs_error(StatusCode::FORBIDDEN, why)),
+            Err(LfsRefusal::Store(r)) => Err(as_lfs(crate::app::refusal(r)).await),
         }
     }
 

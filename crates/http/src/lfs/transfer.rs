@@ -11,6 +11,7 @@ use gitstow_lfs::grant::Operation;
 use gitstow_lfs::objects::{self, Hashing, ObjectError};
 use gitstow_lfs::Oid;
 use gitstow_service::gate::Level;
+use gitstow_service::mirrors::LfsAccess;
 
 use super::{as_lfs, json, lfs_error, now_secs, store_failed, Authorized, Call, DOWNLOAD_CHUNK};
 
@@ -83,7 +84,11 @@ impl Call {
                 return resp;
             }
         }
-        if let Err(resp) = self.repository_for(op == Operation::Upload).await {
+        let access = match op {
+            Operation::Download => LfsAccess::Download,
+            Operation::Upload => LfsAccess::Upload,
+        };
+        if let Err(resp) = self.repository_for(access).await {
             return resp;
         }
         let key = match self.key().await {
@@ -149,7 +154,7 @@ impl Call {
             Ok(Authorized::Credentials) => None,
             Err(resp) => return resp,
         };
-        if let Err(resp) = self.repository_for(true).await {
+        if let Err(resp) = self.repository_for(LfsAccess::Granted).await {
             return resp;
         }
         let store = self.app.host.store().clone();
@@ -207,7 +212,7 @@ impl Call {
             },
             Err(resp) => return resp,
         };
-        if let Err(resp) = self.repository_for(true).await {
+        if let Err(resp) = self.repository_for(LfsAccess::Granted).await {
             return resp;
         }
         let max = self.app.config.lfs.max_object_size;
@@ -295,7 +300,7 @@ impl Call {
         if let Err(resp) = authorized {
             return resp;
         }
-        if let Err(resp) = self.repository_for(false).await {
+        if let Err(resp) = self.repository_for(LfsAccess::Download).await {
             return resp;
         }
         let store = self.app.host.store().clone();

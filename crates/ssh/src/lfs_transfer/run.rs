@@ -4,19 +4,23 @@
 
 use std::sync::Arc;
 
+use gitstow_service::mirrors::{LfsAccess, LfsRefusal};
 use gitstow_service::Host;
 
 use crate::git;
 use crate::listener::{say, NOT_FOUND};
 
-/// Whether LFS objects of `repo` may move: it exists, or it is an upload
-/// to a name that a push would create (git-lfs uploads before the push).
+/// Whether LFS objects of `repo` may move ([`Host::lfs_repository`]).
 /// `Err` is the line to say on stderr.
 pub(crate) async fn repository(host: &Host, repo: &str, upload: bool) -> Result<(), String> {
-    match host.state(repo).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) if upload && host.config().auto_create => Ok(()),
-        Ok(None) => Err(NOT_FOUND.to_owned()),
+    let access = if upload {
+        LfsAccess::Upload
+    } else {
+        LfsAccess::Download
+    };
+    match host.lfs_repository(repo, access).await {
+        Ok(()) => Ok(()),
+        Err(LfsRefusal::NotFound) => Err(NOT_FOUND.to_owned()),
         Err(refusal) => Err(format!("ERROR: {refusal}")),
     }
 }
