@@ -338,6 +338,32 @@ fn a_push_mirror_makes_the_remote_equal_after_pushes_deletions_and_a_force_push(
     assert_eq!(heads_and_tags(&theirs), heads_and_tags(&mine));
     let o = store.admin(&["fsck", "--all"]);
     assert!(o.status.success(), "{}", text(&o));
+    // Work pushed to the remote by someone else (a commit this repository
+    // does not have) is not overwritten: that ref is refused, the rest go.
+    let other = tmp.path().join("other");
+    git(
+        tmp.path(),
+        &["clone", "-q", &theirs, other.to_str().unwrap()],
+    );
+    commit_files(&other, &[("theirs.txt", "theirs\n")], "theirs");
+    git(&other, &["push", "-q", &theirs, "main"]);
+    let their_main = git_out(&other, &["rev-parse", "main"]);
+    commit_files(&work, &[("c.txt", "c\n")], "c");
+    git(&work, &["tag", "v3"]);
+    git(&work, &["push", "-q", &mine, "main", "v3"]);
+    let o = push();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("refs/heads/main refused") && text(&o).contains("fetch first"),
+        "{}",
+        text(&o)
+    );
+    let listed = ls_remote(&theirs);
+    assert!(
+        listed.contains(&format!("{their_main}\trefs/heads/main")),
+        "{listed}"
+    );
+    assert!(listed.contains("refs/tags/v3"), "{listed}");
 
     // Canonical git http-backend as the remote: the same refs, and git
     // fsck finds the objects whole.

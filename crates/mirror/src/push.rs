@@ -6,7 +6,9 @@
 //!    value is what the remote advertised (the null id for a creation), so
 //!    that the remote refuses it if the ref moved meanwhile: a stale
 //!    worker never rolls the remote back; a ref the remote has and the
-//!    repository does not is deleted (the remote ends equal);
+//!    repository does not is deleted (the remote ends equal); a remote
+//!    ref at a commit the repository does not have is left alone and
+//!    reported refused ([`FETCH_FIRST`]): someone's work is never lost;
 //! 3. the pack: what a v2 `fetch` from this repository with the wanted
 //!    tips and the remote's known tips as haves would get (upload-pack's
 //!    own walk and pack writer, thin against the remote's objects, which
@@ -20,6 +22,12 @@ use gitstow_odb::Repository;
 use gix_hash::ObjectId;
 
 use crate::{RefFilter, Upstream, UpstreamError};
+
+/// Why a remote ref is not overwritten: its value is a commit this
+/// repository does not have (git's own word for a push that would lose
+/// the remote's work, then what it means here).
+pub const FETCH_FIRST: &str =
+    "fetch first: the remote's ref is at a commit this repository does not have; not overwritten";
 
 /// How a push runs.
 #[derive(Debug, Clone)]
@@ -146,9 +154,21 @@ pub fn push(repo: &Repository, remote: &Upstream, opts: &PushOptions) -> Result<
                 .map_err(gitstow_odb::Error::from)?;
         }
     }
+    // A remote ref at a commit this repository does not have holds work
+    // that would be lost (pushed there by someone else, or by the
+    // upstream of this repository's own pull mirror under another name):
+    // it is not overwritten nor deleted, and the ref is reported refused.
+    let db = match &state {
+        Some(v) => Some(repo.objects(&v.state)?),
+        None => None,
+    };
+    let unknown = |old: &ObjectId| !db.as_ref().is_some_and(|db| db.contains(old));
     for (name, new) in &ours {
         match theirs.get(name.as_str()) {
             Some(old) if old == new => {}
+            Some(old) if unknown(old) => {
+                pushed.refused.push((name.clone(), FETCH_FIRST.to_owned()));
+            }
             Some(old) => {
                 commands.push((*old, *new, name.clone()));
                 pushed.updated += 1;
@@ -161,6 +181,12 @@ pub fn push(repo: &Repository, remote: &Upstream, opts: &PushOptions) -> Result<
     }
     for (name, old) in &theirs {
         if !ours.contains_key(*name) {
+            if unknown(old) {
+                pushed
+                    .refused
+                    .push(((*name).to_owned(), FETCH_FIRST.to_owned()));
+                continue;
+            }
             if !has("delete-refs") {
                 return Err(PushError::Unsupported("delete-refs"));
             }
@@ -200,7 +226,7 @@ pub fn push(repo: &Repository, remote: &Upstream, opts: &PushOptions) -> Result<
         if !has("ofs-delta") {
             return Err(PushError::Unsupported("ofs-delta"));
         }
-        let db = repo.objects(&v.state)?;
+        let db = db.as_ref().expect("a state gives objects");
         let mut haves: Vec<ObjectId> = theirs
             .values()
             .chain(adv.refs.iter().map(|(_, oid)| oid))
