@@ -79,6 +79,15 @@ pub fn load(store: &dyn ObjectStore) -> Result<DueList, SettingsError> {
     }
 }
 
+/// Makes `repo`'s mirror going `direction` due at once (its entry's next
+/// run 0): what adding, resuming, a webhook and refs moving here all do.
+///
+/// # Errors
+/// [`SettingsError`].
+pub fn now(store: &dyn ObjectStore, repo: &str, direction: Direction) -> Result<(), SettingsError> {
+    set(store, &entry(repo, direction), Some(0))
+}
+
 /// Sets `entry`'s next run (`None`: drops it) by compare-and-swap, retried
 /// on a lost race; writes nothing when the entry already says so.
 ///

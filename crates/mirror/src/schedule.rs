@@ -376,11 +376,7 @@ impl Claim {
             next_run,
         )?;
         if push_due {
-            crate::due::set(
-                store,
-                &crate::due::entry(&self.repo, Direction::Push),
-                Some(0),
-            )?;
+            crate::due::now(store, &self.repo, Direction::Push)?;
         }
         Ok(Synced {
             url: self.mirror.url,

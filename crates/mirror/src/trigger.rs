@@ -152,11 +152,7 @@ pub fn make_due(store: &dyn ObjectStore, repo: &str) -> Result<(), SettingsError
         None => Err(TriggerError::NoMirror.to_string()),
     })?
     .map_err(SettingsError::Refused)?;
-    crate::due::set(
-        store,
-        &crate::due::entry(repo, settings::Direction::Pull),
-        Some(0),
-    )
+    crate::due::now(store, repo, settings::Direction::Pull)
 }
 
 #[cfg(test)]

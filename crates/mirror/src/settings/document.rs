@@ -145,7 +145,7 @@ pub fn add(
     mirror: &Mirror,
     replace: bool,
 ) -> Result<(), SettingsError> {
-    crate::due::set(store, &crate::due::entry(repo, direction), Some(0))?;
+    crate::due::now(store, repo, direction)?;
     let same = |a: &str, b: &str| {
         let norm = |u: &str| u.trim_end_matches('/').trim_end_matches(".git").to_owned();
         norm(a) == norm(b)
@@ -229,7 +229,7 @@ pub fn pushed(store: &dyn ObjectStore, repo: &str) -> Result<bool, SettingsError
     })?
     .map_err(SettingsError::Refused)?;
     if has {
-        crate::due::set(store, &crate::due::entry(repo, Direction::Push), Some(0))?;
+        crate::due::now(store, repo, Direction::Push)?;
     }
     Ok(has)
 }
@@ -258,6 +258,6 @@ pub fn resume(
     })?
     .map_err(SettingsError::Refused)?
     .unwrap_or(false);
-    crate::due::set(store, &crate::due::entry(repo, direction), Some(0))?;
+    crate::due::now(store, repo, direction)?;
     Ok(was_paused)
 }
