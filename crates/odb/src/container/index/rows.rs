@@ -395,21 +395,23 @@ impl RowsBuilder {
     /// Sets the delta base: `base`, found at row `at` of this container or
     /// (`None`) outside it.
     pub(super) fn set_base(&mut self, slot: usize, base: ObjectId, at: Option<usize>) {
-        let narrow = at.and_then(|a| u32::try_from(a).ok()).filter(|&a| a < WIDE);
-        self.rows[slot].base = narrow.unwrap_or(NO_BASE);
-        if let Some(e) = self.wide_entry(slot, narrow.is_some()) {
-            e.base = Some(base);
-        }
+        self.put_base(slot, at, |_| base);
     }
 
     /// Sets the delta base to row `at` of this container; its oid is read
     /// only when the entry is wide (a base's oid is a cache miss a delta
     /// in a large index).
     pub(super) fn set_base_row(&mut self, slot: usize, at: usize) {
-        let narrow = u32::try_from(at).ok().filter(|&a| a < WIDE);
+        self.put_base(slot, Some(at), |b| b.oid(at));
+    }
+
+    /// [`RowsBuilder::set_base`] with the base's oid asked of `base` only
+    /// when the entry is or becomes wide.
+    fn put_base(&mut self, slot: usize, at: Option<usize>, base: impl FnOnce(&Self) -> ObjectId) {
+        let narrow = at.and_then(|a| u32::try_from(a).ok()).filter(|&a| a < WIDE);
         self.rows[slot].base = narrow.unwrap_or(NO_BASE);
         if narrow.is_none() || !self.wide.is_empty() {
-            let base = self.oid(at);
+            let base = base(self);
             if let Some(e) = self.wide_entry(slot, narrow.is_some()) {
                 e.base = Some(base);
             }
