@@ -434,21 +434,27 @@ impl Host {
     /// goes to a name a push would create (git-lfs uploads before the
     /// push); an upload into a pull mirror is refused as a push into it
     /// is (its objects come from the upstream). One read of the state
-    /// and, for [`LfsAccess::Upload`], one of the mirror document.
+    /// and, for [`LfsAccess::Upload`], one of the mirror document at the
+    /// same time (as a push reads it).
     ///
     /// # Errors
     /// [`LfsRefusal`].
     pub async fn lfs_repository(&self, name: &str, access: LfsAccess) -> Result<(), LfsRefusal> {
+        let mirrors = async {
+            match access {
+                LfsAccess::Upload => self.mirrors_of(name).await.map(Some),
+                LfsAccess::Download | LfsAccess::Granted => Ok(None),
+            }
+        };
+        let (state, mirrors) = tokio::join!(self.state(name), mirrors);
         let upload = access != LfsAccess::Download;
-        match self.state(name).await? {
+        match state? {
             Some(_) => {}
             None if upload && self.config().auto_create => {}
             None => return Err(LfsRefusal::NotFound),
         }
-        if access == LfsAccess::Upload {
-            if let Some(pull) = self.mirrors_of(name).await?.pull {
-                return Err(LfsRefusal::PullMirror(pull_mirror_refusal(&pull.url)));
-            }
+        if let Some(pull) = mirrors?.and_then(|m| m.pull) {
+            return Err(LfsRefusal::PullMirror(pull_mirror_refusal(&pull.url)));
         }
         Ok(())
     }
