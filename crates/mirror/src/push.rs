@@ -222,11 +222,10 @@ pub fn push(repo: &Repository, remote: &Upstream, opts: &PushOptions) -> Result<
         w.dedup();
         w
     };
-    if let (false, Some(v)) = (wants.is_empty(), &state) {
+    if let (false, Some(v), Some(db)) = (wants.is_empty(), &state, &db) {
         if !has("ofs-delta") {
             return Err(PushError::Unsupported("ofs-delta"));
         }
-        let db = db.as_ref().expect("a state gives objects");
         let mut haves: Vec<ObjectId> = theirs
             .values()
             .chain(adv.refs.iter().map(|(_, oid)| oid))
