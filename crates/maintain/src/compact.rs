@@ -25,10 +25,10 @@ use std::sync::Arc;
 
 use gitstow_odb::container::{ContainerIndex, ContainerWriter, IndexEntry};
 use gitstow_odb::graph::CommitGraph;
+use gitstow_odb::oids::OidMap;
 use gitstow_odb::record;
 use gitstow_odb::state::ContainerRef;
 use gitstow_odb::{ObjectDb, RepoState, Repository};
-use gix_hash::ObjectId;
 
 use crate::graph::GraphRows;
 use crate::{retire, update_state_naming, Error, Options, Result, Step};
@@ -49,7 +49,7 @@ pub struct Merged {
 pub struct Sources {
     indexes: Vec<Arc<ContainerIndex>>,
     ids: Vec<String>,
-    chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)>,
+    chosen: OidMap<(u32, u32)>,
     files: Vec<Option<(std::fs::File, u64)>>,
     /// Records in the sources.
     pub objects_in: u64,
@@ -63,19 +63,18 @@ impl Sources {
             .iter()
             .map(|c| repo.container_index(&c.id))
             .collect::<gitstow_odb::Result<_>>()?;
-        let mut chosen: gix_hashtable::HashMap<ObjectId, (u32, u32)> = Default::default();
+        let mut chosen: OidMap<(u32, u32)> = OidMap::new();
         let mut objects_in = 0;
         for (s, idx) in indexes.iter().enumerate() {
             for e in idx.iter() {
                 objects_in += 1;
-                chosen
-                    .entry(e.oid)
-                    .and_modify(|c| {
-                        if e.depth < c.1 {
-                            *c = (s as u32, e.depth);
-                        }
-                    })
-                    .or_insert((s as u32, e.depth));
+                match chosen.get_mut(&e.oid) {
+                    Some(c) if e.depth < c.1 => *c = (s as u32, e.depth),
+                    Some(_) => {}
+                    None => {
+                        chosen.insert(&e.oid, (s as u32, e.depth));
+                    }
+                }
             }
         }
         Ok(Sources {

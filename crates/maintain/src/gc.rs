@@ -27,6 +27,7 @@
 //! indexes, and a bounded cache of resolved delta bases for reading commits,
 //! trees and tags. Records are copied verbatim, never inflated.
 
+use gitstow_odb::oids::OidSet;
 use gitstow_odb::record::{BLOB, COMMIT, TAG, TREE};
 use gitstow_odb::state::{Closure, ContainerRef, GarbageContainer};
 use gitstow_odb::{ObjectCache, ObjectDb, RepoState, Repository};
@@ -63,7 +64,7 @@ pub struct Collected {
 #[derive(Debug, Default)]
 pub struct Reach {
     /// Every object they reach that the repository has.
-    pub objects: HashSet,
+    pub objects: OidSet,
     /// Objects a reached object names that the repository lacks.
     pub missing: u64,
     /// The ref tips that no other reached object names (a commit that is no
@@ -74,7 +75,7 @@ pub struct Reach {
 /// Every object the refs of `state` reach among the objects of `db`
 /// (the refs read through `repo`'s ref tables).
 pub fn reachable(repo: &Repository, db: &ObjectDb, state: &RepoState) -> Result<Reach> {
-    let mut seen: HashSet = HashSet::default();
+    let mut seen = OidSet::new();
     let tips: HashSet = repo.refs(state)?.tips()?.into_iter().collect();
     let mut named_tips: HashSet = HashSet::default();
     let mut stack: Vec<ObjectId> = tips.iter().copied().collect();
@@ -84,7 +85,7 @@ pub fn reachable(repo: &Repository, db: &ObjectDb, state: &RepoState) -> Result<
         Error::Odb(gitstow_odb::Error::CorruptObject { oid, reason })
     };
     while let Some(oid) = stack.pop() {
-        if !seen.insert(oid) {
+        if !seen.insert(&oid) {
             continue;
         }
         let Some(loc) = db.lookup(&oid) else {

@@ -7,9 +7,9 @@
 //! generations a push could not fill in are completed).
 
 use gitstow_odb::graph::{fill_generations, CommitRow, GENERATION_UNKNOWN};
+use gitstow_odb::oids::{OidMap, OidSet};
 use gitstow_odb::{ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
-use gix_hashtable::HashMap;
 
 use crate::Result;
 
@@ -18,7 +18,7 @@ pub struct GraphRows<'a> {
     db: &'a ObjectDb,
     cache: ObjectCache,
     /// Known generations ([`GENERATION_UNKNOWN`] past a missing parent).
-    generations: HashMap<ObjectId, u32>,
+    generations: OidMap<u32>,
 }
 
 impl<'a> GraphRows<'a> {
@@ -27,7 +27,7 @@ impl<'a> GraphRows<'a> {
         GraphRows {
             db,
             cache: ObjectCache::new(16 << 20),
-            generations: HashMap::default(),
+            generations: OidMap::new(),
         }
     }
 
@@ -45,37 +45,38 @@ impl<'a> GraphRows<'a> {
         // The rows of unknown generation and their ancestors down to known
         // generations, computed together.
         let mut batch: Vec<CommitRow> = Vec::new();
-        let mut listed: gix_hashtable::HashSet = gix_hashtable::HashSet::default();
+        let mut listed = OidSet::new();
         let mut stack: Vec<ObjectId> = Vec::new();
         for row in &out {
             if row.generation != GENERATION_UNKNOWN {
-                self.generations.insert(row.oid, row.generation);
-            } else if !self.generations.contains_key(&row.oid) && listed.insert(row.oid) {
+                self.generations.insert(&row.oid, row.generation);
+            } else if !self.generations.contains_key(&row.oid) && listed.insert(&row.oid) {
                 stack.extend(row.parents.iter().copied());
                 batch.push(row.clone());
             }
         }
         while let Some(p) = stack.pop() {
-            if self.generations.contains_key(&p) || !listed.insert(p) {
+            if self.generations.contains_key(&p) || !listed.insert(&p) {
                 continue;
             }
             match self.db.commit_row(&p, &mut self.cache)? {
                 Some(row) if row.generation != GENERATION_UNKNOWN => {
-                    self.generations.insert(p, row.generation);
+                    self.generations.insert(&p, row.generation);
                 }
                 Some(row) => {
                     stack.extend(row.parents.iter().copied());
                     batch.push(row);
                 }
                 None => {
-                    self.generations.insert(p, GENERATION_UNKNOWN);
+                    self.generations.insert(&p, GENERATION_UNKNOWN);
                 }
             }
         }
         let known = &self.generations;
         fill_generations(&mut batch, |p| known.get(p).copied());
-        self.generations
-            .extend(batch.iter().map(|r| (r.oid, r.generation)));
+        for r in &batch {
+            self.generations.insert(&r.oid, r.generation);
+        }
         for row in &mut out {
             if let Some(&g) = self.generations.get(&row.oid) {
                 row.generation = g;

@@ -42,6 +42,7 @@ use roaring::RoaringBitmap;
 use crate::container::ContainerIndex;
 use crate::graph::CommitRow;
 use crate::objects::{ObjectCache, ObjectDb};
+use crate::oids::{OidSet, OidVec};
 use crate::recent::RecentOids;
 
 const MAGIC: &[u8; 4] = b"GSBM";
@@ -444,7 +445,7 @@ impl<'a> Reacher<'a> {
     ) -> Result<RoaringBitmap, BitmapError> {
         let mut bits = known;
         let mut queue = DateQueue::default();
-        let mut trees = Vec::new();
+        let mut trees = OidVec::new();
         let mut largest: Option<(u64, ObjectId)> = None;
         for r in roots {
             queue.push(self, *r)?;
@@ -464,13 +465,13 @@ impl<'a> Reacher<'a> {
             }
             bits.insert(pos);
             self.commits_walked += 1;
-            trees.push(c.tree);
+            trees.push(&c.tree, ());
             for p in c.parents {
                 queue.push(self, p)?;
             }
         }
         self.largest_used = largest.map(|(_, c)| c);
-        while let Some(t) = trees.pop() {
+        while let Some((t, ())) = trees.pop() {
             let pos = self.position(&t)?;
             if !bits.insert(pos) {
                 continue;
@@ -484,7 +485,7 @@ impl<'a> Reacher<'a> {
             for entry in obj.tree_entries() {
                 let (_, id, is_tree) = entry.map_err(|_| BitmapError::Corrupt(t))?;
                 if is_tree {
-                    trees.push(id);
+                    trees.push(&id, ());
                 } else {
                     bits.insert(self.position(&id)?);
                 }
@@ -501,13 +502,14 @@ impl<'a> Reacher<'a> {
 struct DateQueue {
     heap: BinaryHeap<(i64, Reverse<u64>, ObjectId)>,
     rows: HashMap<ObjectId, CommitRow>,
-    queued: HashSet,
+    /// Every commit queued so far (one per commit walked).
+    queued: OidSet,
     seq: u64,
 }
 
 impl DateQueue {
     fn push(&mut self, reacher: &mut Reacher<'_>, oid: ObjectId) -> Result<(), BitmapError> {
-        if self.queued.insert(oid) {
+        if self.queued.insert(&oid) {
             let row = reacher.commit(&oid)?;
             self.seq += 1;
             self.heap.push((row.time, Reverse(self.seq), oid));

@@ -59,7 +59,11 @@ impl CommitRow {
         CommitRow {
             oid,
             tree: c.tree(),
-            parents: c.parents().collect(),
+            parents: {
+                let mut parents: Vec<ObjectId> = c.parents().collect();
+                parents.shrink_to_fit();
+                parents
+            },
             time: c.committer().map(|s| s.seconds()).unwrap_or(0),
             generation: GENERATION_UNKNOWN,
         }
@@ -91,7 +95,9 @@ impl CommitRow {
     pub fn parse_header(oid: ObjectId, data: &[u8]) -> Option<CommitRow> {
         let rest = data.strip_prefix(b"tree ")?;
         let (tree, mut rest) = header_oid(rest)?;
-        let mut parents = Vec::new();
+        // Exactly as many as there are: a row is held per pushed commit,
+        // and a list grown by push holds room for four.
+        let mut parents = Vec::with_capacity(parent_lines(rest));
         while let Some(r) = rest.strip_prefix(b"parent ") {
             let (parent, r) = header_oid(r)?;
             parents.push(parent);
@@ -121,6 +127,19 @@ impl CommitRow {
 }
 
 /// `<40 lower-case hex>\n` at the start of `s`: the oid and what follows.
+/// How many lines at the start of `s` begin with `parent `.
+fn parent_lines(mut s: &[u8]) -> usize {
+    let mut n = 0;
+    while s.starts_with(b"parent ") {
+        n += 1;
+        s = s
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(&[], |end| &s[end + 1..]);
+    }
+    n
+}
+
 fn header_oid(s: &[u8]) -> Option<(ObjectId, &[u8])> {
     let hex = s.get(..40)?;
     if s.get(40) != Some(&b'\n') || !hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
@@ -356,8 +375,12 @@ pub fn fill_generations(
     rows: &mut [CommitRow],
     mut elsewhere: impl FnMut(&ObjectId) -> Option<u32>,
 ) {
-    let at: gix_hashtable::HashMap<ObjectId, usize> =
-        rows.iter().enumerate().map(|(i, r)| (r.oid, i)).collect();
+    let mut at: crate::oids::OidMap<u32> = crate::oids::OidMap::new();
+    at.reserve(rows.len());
+    for (i, r) in rows.iter().enumerate() {
+        at.insert(&r.oid, i as u32);
+    }
+    let at = |p: &ObjectId| at.get(p).map(|&j| j as usize);
     // 0: not visited, 1: on the stack, 2: done.
     let mut mark = vec![0u8; rows.len()];
     for start in 0..rows.len() {
@@ -370,7 +393,7 @@ pub fn fill_generations(
                 mark[i] = 1;
                 if rows[i].generation == GENERATION_UNKNOWN {
                     for p in &rows[i].parents {
-                        if let Some(&j) = at.get(p) {
+                        if let Some(j) = at(p) {
                             if mark[j] == 0 {
                                 stack.push(j);
                             }
@@ -389,10 +412,10 @@ pub fn fill_generations(
             }
             let mut generation = 1u32;
             for p in &rows[i].parents {
-                let g = match at.get(p) {
+                let g = match at(p) {
                     // A parent still on the stack closes a cycle, which no
                     // hashed history has: leave the generation unknown.
-                    Some(&j) if mark[j] == 2 => rows[j].generation,
+                    Some(j) if mark[j] == 2 => rows[j].generation,
                     Some(_) => GENERATION_UNKNOWN,
                     None => elsewhere(p).unwrap_or(GENERATION_UNKNOWN),
                 };
@@ -444,6 +467,8 @@ mod tests {
         for c in &commits {
             let fast = CommitRow::parse_header(oid(9), c.as_bytes()).expect(c);
             assert_eq!(Some(&fast), parsed_by_gix(c.as_bytes()).as_ref(), "{c}");
+            // A row held per pushed commit keeps no spare room for parents.
+            assert_eq!(fast.parents.capacity(), fast.parents.len(), "{c}");
             assert_eq!(CommitRow::parse(oid(9), c.as_bytes()).unwrap(), fast);
         }
         assert_eq!(

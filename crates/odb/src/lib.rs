@@ -25,6 +25,7 @@ pub mod graph;
 pub mod limit;
 pub mod mapped;
 pub mod objects;
+pub mod oids;
 pub mod recent;
 pub mod record;
 pub mod refs;

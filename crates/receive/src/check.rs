@@ -1,6 +1,7 @@
 //! Object checks done while resolving: every object must parse (gix-object),
 //! and the objects it names are collected for the connectivity check.
 
+use gitstow_odb::oids::{OidSet, OidVec};
 use gitstow_odb::recent::RecentOids;
 use gix_hash::ObjectId;
 use gix_object::Kind;
@@ -12,7 +13,7 @@ pub struct Collected {
     /// since the last [`Collected::flush_references`]: the resolver threads
     /// keep one set of them together (one set per thread held most oids
     /// twice, in two tables growing by doubling).
-    pub references: Vec<ObjectId>,
+    pub references: OidVec<()>,
     /// Oids recently added to `references`: a tree resolved from its delta
     /// base names mostly what the base named, and a hit here keeps a name
     /// the thread just collected from reaching the shared set again.
@@ -20,7 +21,7 @@ pub struct Collected {
     /// (tag oid, target oid) of every pushed annotated tag, for peeling.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// Every object of the push, in resolution order.
-    pub oids: Vec<(ObjectId, Kind)>,
+    pub oids: OidVec<Kind>,
     /// Every pushed commit's commit-graph row (generation not yet known).
     pub commits: Vec<gitstow_odb::graph::CommitRow>,
 }
@@ -32,27 +33,31 @@ impl Collected {
     /// Moves the references collected so far into `set` (one lock for
     /// all); a buffer one large tree grew past [`Collected::FLUSH_AT`]
     /// names is shrunk back.
-    pub fn flush_references(&mut self, set: &std::sync::Mutex<gix_hashtable::HashSet>) {
+    pub fn flush_references(&mut self, set: &std::sync::Mutex<OidSet>) {
         if self.references.is_empty() {
             return;
         }
         set.lock()
             .unwrap_or_else(|p| p.into_inner())
-            .extend(self.references.drain(..));
+            .take_from(&mut self.references);
         self.references.shrink_to(2 * Self::FLUSH_AT);
     }
 
     /// [`Collected::flush_references`] once [`Collected::FLUSH_AT`]
     /// references are waiting.
-    pub fn flush_when_full(&mut self, set: &std::sync::Mutex<gix_hashtable::HashSet>) {
+    pub fn flush_when_full(&mut self, set: &std::sync::Mutex<OidSet>) {
         if self.references.len() >= Self::FLUSH_AT {
             self.flush_references(set);
         }
     }
 
-    /// Records a pushed object (see [`push_stepped`]).
-    pub fn push_oid(&mut self, oid: ObjectId, kind: Kind) {
-        push_stepped(&mut self.oids, (oid, kind), OIDS_STEP);
+    /// Records a pushed object (grown as [`push_stepped`] grows a table).
+    pub fn push_oid(&mut self, oid: &gix_hash::oid, kind: Kind) {
+        if self.oids.len() == self.oids.capacity() {
+            self.oids
+                .reserve_exact(oid, step_for(self.oids.len(), OIDS_STEP));
+        }
+        self.oids.push(oid, kind);
     }
 }
 
@@ -63,14 +68,18 @@ impl Collected {
 /// of times per item.
 fn push_stepped<T>(v: &mut Vec<T>, item: T, step: usize) {
     if v.len() == v.capacity() {
-        let grow = if v.len() < step {
-            v.len().max(64)
-        } else {
-            step.max(v.len() / 8)
-        };
-        v.reserve_exact(grow);
+        v.reserve_exact(step_for(v.len(), step));
     }
     v.push(item);
+}
+
+/// How many items [`push_stepped`] adds to a full table of `len` items.
+fn step_for(len: usize, step: usize) -> usize {
+    if len < step {
+        len.max(64)
+    } else {
+        step.max(len / 8)
+    }
 }
 
 /// Growth steps of [`Collected::oids`] (1.5 MiB) and [`Collected::commits`].
@@ -92,8 +101,9 @@ pub fn check_object(
             // must have.
             let (refs, recent) = (&mut out.references, &mut out.recent);
             fsck_tree_entries(data, |entry, gitlink| {
-                if !gitlink && !recent.hit_or_insert(gix_hash::oid::from_bytes_unchecked(entry)) {
-                    refs.push(ObjectId::from_bytes_or_panic(entry));
+                let entry = gix_hash::oid::from_bytes_unchecked(entry);
+                if !gitlink && !recent.hit_or_insert(entry) {
+                    refs.push(entry, ());
                 }
             })
             .map_err(|why| format!("invalid tree object {oid}: {why}"))?;
@@ -101,20 +111,22 @@ pub fn check_object(
         Kind::Commit => {
             let row = gitstow_odb::graph::CommitRow::parse(*oid, data)
                 .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?;
-            out.references.push(row.tree);
-            out.references.extend_from_slice(&row.parents);
+            out.references.push(&row.tree, ());
+            for parent in &row.parents {
+                out.references.push(parent, ());
+            }
             push_stepped(&mut out.commits, row, COMMITS_STEP);
         }
         Kind::Tag => {
             let target = gix_object::TagRef::from_bytes(data, gix_hash::Kind::Sha1)
                 .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?
                 .target();
-            out.references.push(target);
+            out.references.push(&target, ());
             out.tag_targets.push((*oid, target));
         }
         Kind::Blob => {}
     }
-    out.push_oid(*oid, kind);
+    out.push_oid(oid, kind);
     Ok(())
 }
 
@@ -265,7 +277,7 @@ fn tree_order(a: &[u8], a_tree: bool, b: &[u8], b_tree: bool) -> (std::cmp::Orde
 #[derive(Debug, Default)]
 pub struct Merged {
     /// Every object of the pack with its kind, sorted by oid, no duplicates.
-    pub oids: Vec<(ObjectId, Kind)>,
+    pub oids: OidVec<Kind>,
     /// (tag oid, target oid) of every pushed annotated tag.
     pub tag_targets: Vec<(ObjectId, ObjectId)>,
     /// Every pushed commit's commit-graph row (unordered; generations unknown).
@@ -279,17 +291,19 @@ pub fn merge(mut collected: Vec<Collected>) -> Merged {
     let mut rest = collected.into_iter();
     let mut all = rest.next().unwrap_or_default();
     let rest: Vec<Collected> = rest.collect();
-    all.oids
-        .reserve_exact(rest.iter().map(|c| c.oids.len()).sum());
+    if let Some((first, _)) = all.oids.get(0) {
+        let first = first.to_owned();
+        all.oids
+            .reserve_exact(&first, rest.iter().map(|c| c.oids.len()).sum());
+    }
     all.commits
         .reserve_exact(rest.iter().map(|c| c.commits.len()).sum());
     for c in rest {
         all.tag_targets.extend(c.tag_targets);
         all.commits.extend(c.commits);
-        all.oids.extend(c.oids);
+        all.oids.append(c.oids);
     }
-    all.oids.sort_unstable_by_key(|e| e.0);
-    all.oids.dedup_by_key(|e| e.0);
+    all.oids.sort_dedup();
     Merged {
         oids: all.oids,
         tag_targets: all.tag_targets,
@@ -343,7 +357,7 @@ mod tests {
         let mut data = b"100644 a\0".to_vec();
         data.extend_from_slice(&null);
         let oid = ObjectId::from_bytes_or_panic(&[7; 20]);
-        let set = std::sync::Mutex::new(gix_hashtable::HashSet::default());
+        let set = std::sync::Mutex::new(OidSet::new());
         check_object(&oid, Kind::Tree, &data, &mut out).unwrap();
         check_object(&oid, Kind::Tree, &data, &mut out).unwrap();
         assert_eq!(out.references.len(), 1, "the second is a recent hit");
@@ -474,14 +488,14 @@ mod tests {
         let mut one = Collected::default();
         let mut two = Collected::default();
         for b in [5u8, 1, 9] {
-            one.push_oid(oid(b), Kind::Blob);
+            one.push_oid(&oid(b), Kind::Blob);
         }
         for b in [9u8, 3] {
-            two.push_oid(oid(b), Kind::Tree);
+            two.push_oid(&oid(b), Kind::Tree);
         }
         two.tag_targets.push((oid(3), oid(1)));
         let merged = merge(vec![two, one]);
-        let got: Vec<ObjectId> = merged.oids.iter().map(|e| e.0).collect();
+        let got: Vec<ObjectId> = merged.oids.iter().map(|e| e.0.to_owned()).collect();
         assert_eq!(got, [1u8, 3, 5, 9].map(oid));
         assert_eq!(merged.tag_targets, [(oid(3), oid(1))]);
         assert!(merge(Vec::new()).oids.is_empty());

@@ -154,10 +154,7 @@ fn validate(
                     shown_name(&cmd.name)
                 ));
                 Some(Reason::FailedToUpdate)
-            } else if (unpacked
-                .oids
-                .binary_search_by_key(&cmd.new, |e| e.0)
-                .is_err()
+            } else if (unpacked.oids.find_in(0..unpacked.oids.len(), &cmd.new).is_none()
                 && !db.contains(&cmd.new))
                 || unpacked.missing_references > 0
             {
@@ -271,9 +268,10 @@ fn transact(
 
 /// The pack type id of an object's kind, from the push's containers or the repository.
 fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> Option<u8> {
-    let pushed = unpacked.oids.binary_search_by_key(oid, |e| e.0).ok();
+    let pushed = unpacked.oids.find_in(0..unpacked.oids.len(), oid);
     pushed
-        .map(|i| gitstow_odb::record::type_id_from_kind(unpacked.oids[i].1))
+        .and_then(|i| unpacked.oids.get(i))
+        .map(|(_, kind)| gitstow_odb::record::type_id_from_kind(kind))
         .or_else(|| db.lookup(oid).map(|l| l.entry.kind))
 }
 

@@ -354,7 +354,7 @@ pub fn receive_pack(
 #[derive(Default)]
 struct Unpacked {
     /// Every object of the push with its kind, sorted by oid.
-    oids: Vec<(gix_hash::ObjectId, gix_object::Kind)>,
+    oids: gitstow_odb::oids::OidVec<gix_object::Kind>,
     missing_references: usize,
     tag_targets: HashMap<gix_hash::ObjectId, gix_hash::ObjectId>,
     sealed: Vec<gitstow_odb::container::SealedContainer>,
@@ -363,9 +363,9 @@ struct Unpacked {
 /// Where the oids starting with each two bytes begin in `oids` (sorted),
 /// and where the last end: a 2-byte fan-out, as a pack index has a 1-byte
 /// one, so that a lookup searches a few entries instead of all of them.
-fn fanout(oids: &[(gix_hash::ObjectId, gix_object::Kind)]) -> Vec<u32> {
+fn fanout(oids: &gitstow_odb::oids::OidVec<gix_object::Kind>) -> Vec<u32> {
     let mut starts = vec![0u32; (1 << 16) + 1];
-    for (oid, _) in oids {
+    for (oid, _) in oids.iter() {
         starts[fanout_slot(oid) + 1] += 1;
     }
     for k in 0..1 << 16 {
@@ -478,10 +478,10 @@ fn unpack(
     attach_graphs(&mut sealed, merged.commits, db);
     let oids = merged.oids;
     let fanout = fanout(&oids);
-    let pushed = |r: &gix_hash::ObjectId| {
+    let pushed = |r: &gix_hash::oid| {
         let k = fanout_slot(r);
-        let range = fanout[k] as usize..fanout[k + 1] as usize;
-        oids[range].binary_search_by_key(r, |e| e.0).is_ok()
+        oids.find_in(fanout[k] as usize..fanout[k + 1] as usize, r)
+            .is_some()
     };
     let missing_references = resolved
         .references
@@ -513,15 +513,32 @@ fn attach_graphs(
     gitstow_odb::graph::fill_generations(&mut commits, |p| {
         db.graph_commit(p).map(|c| c.generation)
     });
+    // A commit is mostly stored in one container: its parents move to that
+    // container's rows; only a commit stored twice has them copied.
+    fn find(commits: &[gitstow_odb::graph::CommitRow], oid: &gix_hash::ObjectId) -> Option<usize> {
+        commits.binary_search_by_key(oid, |r| r.oid).ok()
+    }
+    let mut uses = vec![0u8; commits.len()];
+    for oid in sealed.iter().flat_map(|c| &c.commits) {
+        if let Some(i) = find(&commits, oid) {
+            uses[i] = uses[i].saturating_add(1);
+        }
+    }
     for container in sealed {
         let mut rows: Vec<_> = container
             .commits
             .iter()
             .filter_map(|oid| {
-                commits
-                    .binary_search_by_key(oid, |r| r.oid)
-                    .ok()
-                    .map(|i| commits[i].clone())
+                let i = find(&commits, oid)?;
+                uses[i] -= 1;
+                let parents = match uses[i] {
+                    0 => std::mem::take(&mut commits[i].parents),
+                    _ => commits[i].parents.clone(),
+                };
+                Some(gitstow_odb::graph::CommitRow {
+                    parents,
+                    ..commits[i]
+                })
             })
             .collect();
         container.graph = Some(gitstow_odb::graph::CommitGraph::encode(&mut rows));

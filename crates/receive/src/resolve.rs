@@ -14,6 +14,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use gitstow_odb::oids::{OidMap, OidSet};
 use gitstow_odb::staging::{EncodedObject, EncodedObjectStore, Encoding};
 use gitstow_odb::{delta, record, zlib, ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
@@ -72,7 +73,7 @@ pub struct Resolved {
     /// once the pass's own tables are gone.
     pub collected: Vec<Collected>,
     /// The objects named by pushed objects.
-    pub references: gix_hashtable::HashSet,
+    pub references: OidSet,
     /// Thin-pack bases read from the repository.
     pub thin_bases: u64,
     /// Objects staged (not already in the repository).
@@ -95,9 +96,9 @@ struct Shared<'a> {
     /// (saturating): a path keeps a re-basing anchor only where it can
     /// pass the stored depth cap.
     height: Vec<u16>,
-    ref_children: Mutex<gix_hashtable::HashMap<ObjectId, Vec<u32>>>,
+    ref_children: Mutex<OidMap<Vec<u32>>>,
     /// What pushed objects name, from every thread ([`Collected::flush_references`]).
-    references: Mutex<gix_hashtable::HashSet>,
+    references: Mutex<OidSet>,
     counters: &'a Counters,
     staged: AtomicU64,
     thin_bases: AtomicU64,
@@ -136,13 +137,12 @@ pub fn resolve(
     let n = pack.entries.len();
     // OFS children in CSR form: children[child_start[i]..child_start[i+1]].
     let mut child_start = vec![0u32; n + 1];
-    let mut ref_children: gix_hashtable::HashMap<ObjectId, Vec<u32>> = Default::default();
+    let mut ref_children: OidMap<Vec<u32>> = OidMap::new();
     for (i, e) in pack.entries.iter().enumerate() {
         match e.kind {
             EntryKind::OfsDelta(base) => child_start[base as usize + 1] += 1,
             EntryKind::RefDelta(base) => ref_children
-                .entry(pack.ref_bases[base as usize])
-                .or_default()
+                .entry_or_default(&pack.ref_bases[base as usize])
                 .push(i as u32),
             EntryKind::Base(_) => {}
         }
@@ -199,16 +199,17 @@ pub fn resolve(
     // Phase A: whole objects and everything below them.
     debug_assert_eq!(roots.len(), pack.base_oids.len());
     let mut workers = run_parallel(&shared, roots.len(), |s, w, k| {
-        s.resolve_root(w, roots[k] as usize, pack.base_oids[k])
+        s.resolve_root(w, roots[k] as usize, pack.base_oids.oid(k).to_owned())
     })?;
     // Phase B: thin-pack bases from the repository (keys not resolved in phase A).
     let pending: Vec<ObjectId> = shared
         .ref_children
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .keys()
+        .iter()
+        .map(|(k, _)| k)
         .filter(|k| db.contains(k))
-        .copied()
+        .map(ToOwned::to_owned)
         .collect();
     if !pending.is_empty() {
         workers.extend(run_parallel(&shared, pending.len(), |s, w, k| {
@@ -219,8 +220,8 @@ pub fn resolve(
         .ref_children
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .map(Vec::len)
+        .iter()
+        .map(|(_, v)| v.len())
         .sum();
     let resolved = counters.objects.load(Ordering::Relaxed) as usize;
     if leftover > 0 || resolved != n {
@@ -390,7 +391,7 @@ impl Shared<'_> {
             // needs no parsing, and nothing is based on it: its record is
             // copied from the spool in pieces, so a blob of any size costs
             // no memory here.
-            w.collected.push_oid(oid, kind);
+            w.collected.push_oid(&oid, kind);
             if !self.db.contains(&oid) {
                 self.sink.stage(EncodedObject {
                     id: oid,

@@ -55,7 +55,7 @@ pub struct ScannedPack {
     /// oid is `base_oids[k]`): hashed while pass 1 inflates them, as git's
     /// index-pack does, so pass 2 never hashes them again and never inflates
     /// a blob no delta is based on.
-    pub base_oids: Vec<ObjectId>,
+    pub base_oids: gitstow_odb::oids::OidVec<()>,
     /// Bytes of the pack, trailer included.
     pub pack_bytes: u64,
     /// The inflated bytes of the entries, when pass 1 kept them.
@@ -215,7 +215,7 @@ pub fn scan(
         entries: Vec::with_capacity(count.min(1 << 20) as usize),
         ref_deltas: 0,
         ref_bases: Vec::new(),
-        base_oids: Vec::new(),
+        base_oids: Default::default(),
         pack_bytes,
         kept: None,
     };
@@ -322,7 +322,7 @@ pub fn scan(
             })?;
         if let Some(h) = object_hasher {
             let oid = h.try_finalize().map_err(|e| bad(&e.to_string()))?;
-            out.base_oids.push(oid);
+            out.base_oids.push(&oid, ());
         }
         offsets.push(offset);
         out.entries.push(ScannedEntry {

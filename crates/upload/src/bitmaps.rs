@@ -15,9 +15,9 @@
 use std::sync::Arc;
 
 use gitstow_odb::bitmap::{Closure, LoadedBitmaps, Reacher};
+use gitstow_odb::oids::OidSet;
 use gitstow_odb::ObjectDb;
 use gix_hash::ObjectId;
-use gix_hashtable::HashSet;
 use gix_object::Kind;
 use roaring::RoaringBitmap;
 
@@ -53,11 +53,11 @@ impl HaveBitmap {
         // Haves pushed after the GC are outside the closure: their closure
         // ancestors stand for them (what lies outside is the walk's business).
         let mut roots = Vec::new();
-        let mut seen: HashSet = HashSet::default();
+        let mut seen: OidSet = OidSet::new();
         let mut stack: Vec<ObjectId> = haves.to_vec();
         let mut cache = gitstow_odb::ObjectCache::new(0);
         while let Some(c) = stack.pop() {
-            if !seen.insert(c) {
+            if !seen.insert(&c) {
                 continue;
             }
             if closure.position(&c).is_some() {
@@ -152,9 +152,9 @@ pub fn fetch_over(
     let mut roots: Vec<ObjectId> = Vec::new();
     let mut want_tags = Vec::new();
     // The commits the wants name: sent whatever the filter says.
-    let named: HashSet = match opts.filter {
+    let named: OidSet = match opts.filter {
         Some(_) => peeled.iter().map(|(_, target)| *target).collect(),
-        None => HashSet::default(),
+        None => OidSet::new(),
     };
     for (tags, target) in peeled {
         want_tags.extend(tags);
@@ -186,7 +186,7 @@ pub fn fetch_over(
         edges: outside.edges,
         ..Walk::default()
     };
-    let mut seen: HashSet = HashSet::default();
+    let mut seen: OidSet = OidSet::new();
     for pos in send.iter() {
         let oid = match opts.filter {
             None => closure.oid(pos),
@@ -200,15 +200,19 @@ pub fn fetch_over(
                 e.oid
             }
         };
-        if seen.insert(oid) {
-            out.objects.push(oid);
+        if seen.insert(&oid) {
+            out.objects.push(&oid, ());
         }
     }
-    for oid in outside.objects.into_iter().chain(want_tags) {
+    for oid in outside
+        .objects
+        .ids()
+        .chain(want_tags.iter().map(AsRef::as_ref))
+    {
         // `wanted` holds the have side too: had, or sent above.
-        let had_or_sent = closure.position(&oid).is_some_and(|p| wanted.contains(p));
+        let had_or_sent = closure.position(oid).is_some_and(|p| wanted.contains(p));
         if !had_or_sent && seen.insert(oid) {
-            out.objects.push(oid);
+            out.objects.push(oid, ());
         }
     }
     Ok(Some(out))

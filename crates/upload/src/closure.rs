@@ -17,8 +17,8 @@
 //! containers hold objects the client must not get, and the clone takes the
 //! plain walk.
 
+use gitstow_odb::oids::OidSet;
 use gix_hash::ObjectId;
-use gix_hashtable::HashSet;
 use gix_object::Kind;
 
 use gitstow_odb::record::COMMIT;
@@ -39,7 +39,7 @@ pub(crate) fn clone_over(
         return Ok(None);
     }
     let mut w = Walker::new(db, 1 << 20);
-    let wanted: HashSet = wants.iter().copied().collect();
+    let wanted: OidSet = wants.iter().copied().collect();
     // Commits the client will have through the tips, and the commit tips
     // that the walk must reach.
     let mut tip_commits: Vec<ObjectId> = Vec::new();
@@ -68,12 +68,12 @@ pub(crate) fn clone_over(
             ..*opts
         },
     )?;
-    let reached: HashSet = outside.edges.iter().copied().collect();
-    if let Some(tip) = commit_tips.iter().find(|t| !reached.contains(*t)) {
+    let reached: OidSet = outside.edges.iter().copied().collect();
+    if let Some(tip) = commit_tips.iter().find(|t| !reached.contains(t)) {
         tracing::debug!(%tip, "closure not used: the wants do not reach a tip");
         return Ok(None);
     }
-    let inside = |oid: &ObjectId| {
+    let inside = |oid: &gix_hash::oid| {
         closure
             .containers
             .iter()
@@ -88,11 +88,12 @@ pub(crate) fn clone_over(
     };
     for &i in closure.containers {
         for e in db.container(i).iter() {
-            out.objects.push(e.oid);
+            out.objects.push(&e.oid, ());
             out.commits += usize::from(e.kind == COMMIT);
         }
     }
-    out.objects
-        .extend(outside.objects.into_iter().filter(|oid| !inside(oid)));
+    for oid in outside.objects.ids().filter(|oid| !inside(oid)) {
+        out.objects.push(oid, ());
+    }
     Ok(Some(out))
 }

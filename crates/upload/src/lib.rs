@@ -474,7 +474,7 @@ fn objects_to_send(
         None => {
             let mut walk = walk::walk_objects(db, wants, opts)?;
             let before = walk.objects.len();
-            walk.objects.retain(|o| !have.contains(db, o));
+            walk.objects.retain(|o, ()| !have.contains(db, o));
             dropped = before - walk.objects.len();
             walk
         }

@@ -12,6 +12,7 @@
 
 use std::io::Write;
 
+use gitstow_odb::oids::{OidMap, OidVec};
 use gitstow_odb::record::{self, BaseRef};
 use gitstow_odb::{zlib, ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
@@ -159,14 +160,16 @@ impl Write for HashingWriter<'_> {
 /// are sent as they are.
 pub fn write_pack(
     db: &ObjectDb,
-    objects: &[ObjectId],
+    objects: &OidVec<()>,
     client_has: &dyn Fn(&ObjectId) -> bool,
     out: &mut dyn Write,
     opts: PackOptions,
 ) -> Result<PackStats, PackError> {
     let mut located: Vec<Located> = Vec::with_capacity(objects.len());
-    for oid in objects {
-        let loc = db.lookup(oid).ok_or(PackError::Missing(*oid))?;
+    for oid in objects.ids() {
+        let loc = db
+            .lookup(oid)
+            .ok_or_else(|| PackError::Missing(oid.to_owned()))?;
         located.push(Located {
             container: loc.container as u32,
             row: loc.row as u32,
@@ -177,10 +180,10 @@ pub fn write_pack(
     located.sort_unstable_by_key(|l| (l.container, l.offset));
     // Each object's place in `located` (one map, built once: a delta's base
     // is looked up once), and the pack offset of each written one by place.
-    let mut position: gix_hashtable::HashMap<ObjectId, u32> =
-        gix_hashtable::HashMap::with_capacity_and_hasher(located.len(), Default::default());
+    let mut position: OidMap<u32> = OidMap::new();
+    position.reserve(located.len());
     for (i, l) in located.iter().enumerate() {
-        position.insert(oid_of(db, l), i as u32);
+        position.insert(&oid_of(db, l), i as u32);
     }
     let mut written_at: Vec<u64> = Vec::with_capacity(located.len());
     let mut cache = ObjectCache::new(opts.cache_bytes);

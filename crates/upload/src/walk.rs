@@ -7,7 +7,7 @@
 //! the wants.
 
 use gitstow_odb::limit::LimitError;
-use gix_hashtable::HashSet;
+use gitstow_odb::oids::{OidSet, OidVec};
 
 use gitstow_odb::graph::CommitRow;
 use gitstow_odb::{ObjectCache, ObjectDb};
@@ -45,13 +45,13 @@ fn corrupt(oid: ObjectId, reason: String) -> WalkError {
 #[derive(Debug, Default)]
 pub struct Walk {
     /// Every object to send (unordered, no duplicates).
-    pub objects: Vec<ObjectId>,
+    pub objects: OidVec<()>,
     /// Commits among them.
     pub commits: usize,
     /// Objects the client has, as far as the walk saw: the commits its haves
     /// reach that the walk visited, and the trees and blobs of the boundary
     /// commits. Bases a thin pack may name.
-    pub client_has: HashSet,
+    pub client_has: OidSet,
     /// Commits the walk read.
     pub commits_read: usize,
     /// Commits the client has that the wants reach without passing through
@@ -157,11 +157,11 @@ impl<'a> Walker<'a> {
     fn walk_tree(
         &mut self,
         tree: ObjectId,
-        seen: &mut HashSet,
-        exclude: &HashSet,
+        seen: &mut OidSet,
+        exclude: &OidSet,
         emit: &mut dyn FnMut(ObjectId),
     ) -> Result<(), WalkError> {
-        if exclude.contains(&tree) || !seen.insert(tree) {
+        if exclude.contains(&tree) || !seen.insert(&tree) {
             return Ok(());
         }
         emit(tree);
@@ -170,7 +170,7 @@ impl<'a> Walker<'a> {
             let obj = self.read(&t, "tree")?;
             for entry in tree_iter(&t, &obj) {
                 let (_, id, is_tree) = entry?;
-                if exclude.contains(&id) || !seen.insert(id) {
+                if exclude.contains(&id) || !seen.insert(&id) {
                     continue;
                 }
                 emit(id);
@@ -191,8 +191,8 @@ impl<'a> Walker<'a> {
     fn walk_tree_filtered(
         &mut self,
         tree: ObjectId,
-        seen: &mut HashSet,
-        exclude: &HashSet,
+        seen: &mut OidSet,
+        exclude: &OidSet,
         filter: &Filter,
         entered: &mut Entered,
         emit: &mut dyn FnMut(ObjectId),
@@ -207,8 +207,8 @@ impl<'a> Walker<'a> {
             if entered.get(&t).is_some_and(|d| *d <= key) {
                 continue;
             }
-            entered.insert(t, key);
-            if filter.keeps_tree(depth) && seen.insert(t) {
+            entered.insert(&t, key);
+            if filter.keeps_tree(depth) && seen.insert(&t) {
                 emit(t);
             }
             if !filter.enters_tree(depth) {
@@ -230,7 +230,7 @@ impl<'a> Walker<'a> {
                     0
                 };
                 if filter.keeps_blob(size, depth + 1) {
-                    seen.insert(id);
+                    seen.insert(&id);
                     emit(id);
                 }
             }
@@ -240,7 +240,7 @@ impl<'a> Walker<'a> {
 }
 
 /// Trees a filtered walk entered, with the least depth each was met at.
-type Entered = gix_hashtable::HashMap<ObjectId, u64>;
+type Entered = gitstow_odb::oids::OidMap<u64>;
 
 impl Walker<'_> {
     /// The trees and blobs of `interesting` root trees that the client lacks,
@@ -256,17 +256,17 @@ impl Walker<'_> {
         &mut self,
         interesting: Vec<ObjectId>,
         uninteresting: Vec<ObjectId>,
-        seen: &mut HashSet,
-        client_has: &mut HashSet,
+        seen: &mut OidSet,
+        client_has: &mut OidSet,
         emit: &mut dyn FnMut(ObjectId),
     ) -> Result<(), WalkError> {
-        let mut read_out: HashSet = HashSet::default();
+        let mut read_out: OidSet = OidSet::new();
         client_has.extend(uninteresting.iter().copied());
         let mut stack: Vec<(Vec<ObjectId>, Vec<ObjectId>)> = vec![(interesting, uninteresting)];
         while let Some((ins, outs)) = stack.pop() {
             let mut out_trees = Vec::with_capacity(outs.len());
             for t in outs {
-                if read_out.insert(t) {
+                if read_out.insert(&t) {
                     out_trees.push((t, self.read(&t, "tree")?));
                 }
             }
@@ -275,7 +275,7 @@ impl Walker<'_> {
             for (t, obj) in &out_trees {
                 for entry in tree_iter(t, obj) {
                     let (name, id, is_tree) = entry?;
-                    client_has.insert(id);
+                    client_has.insert(&id);
                     if is_tree {
                         out_children.entry(name).or_default().push(id);
                     }
@@ -283,7 +283,7 @@ impl Walker<'_> {
             }
             let mut in_trees = Vec::with_capacity(ins.len());
             for t in ins {
-                if client_has.contains(&t) || !seen.insert(t) {
+                if client_has.contains(&t) || !seen.insert(&t) {
                     continue;
                 }
                 emit(t);
@@ -304,7 +304,7 @@ impl Walker<'_> {
                             in_children.len() - 1
                         });
                         in_children[i].1.push(id);
-                    } else if seen.insert(id) {
+                    } else if seen.insert(&id) {
                         emit(id);
                     }
                 }
@@ -430,7 +430,7 @@ pub(crate) fn walk_objects(
     }
     // 1. Commits to send: wants --not haves, walked together by date and
     //    stopped once only the haves' side is left (see `limit`).
-    let mut seen: HashSet = HashSet::default();
+    let mut seen: OidSet = OidSet::new();
     let mut out = Walk::default();
     let mut have_commits: Vec<ObjectId> = Vec::new();
     for have in haves
@@ -448,8 +448,8 @@ pub(crate) fn walk_objects(
     for want in wants {
         let (tags, target, kind) = w.peel(*want)?;
         for t in tags {
-            if seen.insert(t) {
-                out.objects.push(t);
+            if seen.insert(&t) {
+                out.objects.push(&t, ());
             }
         }
         match kind {
@@ -477,15 +477,15 @@ pub(crate) fn walk_objects(
     // A commit the walk reached (not one a want names) is sent if the filter
     // keeps commits; its tree is walked either way.
     let keeps_commits = opts.filter.is_none_or(Filter::keeps_commit);
-    let given: HashSet = if keeps_commits {
-        HashSet::default()
+    let given: OidSet = if keeps_commits {
+        OidSet::new()
     } else {
         want_commits.iter().copied().collect()
     };
     for (c, tree) in limited.commits {
-        if seen.insert(c) {
+        if seen.insert(&c) {
             if keeps_commits || given.contains(&c) {
-                out.objects.push(c);
+                out.objects.push(&c, ());
                 out.commits += 1;
             }
             commits.push((c, tree));
@@ -496,19 +496,19 @@ pub(crate) fn walk_objects(
     //    against the edges' trees (reading only what changed); with one,
     //    the edges' trees are walked whole first (each shared subtree once)
     //    and the filter applies to the rest.
-    let mut excluded: HashSet = HashSet::default();
-    let mut emit_list = Vec::new();
+    let mut excluded: OidSet = OidSet::new();
+    let mut emit_list = OidVec::new();
     let mut entered = Entered::default();
     match opts.filter {
         None => {
             let ins: Vec<ObjectId> = commits.iter().map(|(_, t)| *t).collect();
             let outs: Vec<ObjectId> = limited.edges.iter().map(|(_, t)| *t).collect();
             w.sparse_trees(ins, outs, &mut seen, &mut excluded, &mut |id| {
-                emit_list.push(id)
+                emit_list.push(&id, ())
             })?;
         }
         Some(filter) => {
-            let none = HashSet::default();
+            let none = OidSet::new();
             for (_, tree) in &limited.edges {
                 w.walk_tree(*tree, &mut excluded, &none, &mut |_| {})?;
             }
@@ -519,20 +519,20 @@ pub(crate) fn walk_objects(
                     &excluded,
                     filter,
                     &mut entered,
-                    &mut |id| emit_list.push(id),
+                    &mut |id| emit_list.push(&id, ()),
                 )?;
             }
         }
     }
     for (root, kind) in other_roots {
         match (kind, opts.filter) {
-            (Kind::Tree, None) => {
-                w.walk_tree(root, &mut seen, &excluded, &mut |id| emit_list.push(id))?
-            }
+            (Kind::Tree, None) => w.walk_tree(root, &mut seen, &excluded, &mut |id| {
+                emit_list.push(&id, ())
+            })?,
             (Kind::Tree, Some(filter)) => {
                 // A wanted tree is sent whatever the filter; its contents are filtered.
-                if seen.insert(root) {
-                    emit_list.push(root);
+                if seen.insert(&root) {
+                    emit_list.push(&root, ());
                 }
                 w.walk_tree_filtered(
                     root,
@@ -540,17 +540,17 @@ pub(crate) fn walk_objects(
                     &excluded,
                     filter,
                     &mut entered,
-                    &mut |id| emit_list.push(id),
+                    &mut |id| emit_list.push(&id, ()),
                 )?
             }
             _ => {
-                if seen.insert(root) {
-                    emit_list.push(root);
+                if seen.insert(&root) {
+                    emit_list.push(&root, ());
                 }
             }
         }
     }
-    out.objects.extend(emit_list);
+    out.objects.append(emit_list);
     // What the client has: a stored delta against any of it may go out as is
     // in a thin pack.
     out.edges = limited.edges.iter().map(|(c, _)| *c).collect();
@@ -570,18 +570,18 @@ fn every_object(db: &ObjectDb, wants: &[ObjectId], opts: &WalkOptions<'_>) -> Op
     if !opts.is_plain_clone() || tips.is_empty() || !wants.iter().all(|w| db.contains(w)) {
         return None;
     }
-    let wanted: HashSet = wants.iter().copied().collect();
+    let wanted: OidSet = wants.iter().copied().collect();
     if !tips.iter().all(|t| wanted.contains(t)) {
         return None;
     }
-    let mut seen: HashSet = HashSet::default();
+    let mut seen: OidSet = OidSet::new();
     let mut out = Walk {
         via: Via::Closed,
         ..Walk::default()
     };
     for entry in db.entries() {
-        if seen.insert(entry.oid) {
-            out.objects.push(entry.oid);
+        if seen.insert(&entry.oid) {
+            out.objects.push(&entry.oid, ());
             if entry.kind == gitstow_odb::record::COMMIT {
                 out.commits += 1;
             }
@@ -598,7 +598,7 @@ pub fn include_tags(
     walk: &mut Walk,
     tags: &[(ObjectId, ObjectId)],
 ) -> Result<(), WalkError> {
-    let mut sent: HashSet = walk.objects.iter().copied().collect();
+    let mut sent: OidSet = walk.objects.ids().collect();
     let mut w = Walker::new(db, 1 << 20);
     for (tag, peeled) in tags {
         if sent.contains(tag) || !sent.contains(peeled) {
@@ -606,8 +606,8 @@ pub fn include_tags(
         }
         let (chain, _, _) = w.peel(*tag)?;
         for t in chain {
-            if sent.insert(t) {
-                walk.objects.push(t);
+            if sent.insert(&t) {
+                walk.objects.push(&t, ());
             }
         }
     }

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::index::{IndexEncoder, ROW};
 use super::{ContainerId, IndexEntry};
+use crate::oids::{OidMap, RawOid};
 use crate::record::{self, BaseRef};
 
 /// Bytes copied at a time from a file into the container.
@@ -46,7 +47,7 @@ pub struct ContainerWriter {
     len: u64,
     rows: BufWriter<tempfile::NamedTempFile>,
     count: usize,
-    offsets: gix_hashtable::HashMap<ObjectId, u64>,
+    offsets: OidMap<u64>,
     header: Vec<u8>,
     copy_buf: Vec<u8>,
 }
@@ -155,7 +156,7 @@ impl ContainerWriter {
             }
         };
         let length = self.header.len() as u64 + zlib_len;
-        self.offsets.insert(entry.oid, self.len);
+        self.offsets.insert(&entry.oid, self.len);
         let row = IndexEntry {
             offset: self.len,
             length,
@@ -300,7 +301,7 @@ impl ContainerWriter {
         let mut reader = BufReader::with_capacity(64 * 1024, rows.as_file_mut());
         for _ in 0..self.count {
             reader.read_exact(&mut row)?;
-            oids.push(ObjectId::from_bytes_or_panic(&row[..20]));
+            oids.push(RawOid(row[..20].try_into().expect("20 bytes")));
         }
         drop(reader);
         let mut encoder = IndexEncoder::new(oids).map_err(invalid)?;

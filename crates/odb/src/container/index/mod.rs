@@ -378,7 +378,12 @@ impl ContainerIndex {
     pub fn try_encode(&self) -> Result<Vec<u8>, IndexError> {
         let mut order: Vec<IndexEntry> = self.iter().collect();
         order.sort_by_key(|e| e.offset);
-        let mut enc = IndexEncoder::new(order.iter().map(|e| e.oid).collect())?;
+        let oids = order
+            .iter()
+            .map(|e| crate::oids::RawOid::try_of(&e.oid))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(IndexError::Invalid("not a SHA-1 oid"))?;
+        let mut enc = IndexEncoder::new(oids)?;
         for e in &order {
             enc.push(e)?;
         }

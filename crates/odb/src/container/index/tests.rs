@@ -303,8 +303,9 @@ fn wide_entries_out_of_oid_order_round_trip() {
     assert_eq!(back.iter().collect::<Vec<_>>(), by_oid);
 }
 
-/// A decoded index holds 44 bytes an object (oid and row), not the 72 of
-/// an [`IndexEntry`].
+/// A decoded SHA-1 index holds 44 bytes an object (oid and row), not the
+/// 96 of an [`IndexEntry`] (whose `ObjectId`s are 33 bytes each once
+/// gix-hash can hold SHA-256).
 #[test]
 fn a_decoded_index_holds_44_bytes_an_object() {
     let n = 10_000u64;
@@ -325,7 +326,7 @@ fn a_decoded_index_holds_44_bytes_an_object() {
         })
         .collect();
     let idx = ContainerIndex::decode(&ContainerIndex::from_entries(entries).encode()).unwrap();
-    assert_eq!(std::mem::size_of::<IndexEntry>(), 72);
+    assert_eq!(std::mem::size_of::<IndexEntry>(), 96);
     assert_eq!(idx.rows.heap_bytes(), 44 * n as usize);
 }
 

@@ -2,6 +2,7 @@
 //! layout is in the parent module's docs).
 
 use super::*;
+use crate::oids::RawOid;
 
 /// Whether `record_type << 4 | kind` is a valid type byte (section 6).
 fn valid_types(record_type: u8, kind: u8) -> bool {
@@ -35,8 +36,8 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// order, then [`IndexEncoder::finish`]. Holds the oids, two row numbers a
 /// record and the small columns (about 35 bytes a record), never the entries.
 pub struct IndexEncoder {
-    /// Oids in `.bin` order.
-    oids: Vec<ObjectId>,
+    /// Oids in `.bin` order (SHA-1: version 2 holds no other width).
+    oids: Vec<RawOid<20>>,
     /// Record numbers in oid order (row → record).
     by_oid: Vec<u32>,
     /// The next record expected by `push`.
@@ -53,13 +54,10 @@ pub struct IndexEncoder {
 
 impl IndexEncoder {
     /// Starts the index of the records whose oids are `oids`, in `.bin` order.
-    pub fn new(oids: Vec<ObjectId>) -> Result<Self, IndexError> {
+    pub fn new(oids: Vec<RawOid<20>>) -> Result<Self, IndexError> {
         let n = oids.len();
         if u32::try_from(n).is_err() {
             return Err(IndexError::Invalid("too many records"));
-        }
-        if oids.iter().any(|o| o.as_slice().len() != 20) {
-            return Err(IndexError::Invalid("not a SHA-1 oid"));
         }
         let mut by_oid: Vec<u32> = (0..n as u32).collect();
         by_oid.sort_unstable_by(|&a, &b| oids[a as usize].cmp(&oids[b as usize]));
@@ -87,7 +85,7 @@ impl IndexEncoder {
     /// ones expected (records back to back from offset 0).
     pub fn push(&mut self, e: &IndexEntry) -> Result<(), IndexError> {
         let p = self.next;
-        if self.oids.get(p) != Some(&e.oid) {
+        if self.oids.get(p).map(RawOid::as_oid) != Some(&e.oid) {
             return Err(IndexError::Invalid("records not in the order of the oids"));
         }
         if e.offset != self.offset {
@@ -107,7 +105,7 @@ impl IndexEncoder {
             (OFS_DELTA, Some(base)) => {
                 let row = self
                     .by_oid
-                    .binary_search_by(|&i| self.oids[i as usize].cmp(&base))
+                    .binary_search_by(|&i| self.oids[i as usize].as_oid().cmp(&base))
                     .map_err(|_| IndexError::Invalid("OFS_DELTA base not in the container"))?;
                 let at = self.by_oid[row] as usize;
                 if at >= p {
@@ -149,7 +147,7 @@ impl IndexEncoder {
         }
         let mut counts = vec![0u64; PREFIXES];
         for o in &self.oids {
-            let s = o.as_slice();
+            let s = &o.0;
             counts[u16::from_be_bytes([s[0], s[1]]) as usize] += 1;
         }
         let mut column = Vec::with_capacity(PREFIXES);
@@ -180,7 +178,7 @@ impl IndexEncoder {
         drop(column);
         let mut row_of = vec![0u32; n];
         for (row, &p) in self.by_oid.iter().enumerate() {
-            out.put(&self.oids[p as usize].as_slice()[2..]);
+            out.put(&self.oids[p as usize].0[2..]);
             row_of[p as usize] = row as u32;
         }
         drop(self.by_oid);
