@@ -7,7 +7,11 @@
 //! stack of ref tables (`ref_tables`), deletion records of the inline part
 //! (`deleted_refs`) and the live ref count (`ref_count`). A state without
 //! ref tables is written in format 1, so that builds that read only format
-//! 1 keep serving repositories whose refs all fit inline.
+//! 1 keep serving repositories whose refs all fit inline. A SHA-256
+//! repository's state is format 3: format 2 with `object_format`
+//! (`"sha256"`), so that a build that knows only SHA-1 refuses it by
+//! number instead of ignoring a field it does not know (plan 0019). A SHA-1
+//! state never carries the field.
 
 use std::collections::BTreeMap;
 
@@ -16,9 +20,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::reftable::RefValue;
 
-/// Newest format version this build writes (only for states with ref
-/// tables; others are written as format 1).
+/// Newest format version of a SHA-1 state this build writes (only for
+/// states with ref tables; others are written as format 1).
 pub const FORMAT: u32 = 2;
+
+/// The format of every SHA-256 state (format 2 with `object_format`).
+pub const FORMAT_SHA256: u32 = 3;
 
 /// Bytes of inline refs (names and values, estimated as [`RefSet::recent_bytes`]
 /// counts them) past which a commit first writes them out as a ref table.
@@ -250,11 +257,18 @@ pub struct RepoState {
     /// name objects of a repository that is gone, and refuses. 0 in states
     /// written before it was kept.
     pub incarnation: u64,
+    /// The repository's object format (`object-format` in
+    /// `gitprotocol-capabilities(5)`): fixed when it is created; every oid
+    /// it stores or names has its width.
+    pub object_format: gix_hash::Kind,
 }
 
 #[derive(Serialize, Deserialize)]
 struct StateFile {
     format: u32,
+    /// Format 3: `"sha256"`. Absent in formats 1 and 2 (SHA-1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    object_format: Option<String>,
     head: Option<String>,
     refs: BTreeMap<String, String>,
     #[serde(default)]
@@ -323,7 +337,7 @@ pub enum StateError {
     #[error("repository state is unreadable: {0}")]
     Malformed(String),
     /// A format version this build does not know.
-    #[error("repository state has format {0}, this build reads formats 1 to {FORMAT}")]
+    #[error("repository state has format {0}, this build reads formats 1 to {FORMAT_SHA256}")]
     UnknownFormat(u32),
 }
 
@@ -345,9 +359,16 @@ pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Resul
     serde_json::from_slice(&json).map_err(|e| StateError::Malformed(e.to_string()))
 }
 
-fn parse_oid(hex: &str) -> Result<ObjectId, StateError> {
-    ObjectId::from_hex(hex.as_bytes())
-        .map_err(|e| StateError::Malformed(format!("bad oid {hex:?}: {e}")))
+/// `hex` as an oid of `kind`: a hex id of the other width is malformed.
+fn parse_oid(hex: &str, kind: gix_hash::Kind) -> Result<ObjectId, StateError> {
+    let oid = ObjectId::from_hex(hex.as_bytes())
+        .map_err(|e| StateError::Malformed(format!("bad oid {hex:?}: {e}")))?;
+    if oid.kind() != kind {
+        return Err(StateError::Malformed(format!(
+            "oid {hex:?} is not {kind}, the repository's object format"
+        )));
+    }
+    Ok(oid)
 }
 
 impl RepoState {
@@ -369,8 +390,14 @@ impl RepoState {
                 }
             }
         }
+        let sha1 = self.object_format == gix_hash::Kind::Sha1;
         let file = StateFile {
-            format: if with_tables { FORMAT } else { 1 },
+            format: match (sha1, with_tables) {
+                (false, _) => FORMAT_SHA256,
+                (true, true) => FORMAT,
+                (true, false) => 1,
+            },
+            object_format: (!sha1).then(|| self.object_format.to_string()),
             head: self.head.clone(),
             refs,
             peeled,
@@ -414,17 +441,30 @@ impl RepoState {
     /// Decodes what [`RepoState::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Self, StateError> {
         let file: StateFile = decode_json(bytes)?;
-        if !(1..=FORMAT).contains(&file.format) {
-            return Err(StateError::UnknownFormat(file.format));
-        }
+        let kind = match (file.format, file.object_format.as_deref()) {
+            (1..=FORMAT, None) => gix_hash::Kind::Sha1,
+            (1..=FORMAT, Some(_)) => {
+                return Err(StateError::Malformed(format!(
+                    "format {} names an object format",
+                    file.format
+                )))
+            }
+            (FORMAT_SHA256, Some("sha256")) => gix_hash::Kind::Sha256,
+            (FORMAT_SHA256, other) => {
+                return Err(StateError::Malformed(format!(
+                    "format {FORMAT_SHA256} with object format {other:?}"
+                )))
+            }
+            (n, _) => return Err(StateError::UnknownFormat(n)),
+        };
         let live = file.refs.len() as u64;
         let mut recent: BTreeMap<String, RefValue> = BTreeMap::new();
         for (name, hex) in file.refs {
-            let oid = parse_oid(&hex)?;
+            let oid = parse_oid(&hex, kind)?;
             let value = match file.peeled.get(&name) {
                 Some(p) => RefValue::Peeled {
                     oid,
-                    peeled: parse_oid(p)?,
+                    peeled: parse_oid(p, kind)?,
                 },
                 None => RefValue::Oid(oid),
             };
@@ -466,7 +506,7 @@ impl RepoState {
                         tips: c
                             .tips
                             .iter()
-                            .map(|t| parse_oid(t))
+                            .map(|t| parse_oid(t, kind))
                             .collect::<Result<_, _>>()?,
                         containers: c.containers,
                         bitmaps: c.bitmaps,
@@ -477,6 +517,7 @@ impl RepoState {
             deleting: file.deleting,
             deletions: file.deletions,
             incarnation: file.incarnation,
+            object_format: kind,
         })
     }
 
@@ -573,11 +614,75 @@ mod tests {
         assert!(inline.refs.recent.is_empty());
         assert_eq!(inline.refs.count, 0);
         // A format this build does not know is refused by number.
-        let future = br#"{"format":3,"head":null,"refs":{},"containers":[]}"#;
+        let future = br#"{"format":4,"head":null,"refs":{},"containers":[]}"#;
         let future = zstd::bulk::compress(future, 3).unwrap();
         assert!(matches!(
             RepoState::decode(&future),
-            Err(StateError::UnknownFormat(3))
+            Err(StateError::UnknownFormat(4))
         ));
+    }
+
+    #[test]
+    fn a_sha256_state_is_format_3_and_names_its_object_format() {
+        let oid = ObjectId::from_bytes_or_panic(&[3; 32]);
+        let peeled = ObjectId::from_bytes_or_panic(&[4; 32]);
+        let mut s = RepoState {
+            object_format: gix_hash::Kind::Sha256,
+            head: Some("refs/heads/main".into()),
+            ..RepoState::default()
+        };
+        s.refs.insert("refs/heads/main", oid);
+        s.refs
+            .update("refs/tags/v1", RefValue::Peeled { oid, peeled }, false);
+        s.closure = Some(Closure {
+            tips: vec![oid],
+            containers: vec!["ab".into()],
+            bitmaps: true,
+        });
+        let bytes = s.encode();
+        let file: StateFile = decode_json(&bytes).unwrap();
+        assert_eq!(file.format, FORMAT_SHA256);
+        assert_eq!(file.object_format.as_deref(), Some("sha256"));
+        assert_eq!(file.refs["refs/heads/main"], oid.to_string());
+        assert_eq!(file.refs["refs/heads/main"].len(), 64);
+        assert_eq!(RepoState::decode(&bytes).unwrap(), s);
+        // A SHA-1 state never names its format, so that builds from before
+        // SHA-256 read it as they always did.
+        let mut one = RepoState::default();
+        one.refs
+            .insert("refs/heads/main", ObjectId::from_bytes_or_panic(&[3; 20]));
+        let file: StateFile = decode_json(&one.encode()).unwrap();
+        assert_eq!((file.format, file.object_format), (1, None));
+        assert_eq!(
+            RepoState::decode(&one.encode()).unwrap().object_format,
+            gix_hash::Kind::Sha1
+        );
+    }
+
+    #[test]
+    fn a_state_whose_oids_or_format_disagree_is_malformed() {
+        let sha1 = "0123456789abcdef0123456789abcdef01234567";
+        let sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        for json in [
+            // A SHA-1 state naming a 64-hex oid, and the reverse.
+            format!(
+                r#"{{"format":1,"head":null,"refs":{{"refs/heads/a":"{sha256}"}},"containers":[]}}"#
+            ),
+            format!(
+                r#"{{"format":3,"object_format":"sha256","head":null,"refs":{{"refs/heads/a":"{sha1}"}},"containers":[]}}"#
+            ),
+            // Format 3 without its object format or with another; format 2 with one.
+            r#"{"format":3,"head":null,"refs":{},"containers":[]}"#.to_string(),
+            r#"{"format":3,"object_format":"sha1","head":null,"refs":{},"containers":[]}"#
+                .to_string(),
+            r#"{"format":2,"object_format":"sha256","head":null,"refs":{},"containers":[]}"#
+                .to_string(),
+        ] {
+            let bytes = zstd::bulk::compress(json.as_bytes(), 3).unwrap();
+            assert!(
+                matches!(RepoState::decode(&bytes), Err(StateError::Malformed(_))),
+                "{json}"
+            );
+        }
     }
 }
