@@ -134,10 +134,12 @@ impl Sources {
                 self.ids[s]
             )));
         }
-        let mut head = [0u8; 32];
+        // Type and size (at most 10 bytes), then a base of at most 32.
+        let mut head = [0u8; 48];
         let n = (e.length as usize).min(head.len());
         file.read_exact_at(&mut head[..n], e.offset)?;
-        let h = record::decode_header(&head[..n]).map_err(|err| corrupt(err.to_string()))?;
+        let h = record::decode_header(&head[..n], e.oid.as_slice().len())
+            .map_err(|err| corrupt(err.to_string()))?;
         if h.type_id != e.record_type {
             return Err(corrupt("record type differs from the index".into()));
         }

@@ -79,7 +79,7 @@ pub fn maintain(repo: &Repository, opts: &Options) -> Result<RefsReport> {
             return Step::Done(Ok((false, state.clone())));
         }
         let mut next = state.clone();
-        match repo.spill_refs(&mut next.refs) {
+        match repo.spill_refs(&mut next.refs, next.object_format) {
             Ok(_) => Step::Write(next.clone(), Ok((true, next))),
             Err(e) => Step::Done(Err(e)),
         }
@@ -119,8 +119,8 @@ pub fn merge(
     };
     let view = repo.ref_view(&sources)?;
     let mut walk = view.merged_walk(!at_bottom)?;
-    let (bytes, records) =
-        gitstow_odb::refs::encode_cursor(&mut walk).map_err(gitstow_odb::Error::from)?;
+    let (bytes, records) = gitstow_odb::refs::encode_cursor(&mut walk, state.object_format)
+        .map_err(gitstow_odb::Error::from)?;
     Ok(repo.put_ref_table(&bytes, records)?)
 }
 

@@ -40,7 +40,7 @@ fn main() {
     names.sort();
 
     let t = Instant::now();
-    let mut w = TableWriter::new(Vec::new()).unwrap();
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
     for (i, name) in names.iter().enumerate() {
         w.add(name.as_bytes(), RefValue::Oid(oid(i as u64)))
             .unwrap();

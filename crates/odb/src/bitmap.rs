@@ -31,6 +31,11 @@
 //! objects instead of the whole history (git/git's 1,846 bitmaps: 50 MB
 //! whole, 1.3 MB so). Version 1 (no offset field, every bitmap whole) is
 //! still read.
+//!
+//! Version 3 is written for SHA-256 repositories (plan 0019): after the
+//! version comes the hash id `u32` (1 SHA-1, 2 SHA-256), and each commit
+//! oid is the hash's width; the rest is version 2's. A SHA-1 file is still
+//! written as version 2, byte for byte.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -47,6 +52,7 @@ use crate::recent::RecentOids;
 
 const MAGIC: &[u8; 4] = b"GSBM";
 const VERSION: u32 = 2;
+const VERSION_3: u32 = 3;
 
 /// One commit in this many, in commit-date order from the tips, gets a
 /// bitmap (git selects about one in 100 recent commits too).
@@ -199,7 +205,17 @@ impl BitmapFile {
             len: 0,
         };
         out.write_all(MAGIC)?;
-        out.write_all(&VERSION.to_be_bytes())?;
+        let width = self
+            .bitmaps
+            .keys()
+            .next()
+            .map_or(20, |c| c.as_slice().len());
+        if width == 20 {
+            out.write_all(&VERSION.to_be_bytes())?;
+        } else {
+            out.write_all(&VERSION_3.to_be_bytes())?;
+            out.write_all(&2u32.to_be_bytes())?;
+        }
         out.write_all(&(self.containers.len() as u32).to_be_bytes())?;
         out.write_all(&(self.bitmaps.len() as u32).to_be_bytes())?;
         for (id, objects) in &self.containers {
@@ -264,11 +280,19 @@ impl BitmapFile {
         let be32 = |b: &[u8]| u32::from_be_bytes(b.try_into().expect("4 bytes"));
         take(4)?;
         let version = be32(take(4)?);
-        if version != 1 && version != VERSION {
-            return Err(BitmapError::Malformed(format!(
-                "version {version}, this build reads 1 and {VERSION}"
-            )));
-        }
+        let width = match version {
+            1 | VERSION => 20,
+            VERSION_3 => match be32(take(4)?) {
+                1 => 20,
+                2 => 32,
+                id => return Err(BitmapError::Malformed(format!("unknown hash id {id}"))),
+            },
+            _ => {
+                return Err(BitmapError::Malformed(format!(
+                    "version {version}, this build reads 1 to {VERSION_3}"
+                )))
+            }
+        };
         let containers = be32(take(4)?) as usize;
         let bitmaps = be32(take(4)?) as usize;
         let mut file = BitmapFile::default();
@@ -282,7 +306,7 @@ impl BitmapFile {
         // Resolved in file order: an XOR base comes before what uses it.
         let mut resolved: Vec<(ObjectId, RoaringBitmap)> = Vec::with_capacity(bitmaps.min(4096));
         for i in 0..bitmaps {
-            let commit = ObjectId::from_bytes_or_panic(take(20)?);
+            let commit = ObjectId::from_bytes_or_panic(take(width)?);
             let offset = if version == 1 {
                 0
             } else {
@@ -602,18 +626,29 @@ mod tests {
 
     #[test]
     fn a_file_decodes_to_what_was_encoded_and_a_flipped_bit_is_refused() {
+        a_file_round_trips_at(20, 2);
+    }
+
+    #[test]
+    fn a_sha256_file_is_version_3_and_round_trips() {
+        a_file_round_trips_at(32, 3);
+    }
+
+    fn a_file_round_trips_at(width: usize, version: u32) {
         let mut file = BitmapFile {
             containers: vec![("c1".into(), 10), ("c2".into(), 300_000)],
             ..BitmapFile::default()
         };
         for (seed, bits) in [(1u8, 0..5u32), (2, 100..250_000)] {
-            file.bitmaps
-                .insert(ObjectId::from_bytes_or_panic(&[seed; 20]), bits.collect());
+            file.bitmaps.insert(
+                ObjectId::from_bytes_or_panic(&vec![seed; width]),
+                bits.collect(),
+            );
         }
         // A history: each commit reaches the one before and a few scattered
         // objects more, and is based on it (or, every fifth, on the one
         // before that); one base is not a selected commit.
-        let oid = |seed: u8| ObjectId::from_bytes_or_panic(&[seed; 20]);
+        let oid = |seed: u8| ObjectId::from_bytes_or_panic(&vec![seed; width]);
         let mut reach: RoaringBitmap = (0..1000u32).collect();
         for seed in 3u8..60 {
             reach.extend((0..40u32).map(|k| 1000 + u32::from(seed) * 4099 + k * 97));
@@ -632,12 +667,38 @@ mod tests {
             "{} against {whole}",
             streamed.len()
         );
+        assert_eq!(
+            u32::from_be_bytes(streamed[4..8].try_into().unwrap()),
+            version
+        );
         let back = BitmapFile::decode(&streamed).unwrap();
         assert_eq!(back.containers, file.containers);
         assert_eq!(back.bitmaps, file.bitmaps);
         let mid = streamed.len() / 2;
         streamed[mid] ^= 1;
         assert!(BitmapFile::decode(&streamed).is_err());
+    }
+
+    #[test]
+    fn a_sha1_bitmap_file_is_written_byte_for_byte_as_before() {
+        use sha2::Digest;
+        let mut file = BitmapFile {
+            containers: vec![("c1".into(), 1000)],
+            ..BitmapFile::default()
+        };
+        let oid = |seed: u8| ObjectId::from_bytes_or_panic(&[seed; 20]);
+        for seed in 1u8..6 {
+            file.bitmaps
+                .insert(oid(seed), (0..u32::from(seed) * 150).collect());
+        }
+        file.xor_bases.insert(oid(3), oid(2));
+        let digest = hex::encode(sha2::Sha256::digest(file.encode()));
+        // The bytes every build since before SHA-256 writes (computed at
+        // 89d54bb): a SHA-1 repository's files do not change.
+        assert_eq!(
+            digest,
+            "d57b5d5dc2392dce3a42562501fd83979c08b0cc3a89f433dc6c7d3bb0f564f4"
+        );
     }
 
     #[test]

@@ -25,6 +25,18 @@
 //! parent ids × oid[20]
 //! CRC-32 of everything before it, u32
 //! ```
+//!
+//! Version 2 is written for SHA-256 repositories (plan 0019): after the
+//! version comes the hash id `u32` (1 SHA-1, 2 SHA-256, as in git's
+//! commit-graph), and every oid (commit, tree, parent) is the hash's width.
+//! A SHA-1 graph is still written as version 1, byte for byte.
+//!
+//! ```text
+//! "GSCG" | version u32 = 2 | hash id u32 | commits u32 | parent ids u32
+//! commits × { oid[w] | tree[w] | time i64 | generation u32 | first parent u32 | parents u32 }
+//! parent ids × oid[w]
+//! CRC-32 of everything before it, u32
+//! ```
 
 use gix_hash::ObjectId;
 
@@ -32,8 +44,30 @@ use crate::mapped::{Held, MapDir};
 
 const MAGIC: &[u8; 4] = b"GSCG";
 const VERSION: u32 = 1;
+const VERSION_2: u32 = 2;
 const HEADER: usize = 16;
-const ROW: usize = 20 + 20 + 8 + 4 + 4 + 4;
+
+/// Where a graph's rows start and how wide its oids are (by its version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    /// Bytes of an oid: 20 or 32.
+    width: usize,
+    /// Bytes before the first row.
+    header: usize,
+}
+
+impl Layout {
+    /// Version 1's.
+    const SHA1: Layout = Layout {
+        width: 20,
+        header: HEADER,
+    };
+
+    /// Bytes of a row: two oids, the time, the generation and the parent range.
+    fn row(&self) -> usize {
+        2 * self.width + 8 + 4 + 4 + 4
+    }
+}
 
 /// Generation of a commit whose ancestry was not known when its graph was written.
 pub const GENERATION_UNKNOWN: u32 = 0;
@@ -185,24 +219,29 @@ pub struct GraphCommit<'a> {
     pub generation: u32,
 }
 
-/// A commit's parent ids as the graph file holds them (20 bytes each).
+/// A commit's parent ids as the graph file holds them (`width` bytes each).
 #[derive(Debug, Clone, Copy)]
-pub struct Parents<'a>(&'a [u8]);
+pub struct Parents<'a> {
+    bytes: &'a [u8],
+    width: usize,
+}
 
 impl<'a> Parents<'a> {
     /// Number of parents.
     pub fn len(&self) -> usize {
-        self.0.len() / 20
+        self.bytes.len() / self.width
     }
 
     /// True for a root commit.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.bytes.is_empty()
     }
 
     /// The parents, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = ObjectId> + 'a {
-        self.0.chunks_exact(20).map(ObjectId::from_bytes_or_panic)
+        self.bytes
+            .chunks_exact(self.width)
+            .map(ObjectId::from_bytes_or_panic)
     }
 
     /// The parents in a vector.
@@ -217,6 +256,7 @@ impl<'a> Parents<'a> {
 pub struct CommitGraph {
     bytes: Held,
     commits: usize,
+    layout: Layout,
 }
 
 /// Why a graph file could not be read.
@@ -229,14 +269,27 @@ fn be32(b: &[u8]) -> u32 {
 }
 
 impl CommitGraph {
-    /// Encodes `rows` (sorted here; a commit given twice is written once).
+    /// Encodes `rows` (sorted here; a commit given twice is written once):
+    /// version 1 for SHA-1 oids, version 2 for SHA-256 ones (all of one
+    /// width, as one repository's are).
     pub fn encode(rows: &mut Vec<CommitRow>) -> Vec<u8> {
         rows.sort_by_key(|r| r.oid);
         rows.dedup_by(|a, b| a.oid == b.oid);
+        let width = rows.first().map_or(20, |r| r.oid.as_slice().len());
+        let layout = Layout {
+            width,
+            header: if width == 20 { HEADER } else { HEADER + 4 },
+        };
         let parent_ids: usize = rows.iter().map(|r| r.parents.len()).sum();
-        let mut out = Vec::with_capacity(HEADER + rows.len() * ROW + parent_ids * 20 + 4);
+        let mut out =
+            Vec::with_capacity(layout.header + rows.len() * layout.row() + parent_ids * width + 4);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_be_bytes());
+        if width == 20 {
+            out.extend_from_slice(&VERSION.to_be_bytes());
+        } else {
+            out.extend_from_slice(&VERSION_2.to_be_bytes());
+            out.extend_from_slice(&2u32.to_be_bytes());
+        }
         out.extend_from_slice(&(rows.len() as u32).to_be_bytes());
         out.extend_from_slice(&(parent_ids as u32).to_be_bytes());
         let mut first = 0u32;
@@ -267,53 +320,69 @@ impl CommitGraph {
 
     /// [`CommitGraph::decode`] keeping `bytes` themselves.
     pub fn decode_owned(bytes: Vec<u8>) -> Result<CommitGraph, GraphError> {
-        let commits = Self::check(&bytes)?;
+        let (commits, layout) = Self::check(&bytes)?;
         Ok(CommitGraph {
             bytes: Held::Heap(bytes),
             commits,
+            layout,
         })
     }
 
-    /// The number of commits of a well-formed graph file `bytes`.
-    fn check(bytes: &[u8]) -> Result<usize, GraphError> {
+    /// The number of commits and the layout of a well-formed graph file `bytes`.
+    fn check(bytes: &[u8]) -> Result<(usize, Layout), GraphError> {
         let bad = |why: &str| GraphError(why.to_owned());
         if bytes.len() < HEADER + 4 || &bytes[..4] != MAGIC {
             return Err(bad("not a commit graph"));
         }
-        let version = be32(&bytes[4..]);
-        if version != VERSION {
-            return Err(GraphError(format!(
-                "version {version}, this build reads {VERSION}"
-            )));
-        }
+        let layout = match be32(&bytes[4..]) {
+            VERSION => Layout::SHA1,
+            VERSION_2 if bytes.len() >= HEADER + 8 => match be32(&bytes[8..]) {
+                1 => Layout {
+                    width: 20,
+                    header: HEADER + 4,
+                },
+                2 => Layout {
+                    width: 32,
+                    header: HEADER + 4,
+                },
+                id => return Err(GraphError(format!("unknown hash id {id}"))),
+            },
+            VERSION_2 => return Err(bad("not a commit graph")),
+            version => {
+                return Err(GraphError(format!(
+                    "version {version}, this build reads {VERSION} and {VERSION_2}"
+                )))
+            }
+        };
         let (body, trailer) = bytes.split_at(bytes.len() - 4);
         if crc32fast::hash(body) != be32(trailer) {
             return Err(bad("checksum mismatch"));
         }
-        let commits = be32(&bytes[8..]) as usize;
-        let parent_ids = be32(&bytes[12..]) as usize;
+        let (w, h, row_len) = (layout.width, layout.header, layout.row());
+        let commits = be32(&bytes[h - 8..]) as usize;
+        let parent_ids = be32(&bytes[h - 4..]) as usize;
         let expected = commits
-            .checked_mul(ROW)
-            .and_then(|n| n.checked_add(parent_ids.checked_mul(20)?))
-            .and_then(|n| n.checked_add(HEADER));
+            .checked_mul(row_len)
+            .and_then(|n| n.checked_add(parent_ids.checked_mul(w)?))
+            .and_then(|n| n.checked_add(h));
         if expected != Some(body.len()) {
             return Err(bad("length does not match its header"));
         }
-        let rows_end = HEADER + commits * ROW;
+        let rows_end = h + commits * row_len;
         let parents = parent_ids as u64;
         let mut last: Option<&[u8]> = None;
-        for row in body[HEADER..rows_end].chunks_exact(ROW) {
-            if last.is_some_and(|l| l >= &row[..20]) {
+        for row in body[h..rows_end].chunks_exact(row_len) {
+            if last.is_some_and(|l| l >= &row[..w]) {
                 return Err(bad("commits out of order"));
             }
-            last = Some(&row[..20]);
-            let first = u64::from(be32(&row[52..]));
-            let count = u64::from(be32(&row[56..]));
+            last = Some(&row[..w]);
+            let first = u64::from(be32(&row[2 * w + 12..]));
+            let count = u64::from(be32(&row[2 * w + 16..]));
             if first + count > parents {
                 return Err(bad("parent range out of bounds"));
             }
         }
-        Ok(commits)
+        Ok((commits, layout))
     }
 
     /// This graph mapped from a file in `dir` when it is large enough
@@ -340,19 +409,37 @@ impl CommitGraph {
 
     /// Commit `oid`, if this graph has it.
     pub fn find(&self, oid: &gix_hash::oid) -> Option<GraphCommit<'_>> {
-        let (rows, _) = self.bytes[HEADER..HEADER + self.commits * ROW].as_chunks::<ROW>();
-        let at = rows
-            .binary_search_by(|r| r[..20].cmp(oid.as_bytes()))
-            .ok()?;
-        let row = &rows[at];
-        let first = be32(&row[52..]) as usize;
-        let count = be32(&row[56..]) as usize;
-        let parents_at = HEADER + self.commits * ROW + first * 20;
+        let Layout { width: w, header } = self.layout;
+        if oid.as_bytes().len() != w {
+            return None;
+        }
+        let row_len = self.layout.row();
+        let rows = &self.bytes[header..header + self.commits * row_len];
+        let row_at = |i: usize| &rows[i * row_len..(i + 1) * row_len];
+        let (mut lo, mut hi) = (0, self.commits);
+        let at = loop {
+            if lo >= hi {
+                return None;
+            }
+            let mid = lo + (hi - lo) / 2;
+            match row_at(mid)[..w].cmp(oid.as_bytes()) {
+                std::cmp::Ordering::Equal => break mid,
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        };
+        let row = row_at(at);
+        let first = be32(&row[2 * w + 12..]) as usize;
+        let count = be32(&row[2 * w + 16..]) as usize;
+        let parents_at = header + self.commits * row_len + first * w;
         Some(GraphCommit {
-            tree: ObjectId::from_bytes_or_panic(&row[20..40]),
-            parents: Parents(&self.bytes[parents_at..parents_at + count * 20]),
-            time: i64::from_be_bytes(row[40..48].try_into().expect("8 bytes")),
-            generation: be32(&row[48..]),
+            tree: ObjectId::from_bytes_or_panic(&row[w..2 * w]),
+            parents: Parents {
+                bytes: &self.bytes[parents_at..parents_at + count * w],
+                width: w,
+            },
+            time: i64::from_be_bytes(row[2 * w..2 * w + 8].try_into().expect("8 bytes")),
+            generation: be32(&row[2 * w + 8..]),
         })
     }
 
@@ -513,6 +600,20 @@ mod tests {
     }
 
     #[test]
+    fn a_sha1_graph_is_written_byte_for_byte_as_before() {
+        use sha2::Digest;
+        let mut rows = vec![row(3, &[1, 2]), row(1, &[]), row(2, &[1])];
+        fill_generations(&mut rows, |_| None);
+        let digest = hex::encode(sha2::Sha256::digest(CommitGraph::encode(&mut rows)));
+        // The bytes every build since before SHA-256 writes (computed at
+        // 89d54bb): a SHA-1 repository's files do not change.
+        assert_eq!(
+            digest,
+            "44aadc7b704027673e6dd655c26b14112bf7e104bb36249ec8804853b41d1a76"
+        );
+    }
+
+    #[test]
     fn rows_round_trip_and_are_found() {
         let mut rows = vec![row(3, &[1, 2]), row(1, &[]), row(2, &[1]), row(2, &[1])];
         fill_generations(&mut rows, |_| None);
@@ -526,6 +627,51 @@ mod tests {
         assert_eq!(c.generation, 3);
         assert_eq!(g.find(&oid(1)).unwrap().generation, 1);
         assert!(g.find(&oid(9)).is_none());
+    }
+
+    #[test]
+    fn a_sha256_graph_is_version_2_and_round_trips() {
+        let wide = |o: ObjectId| {
+            let mut raw = [0x77u8; 32];
+            raw[..20].copy_from_slice(o.as_slice());
+            ObjectId::from_bytes_or_panic(&raw)
+        };
+        let widen = |r: CommitRow| CommitRow {
+            oid: wide(r.oid),
+            tree: wide(r.tree),
+            parents: r.parents.into_iter().map(wide).collect(),
+            ..r
+        };
+        let mut rows: Vec<CommitRow> = [row(3, &[1, 2]), row(1, &[]), row(2, &[1])]
+            .into_iter()
+            .map(widen)
+            .collect();
+        fill_generations(&mut rows, |_| None);
+        let bytes = CommitGraph::encode(&mut rows);
+        assert_eq!(
+            (be32(&bytes[4..]), be32(&bytes[8..])),
+            (2, 2),
+            "version 2, SHA-256"
+        );
+        let g = CommitGraph::decode(&bytes).unwrap();
+        assert_eq!(g.len(), 3);
+        let c = g.find(&wide(oid(3))).unwrap();
+        assert_eq!(c.parents.to_vec(), vec![wide(oid(1)), wide(oid(2))]);
+        assert_eq!((c.tree, c.time, c.generation), (wide(oid(203)), 1_003, 3));
+        // A SHA-1 oid is never found in a SHA-256 graph, nor the reverse.
+        assert!(g.find(&oid(3)).is_none());
+        let mut sha1 = vec![row(3, &[1, 2])];
+        let one = CommitGraph::decode(&CommitGraph::encode(&mut sha1)).unwrap();
+        assert!(one.find(&wide(oid(3))).is_none());
+        // SHA-1 graphs stay version 1.
+        assert_eq!(be32(&CommitGraph::encode(&mut sha1)[4..]), 1);
+        // An unknown hash id is refused.
+        let mut bad = bytes.clone();
+        bad[11] = 3;
+        let n = bad.len() - 4;
+        let crc = crc32fast::hash(&bad[..n]).to_be_bytes();
+        bad[n..].copy_from_slice(&crc);
+        assert!(CommitGraph::decode(&bad).is_err());
     }
 
     #[test]

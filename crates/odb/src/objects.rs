@@ -588,7 +588,8 @@ impl ObjectDb {
         for (i, (cur, loc)) in chain.iter().enumerate().rev() {
             self.read_record_into(loc.container, &loc.entry, raw)?;
             let corrupt = |reason: String| Error::CorruptObject { oid: *cur, reason };
-            let header = record::decode_header(raw).map_err(|e| corrupt(e.to_string()))?;
+            let header = record::decode_header(raw, cur.as_slice().len())
+                .map_err(|e| corrupt(e.to_string()))?;
             let body = &raw[header.len..];
             let kind = record::kind_from_type_id(loc.entry.kind)
                 .ok_or_else(|| corrupt("bad kind".into()))?;

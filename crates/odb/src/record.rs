@@ -116,8 +116,10 @@ pub fn write_header(type_id: u8, size: u64, base: BaseRef, out: &mut Vec<u8>) {
     }
 }
 
-/// Decodes the record header at the start of `bytes`.
-pub fn decode_header(bytes: &[u8]) -> Result<RecordHeader, HeaderError> {
+/// Decodes the record header at the start of `bytes`; a REF_DELTA base is
+/// `width` bytes (20: SHA-1, 32: SHA-256), the width of the oids of the
+/// container's index ([`crate::container::ContainerIndex::oid_width`]).
+pub fn decode_header(bytes: &[u8], width: usize) -> Result<RecordHeader, HeaderError> {
     let mut i = 0;
     let first = *bytes.first().ok_or(HeaderError::Truncated)?;
     i += 1;
@@ -152,9 +154,9 @@ pub fn decode_header(bytes: &[u8]) -> Result<RecordHeader, HeaderError> {
             BaseRef::Distance(d)
         }
         REF_DELTA => {
-            let raw = bytes.get(i..i + 20).ok_or(HeaderError::Truncated)?;
-            i += 20;
-            BaseRef::Oid(ObjectId::from_bytes_or_panic(raw))
+            let raw = bytes.get(i..i + width).ok_or(HeaderError::Truncated)?;
+            i += width;
+            BaseRef::Oid(ObjectId::try_from(raw).map_err(|_| HeaderError::Truncated)?)
         }
         other => return Err(HeaderError::InvalidType(other)),
     };
@@ -190,13 +192,13 @@ mod tests {
         ] {
             let mut out = Vec::new();
             write_header(t, size, base, &mut out);
-            let h = decode_header(&out).unwrap();
+            let h = decode_header(&out, 20).unwrap();
             assert_eq!(
                 (h.type_id, h.size, h.base, h.len),
                 (t, size, base, out.len())
             );
             assert_eq!(
-                decode_header(&out[..out.len() - 1]),
+                decode_header(&out[..out.len() - 1], 20),
                 Err(HeaderError::Truncated)
             );
         }
@@ -204,7 +206,7 @@ mod tests {
 
     #[test]
     fn reserved_types_are_refused() {
-        assert_eq!(decode_header(&[0x05]), Err(HeaderError::InvalidType(0)));
-        assert_eq!(decode_header(&[0x55]), Err(HeaderError::InvalidType(5)));
+        assert_eq!(decode_header(&[0x05], 20), Err(HeaderError::InvalidType(0)));
+        assert_eq!(decode_header(&[0x55], 20), Err(HeaderError::InvalidType(5)));
     }
 }

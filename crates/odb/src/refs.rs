@@ -249,15 +249,19 @@ impl RefWalk<'_> {
     }
 }
 
-/// The bytes of a ref table holding what `cursor` yields from where it
-/// stands to its end (names strictly increasing), and its record count:
-/// copied name by name, never collected.
+/// The bytes of a ref table of a repository of object format `format`
+/// holding what `cursor` yields from where it stands to its end (names
+/// strictly increasing), and its record count: copied name by name, never
+/// collected.
 ///
 /// # Errors
-/// [`ReftableError::Unsorted`] or [`ReftableError::NameTooLong`], or the
-/// cursor's read errors.
-pub fn encode_cursor(cursor: &mut dyn RefCursor) -> crate::reftable::Result<(Vec<u8>, u64)> {
-    let mut w = TableWriter::new(Vec::new())?;
+/// [`ReftableError::Unsorted`], [`ReftableError::NameTooLong`] or
+/// [`ReftableError::HashWidth`], or the cursor's read errors.
+pub fn encode_cursor(
+    cursor: &mut dyn RefCursor,
+    format: gix_hash::Kind,
+) -> crate::reftable::Result<(Vec<u8>, u64)> {
+    let mut w = TableWriter::new(Vec::new(), format)?;
     while let Some((name, value)) = cursor.current() {
         w.add(name, value)?;
         cursor.advance()?;
@@ -276,7 +280,8 @@ mod tests {
     }
 
     fn table(records: &[(&str, RefValue)]) -> Arc<Table> {
-        let (bytes, _) = encode_cursor(&mut SliceCursor::new(records)).unwrap();
+        let (bytes, _) =
+            encode_cursor(&mut SliceCursor::new(records), gix_hash::Kind::Sha1).unwrap();
         let len = bytes.len() as u64;
         Arc::new(Table::open(Arc::new(bytes), len).unwrap())
     }

@@ -454,13 +454,15 @@ impl Repository {
     ///
     /// # Errors
     /// The store failed, or a name is longer than a table holds.
-    pub fn spill_refs(&self, set: &mut RefSet) -> Result<bool> {
+    pub fn spill_refs(&self, set: &mut RefSet, format: gix_hash::Kind) -> Result<bool> {
         if !set.outgrown() {
             return Ok(false);
         }
         // Deletion records are inline only above tables: copied as they are.
-        let (bytes, records) =
-            crate::refs::encode_cursor(&mut crate::reftable::SliceCursor::new(&set.recent))?;
+        let (bytes, records) = crate::refs::encode_cursor(
+            &mut crate::reftable::SliceCursor::new(&set.recent),
+            format,
+        )?;
         let table = self.put_ref_table(&bytes, records)?;
         tracing::debug!(
             repo = self.name,

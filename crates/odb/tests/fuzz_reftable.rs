@@ -48,7 +48,7 @@ fn model(max: usize, deletions: bool) -> impl Strategy<Value = Model> {
 }
 
 fn write(m: &Model) -> Vec<u8> {
-    let mut w = TableWriter::new(Vec::new()).unwrap();
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
     for (n, v) in m {
         w.add(n, *v).unwrap();
     }

@@ -154,7 +154,7 @@ impl Transaction<'_> {
                 // Inline refs past their bound go to a ref table first (a
                 // table written after `state` was read cannot be deleted
                 // before a commit conditional on `state`: plan 0009).
-                repo.spill_refs(&mut next.refs)?;
+                repo.spill_refs(&mut next.refs, next.object_format)?;
             }
             if new_state.is_some() && !self.containers.is_empty() {
                 let ids: Vec<String> = self.containers.iter().map(|c| c.id.clone()).collect();

@@ -354,13 +354,13 @@ proptest! {
 
     #[test]
     fn decode_header_arbitrary(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
-        if let Ok(h) = record::decode_header(&bytes) {
+        if let Ok(h) = record::decode_header(&bytes, 20) {
             prop_assert!(h.len <= bytes.len());
             prop_assert!(matches!(h.type_id, 1..=4 | 6 | 7));
             // re-encoding gives a header that decodes to the same values
             let mut again = Vec::new();
             record::write_header(h.type_id, h.size, h.base, &mut again);
-            let h2 = record::decode_header(&again).unwrap();
+            let h2 = record::decode_header(&again, 20).unwrap();
             prop_assert_eq!((h2.type_id, h2.size, h2.base), (h.type_id, h.size, h.base));
         }
     }
@@ -382,10 +382,10 @@ proptest! {
         };
         let mut bytes = Vec::new();
         record::write_header(type_id, size, base, &mut bytes);
-        let h = record::decode_header(&bytes).unwrap();
+        let h = record::decode_header(&bytes, 20).unwrap();
         prop_assert_eq!((h.type_id, h.size, h.base, h.len), (type_id, size, base, bytes.len()));
         let cut = cut.index(bytes.len());
-        prop_assert!(record::decode_header(&bytes[..cut]).is_err());
+        prop_assert!(record::decode_header(&bytes[..cut], 20).is_err());
     }
 
     #[test]

@@ -216,11 +216,12 @@ pub fn write_pack(
             Some((base, at)) if at.is_some() || (opts.thin && client_has(&base)) => {
                 let thin = at.is_none();
                 let raw = runs.record(db, &located, i)?;
-                let h =
-                    record::decode_header(raw).map_err(|e| gitstow_odb::Error::CorruptObject {
+                let h = record::decode_header(raw, entry.oid.as_slice().len()).map_err(|e| {
+                    gitstow_odb::Error::CorruptObject {
                         oid: entry.oid,
                         reason: e.to_string(),
-                    })?;
+                    }
+                })?;
                 header.clear();
                 let base_ref = match at.and_then(|j| written_at.get(j as usize)) {
                     Some(&at) if opts.ofs_delta => BaseRef::Distance(offset - at),

@@ -22,9 +22,9 @@ use std::path::Path;
 use gix_hash::ObjectId;
 use sha2::{Digest, Sha256};
 
-use super::index::{IndexEncoder, ROW};
+use super::index::{row_len, IndexEncoder, MAX_ROW};
 use super::{ContainerId, IndexEntry};
-use crate::oids::{OidMap, RawOid};
+use crate::oids::OidMap;
 use crate::record::{self, BaseRef};
 
 /// Bytes copied at a time from a file into the container.
@@ -47,6 +47,8 @@ pub struct ContainerWriter {
     len: u64,
     rows: BufWriter<tempfile::NamedTempFile>,
     count: usize,
+    /// Bytes of each oid (0 until the first record).
+    width: usize,
     offsets: OidMap<u64>,
     header: Vec<u8>,
     copy_buf: Vec<u8>,
@@ -92,6 +94,7 @@ impl ContainerWriter {
             len: 0,
             rows: BufWriter::with_capacity(64 * 1024, tempfile::NamedTempFile::new_in(dir)?),
             count: 0,
+            width: 0,
             offsets: Default::default(),
             header: Vec::with_capacity(32),
             copy_buf: Vec::new(),
@@ -157,13 +160,15 @@ impl ContainerWriter {
         };
         let length = self.header.len() as u64 + zlib_len;
         self.offsets.insert(&entry.oid, self.len);
-        let row = IndexEntry {
+        let mut row = [0u8; MAX_ROW];
+        let n = IndexEntry {
             offset: self.len,
             length,
             ..entry
         }
-        .to_row();
-        self.rows.write_all(&row)?;
+        .to_row(&mut row);
+        self.width = entry.oid.as_slice().len();
+        self.rows.write_all(&row[..n])?;
         self.count += 1;
         self.len += length;
         Ok(())
@@ -295,22 +300,24 @@ impl ContainerWriter {
         drop(self.offsets);
         let mut rows = self.rows.into_inner().map_err(|e| e.into_error())?;
         let invalid = |e: super::IndexError| io::Error::new(io::ErrorKind::InvalidData, e);
-        let mut row = [0u8; ROW];
+        let width = if self.count == 0 { 20 } else { self.width };
+        let mut buf = [0u8; MAX_ROW];
+        let row = &mut buf[..row_len(width)];
         rows.rewind()?;
-        let mut oids = Vec::with_capacity(self.count);
+        let mut oids = Vec::with_capacity(self.count * width);
         let mut reader = BufReader::with_capacity(64 * 1024, rows.as_file_mut());
         for _ in 0..self.count {
-            reader.read_exact(&mut row)?;
-            oids.push(RawOid(row[..20].try_into().expect("20 bytes")));
+            reader.read_exact(row)?;
+            oids.extend_from_slice(&row[..width]);
         }
         drop(reader);
-        let mut encoder = IndexEncoder::new(oids).map_err(invalid)?;
+        let mut encoder = IndexEncoder::new(oids, width).map_err(invalid)?;
         rows.rewind()?;
         let mut reader = BufReader::with_capacity(64 * 1024, rows.as_file_mut());
         let mut commits = Vec::new();
         for _ in 0..self.count {
-            reader.read_exact(&mut row)?;
-            let entry = IndexEntry::from_row(&row);
+            reader.read_exact(row)?;
+            let entry = IndexEntry::from_row(row, width);
             if entry.kind == record::COMMIT {
                 commits.push(entry.oid);
             }
@@ -342,8 +349,17 @@ mod tests {
 
     #[test]
     fn sealed_index_describes_the_bin() {
+        sealed_index_describes_the_bin_at(20);
+    }
+
+    #[test]
+    fn a_sha256_container_is_sealed_with_32_byte_oids_and_bases() {
+        sealed_index_describes_the_bin_at(32);
+    }
+
+    fn sealed_index_describes_the_bin_at(width: usize) {
         let dir = tempfile::tempdir().unwrap();
-        let oid = |b: u8| ObjectId::from_bytes_or_panic(&[b; 20]);
+        let oid = |b: u8| ObjectId::from_bytes_or_panic(&vec![b; width]);
         let mut w = ContainerWriter::new(dir.path()).unwrap();
         w.append_whole(oid(0x50), gix_object::Kind::Blob, 5, b"zlib-a")
             .unwrap();
@@ -377,7 +393,7 @@ mod tests {
         let bin = std::fs::read(&sealed.bin).unwrap();
         assert_eq!(bin.len() as u64, sealed.bytes);
         let idx = ContainerIndex::decode(&sealed.index).unwrap();
-        assert_eq!(idx.len(), 4);
+        assert_eq!((idx.len(), idx.oid_width()), (4, width));
         let mut end = 0;
         let mut by_offset: Vec<_> = idx.iter().collect();
         by_offset.sort_by_key(|e| e.offset);
@@ -385,8 +401,11 @@ mod tests {
             assert_eq!(e.offset, end);
             end += e.length;
             let record = &bin[e.offset as usize..(e.offset + e.length) as usize];
-            let header = decode_header(record).unwrap();
+            let header = decode_header(record, width).unwrap();
             assert_eq!(header.type_id, e.record_type);
+            if e.record_type == REF_DELTA {
+                assert_eq!(header.base, BaseRef::Oid(e.base.unwrap()));
+            }
         }
         assert_eq!(end, sealed.bytes);
         let b = idx.lookup(&oid(0x10)).unwrap();

@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use gix_hash::ObjectId;
 
-use super::{
-    get_varint, put_varint, RefValue, ReftableError, Result, HASH_BYTES, RESTART_INTERVAL,
-};
+use super::{get_varint, put_varint, RefValue, ReftableError, Result, RESTART_INTERVAL};
 
 pub(crate) const KIND_DELETION: u8 = 0;
 pub(crate) const KIND_OID: u8 = 1;
@@ -137,14 +135,17 @@ pub(crate) struct Block {
     /// End of the records, relative to `start`.
     records_end: usize,
     restarts: usize,
+    /// Bytes of each oid (the table's footer: 20 or 32).
+    hash_bytes: usize,
 }
 
-/// Payload length of a kind, or `None` for a varint payload (child).
-fn fixed_payload(kind: u8) -> Result<Option<usize>> {
+/// Payload length of a kind with oids of `hash_bytes`, or `None` for a
+/// varint payload (child).
+fn fixed_payload(kind: u8, hash_bytes: usize) -> Result<Option<usize>> {
     match kind {
         KIND_DELETION => Ok(Some(0)),
-        KIND_OID => Ok(Some(HASH_BYTES)),
-        KIND_PEELED => Ok(Some(2 * HASH_BYTES)),
+        KIND_OID => Ok(Some(hash_bytes)),
+        KIND_PEELED => Ok(Some(2 * hash_bytes)),
         KIND_CHILD => Ok(None),
         _ => Err(ReftableError::Corrupt("unknown record kind")),
     }
@@ -163,14 +164,19 @@ fn follows(suffix: &[u8], previous: &[u8]) -> bool {
     }
 }
 
-fn oid_at(data: &[u8]) -> ObjectId {
-    ObjectId::from_bytes_or_panic(&data[..HASH_BYTES])
+fn oid_at(data: &[u8], hash_bytes: usize) -> ObjectId {
+    ObjectId::from_bytes_or_panic(&data[..hash_bytes])
 }
 
 impl Block {
     /// Checks the block of `len` bytes at `start` of `buf`: its length field,
-    /// CRC and restart table.
-    pub(crate) fn parse(buf: Arc<Vec<u8>>, start: usize, len: usize) -> Result<Block> {
+    /// CRC and restart table; its oids are `hash_bytes` long (20 or 32).
+    pub(crate) fn parse(
+        buf: Arc<Vec<u8>>,
+        start: usize,
+        len: usize,
+        hash_bytes: usize,
+    ) -> Result<Block> {
         let data = buf
             .get(
                 start
@@ -204,6 +210,7 @@ impl Block {
             len,
             records_end,
             restarts,
+            hash_bytes,
         };
         let mut previous = 0;
         for i in 0..restarts {
@@ -283,7 +290,8 @@ impl Block {
         p = suffix_end;
         let kind = data[p];
         p += 1;
-        let payload = match fixed_payload(kind)? {
+        let h = self.hash_bytes;
+        let payload = match fixed_payload(kind, h)? {
             Some(n) => {
                 let body = data
                     .get(p..p + n)
@@ -291,10 +299,10 @@ impl Block {
                 p += n;
                 Payload::Ref(match kind {
                     KIND_DELETION => RefValue::Deleted,
-                    KIND_OID => RefValue::Oid(oid_at(body)),
+                    KIND_OID => RefValue::Oid(oid_at(body, h)),
                     _ => RefValue::Peeled {
-                        oid: oid_at(body),
-                        peeled: oid_at(&body[HASH_BYTES..]),
+                        oid: oid_at(body, h),
+                        peeled: oid_at(&body[h..], h),
                     },
                 })
             }

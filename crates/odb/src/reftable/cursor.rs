@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::block::{Block, Payload};
 use super::{
-    RefValue, ReftableError, Result, TableSource, BLOCK_BYTES, FOOTER_BYTES, HASH_BYTES,
-    HEADER_BYTES, MAX_BLOCK_BYTES,
+    RefValue, ReftableError, Result, TableSource, BLOCK_BYTES, FOOTER_BYTES, HEADER_BYTES,
+    MAX_BLOCK_BYTES, SHA1_HASH_BYTES, SHA256_HASH_BYTES,
 };
 
 /// Bytes read from the end of a table when it is opened: the footer and, in
@@ -23,6 +23,8 @@ const NEXT_WINDOW: u64 = 2 * BLOCK_BYTES as u64;
 /// An open table: its footer and root block, and where to read the rest.
 pub struct Table {
     source: Arc<dyn TableSource>,
+    /// Bytes of each oid (the footer's: 20 SHA-1, 32 SHA-256).
+    hash_bytes: usize,
     ref_end: u64,
     levels: u8,
     records: u64,
@@ -78,7 +80,8 @@ impl Table {
         if crc32fast::hash(&footer[..36]) != le_u32(&footer[36..]) {
             return Err(ReftableError::Corrupt("footer checksum"));
         }
-        if footer[6] as usize != HASH_BYTES {
+        let hash_bytes = footer[6] as usize;
+        if hash_bytes != SHA1_HASH_BYTES && hash_bytes != SHA256_HASH_BYTES {
             return Err(ReftableError::Corrupt("hash length"));
         }
         let levels = footer[5];
@@ -97,6 +100,7 @@ impl Table {
             }
             return Ok(Table {
                 source,
+                hash_bytes,
                 ref_end,
                 levels,
                 records,
@@ -116,13 +120,19 @@ impl Table {
             return Err(ReftableError::Corrupt("root block placement"));
         }
         let root = if root_offset >= tail_start {
-            Block::parse(tail, (root_offset - tail_start) as usize, root_len as usize)?
+            Block::parse(
+                tail,
+                (root_offset - tail_start) as usize,
+                root_len as usize,
+                hash_bytes,
+            )?
         } else {
             let bytes = read_exact(source.as_ref(), root_offset, body_end)?;
-            Block::parse(bytes, 0, root_len as usize)?
+            Block::parse(bytes, 0, root_len as usize, hash_bytes)?
         };
         Ok(Table {
             source,
+            hash_bytes,
             ref_end,
             levels,
             records,
@@ -232,7 +242,7 @@ impl<'t> Cursor<'t> {
                 self.ref_block(child, Some(len))?
             } else {
                 let bytes = read_exact(self.table.source.as_ref(), child, child + len)?;
-                Block::parse(bytes, 0, len as usize)?
+                Block::parse(bytes, 0, len as usize, self.table.hash_bytes)?
             };
             offset = child;
         }
@@ -303,7 +313,7 @@ impl<'t> Cursor<'t> {
     fn ref_block(&mut self, offset: u64, len: Option<u64>) -> Result<Block> {
         let ref_end = self.table.ref_end;
         if let Some((start, buf)) = &self.window {
-            if let Some(block) = block_in(buf, *start, offset, len)? {
+            if let Some(block) = block_in(buf, *start, offset, len, self.table.hash_bytes)? {
                 return Ok(block);
             }
         }
@@ -314,7 +324,7 @@ impl<'t> Cursor<'t> {
         };
         let end = offset.saturating_add(want).min(ref_end);
         let buf = read_exact(self.table.source.as_ref(), offset, end)?;
-        if let Some(block) = block_in(&buf, offset, offset, len)? {
+        if let Some(block) = block_in(&buf, offset, offset, len, self.table.hash_bytes)? {
             self.window = Some((offset, buf));
             return Ok(block);
         }
@@ -324,7 +334,7 @@ impl<'t> Cursor<'t> {
             return Err(ReftableError::Corrupt("block beyond the ref blocks"));
         }
         let buf = read_exact(self.table.source.as_ref(), offset, offset + full)?;
-        Block::parse(buf, 0, full as usize)
+        Block::parse(buf, 0, full as usize, self.table.hash_bytes)
     }
 }
 
@@ -344,6 +354,7 @@ fn block_in(
     start: u64,
     offset: u64,
     len: Option<u64>,
+    hash_bytes: usize,
 ) -> Result<Option<Block>> {
     if offset < start {
         return Ok(None);
@@ -360,7 +371,7 @@ fn block_in(
     if (at as u64).saturating_add(found) > buf.len() as u64 {
         return Ok(None);
     }
-    Block::parse(buf.clone(), at, found as usize).map(Some)
+    Block::parse(buf.clone(), at, found as usize, hash_bytes).map(Some)
 }
 
 fn ref_value(payload: Payload) -> Result<RefValue> {

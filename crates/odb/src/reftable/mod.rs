@@ -10,7 +10,7 @@
 //! # Layout of a table
 //!
 //! ```text
-//! header   8 bytes   "GSRT", version (1), hash length (20), 0, 0
+//! header   8 bytes   "GSRT", version (1), hash length (20 SHA-1, 32 SHA-256), 0, 0
 //! ref blocks         contiguous from offset 8 to `ref_end`, sorted by name
 //! index blocks       from `ref_end` to the footer; the root block is last
 //! footer   40 bytes  see below
@@ -30,8 +30,8 @@
 //! kind, payload`: its name is the first `prefix length` bytes of the
 //! previous record's name followed by the suffix (a restart point has prefix
 //! length 0). Names strictly increase within a block and across blocks.
-//! Kinds: 0 a deletion (no payload), 1 an oid (20 bytes), 2 an oid and the
-//! object its tag chain peels to (40 bytes), 3 (index blocks only) a child
+//! Kinds: 0 a deletion (no payload), 1 an oid (hash length bytes), 2 an oid and the
+//! object its tag chain peels to (twice that), 3 (index blocks only) a child
 //! block: varint offset, varint length. Varints are LEB128 (7 bits a byte,
 //! least significant first, at most 10 bytes). Ref blocks are cut at about
 //! [`BLOCK_BYTES`], with a restart point every [`RESTART_INTERVAL`] records.
@@ -47,7 +47,7 @@
 //!  0  "GSRF"
 //!  4  u8      version (1)
 //!  5  u8      index levels above the ref blocks
-//!  6  u8      hash length (20)
+//!  6  u8      hash length (20 SHA-1, 32 SHA-256: the width of every oid of the table)
 //!  7  u8      0
 //!  8  u64 LE  ref_end: where the ref blocks end
 //! 16  u64 LE  root block offset
@@ -98,8 +98,13 @@ pub const FOOTER_BYTES: usize = 40;
 /// Size of the header at the start of every table.
 pub const HEADER_BYTES: usize = 8;
 
-/// Length of the oids this format stores (SHA-1).
-pub const HASH_BYTES: usize = 20;
+/// Length of a SHA-1 oid: the hash length byte of a SHA-1 repository's
+/// tables (header and footer).
+pub const SHA1_HASH_BYTES: usize = 20;
+
+/// Length of a SHA-256 oid: the hash length byte of a SHA-256
+/// repository's tables. A reader takes each table's from its footer.
+pub const SHA256_HASH_BYTES: usize = 32;
 
 /// What a record says of a ref.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -160,6 +165,15 @@ pub enum ReftableError {
     /// Writing the table's bytes failed.
     #[error("ref table could not be written: {0}")]
     Write(#[from] std::io::Error),
+    /// The writer was given an oid of another width than its table's
+    /// (a caller's mix of object formats).
+    #[error("an oid of {given} bytes in a ref table of {table}-byte oids")]
+    HashWidth {
+        /// The oid's width.
+        given: usize,
+        /// The table's.
+        table: usize,
+    },
 }
 
 /// Result of this module.

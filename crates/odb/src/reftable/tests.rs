@@ -15,7 +15,7 @@ fn oid(n: u64) -> ObjectId {
 }
 
 fn write(records: &[(Vec<u8>, RefValue)]) -> (Vec<u8>, TableSummary) {
-    let mut w = TableWriter::new(Vec::new()).unwrap();
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
     for (n, v) in records {
         w.add(n, *v).unwrap();
     }
@@ -173,7 +173,7 @@ fn a_scan_reads_in_windows() {
 
 #[test]
 fn the_writer_refuses_names_out_of_order() {
-    let mut w = TableWriter::new(Vec::new()).unwrap();
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
     w.add(b"refs/heads/b", RefValue::Oid(oid(1))).unwrap();
     assert!(matches!(
         w.add(b"refs/heads/b", RefValue::Oid(oid(1))),
@@ -183,7 +183,7 @@ fn the_writer_refuses_names_out_of_order() {
         w.add(b"refs/heads/a", RefValue::Oid(oid(1))),
         Err(ReftableError::Unsorted)
     ));
-    let mut w = TableWriter::new(Vec::new()).unwrap();
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
     assert!(matches!(
         w.add(b"", RefValue::Deleted),
         Err(ReftableError::Unsorted)
@@ -192,7 +192,7 @@ fn the_writer_refuses_names_out_of_order() {
 
 #[test]
 fn a_name_longer_than_a_table_holds_is_refused() {
-    let mut w = TableWriter::new(Vec::new()).unwrap();
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
     let name = vec![b'r'; MAX_NAME_BYTES + 1];
     assert!(matches!(
         w.add(&name, RefValue::Deleted),
@@ -445,4 +445,86 @@ fn a_prefix_walk_does_not_step_through_deletions_past_its_end() {
     let (got, reads) = walk(None);
     assert_eq!(got.len(), 0, "every later name is deleted");
     assert!(reads > 20, "{reads}");
+}
+
+/// `changes(n)` with SHA-256 oids (the SHA-1 oid's bytes, then 12 more).
+fn changes_sha256(n: u64) -> Vec<(Vec<u8>, RefValue)> {
+    let wide = |o: ObjectId| {
+        let mut b = [0x5au8; 32];
+        b[..20].copy_from_slice(o.as_slice());
+        ObjectId::from_bytes_or_panic(&b)
+    };
+    changes(n)
+        .into_iter()
+        .map(|(name, v)| {
+            let v = match v {
+                RefValue::Oid(o) => RefValue::Oid(wide(o)),
+                RefValue::Peeled { oid, peeled } => RefValue::Peeled {
+                    oid: wide(oid),
+                    peeled: wide(peeled),
+                },
+                RefValue::Deleted => RefValue::Deleted,
+            };
+            (name, v)
+        })
+        .collect()
+}
+
+#[test]
+fn a_sha256_table_says_32_in_its_header_and_footer_and_reads_back() {
+    let records = changes_sha256(50_000);
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha256).unwrap();
+    for (n, v) in &records {
+        w.add(n, *v).unwrap();
+    }
+    let (bytes, summary) = w.finish().unwrap();
+    assert_eq!(summary.records, records.len() as u64);
+    assert_eq!(bytes[5], 32, "the header's hash length");
+    assert_eq!(bytes[bytes.len() - FOOTER_BYTES + 6], 32, "the footer's");
+    let (t, _) = open(bytes);
+    assert!(t.levels() >= 1, "{} index levels", t.levels());
+    let mut c = t.scan();
+    c.seek(b"").unwrap();
+    assert_eq!(walk(&mut c), records);
+    let (name, value) = &records[records.len() / 3];
+    assert_eq!(t.get(name).unwrap(), Some(*value));
+    // A SHA-1 table still says 20.
+    let (one, _) = write(&changes(10));
+    assert_eq!((one[5], one[one.len() - FOOTER_BYTES + 6]), (20, 20));
+}
+
+#[test]
+fn the_writer_refuses_an_oid_of_the_other_width() {
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha256).unwrap();
+    assert!(matches!(
+        w.add(b"refs/heads/main", RefValue::Oid(oid(1))),
+        Err(ReftableError::HashWidth {
+            given: 20,
+            table: 32
+        })
+    ));
+    let mut w = TableWriter::new(Vec::new(), gix_hash::Kind::Sha1).unwrap();
+    let wide = ObjectId::from_bytes_or_panic(&[1; 32]);
+    assert!(w
+        .add(
+            b"refs/tags/v1",
+            RefValue::Peeled {
+                oid: oid(1),
+                peeled: wide
+            }
+        )
+        .is_err());
+}
+
+#[test]
+fn a_sha1_ref_table_is_written_byte_for_byte_as_before() {
+    use sha2::Digest;
+    let (bytes, _) = write(&changes(3000));
+    let digest = hex::encode(sha2::Sha256::digest(&bytes));
+    // The bytes every build since before SHA-256 writes (computed at
+    // 89d54bb): a SHA-1 repository's files do not change.
+    assert_eq!(
+        digest,
+        "3fcef9171fab90a3ae8df4dbe1251bc7a3a7fda9794eb981cbb36e2931d780da"
+    );
 }

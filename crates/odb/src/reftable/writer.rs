@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::block::{BlockBuilder, Payload};
-use super::{RefValue, ReftableError, Result, BLOCK_BYTES, HASH_BYTES};
+use super::{RefValue, ReftableError, Result, BLOCK_BYTES};
 
 /// What a finished table holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,15 +35,19 @@ pub struct TableWriter<W: Write> {
     last: Option<Vec<u8>>,
     records: u64,
     deletions: u64,
+    /// Bytes of each oid (20 or 32), in the header and the footer.
+    hash_bytes: usize,
 }
 
 impl<W: Write> TableWriter<W> {
-    /// Starts a table, writing its header.
+    /// Starts a table of a repository whose object format is `format`
+    /// (every oid added has its width), writing its header.
     ///
     /// # Errors
     /// [`ReftableError::Write`] when `out` fails.
-    pub fn new(mut out: W) -> Result<Self> {
-        out.write_all(&[b'G', b'S', b'R', b'T', 1, HASH_BYTES as u8, 0, 0])?;
+    pub fn new(mut out: W, format: gix_hash::Kind) -> Result<Self> {
+        let hash_bytes = format.len_in_bytes();
+        out.write_all(&[b'G', b'S', b'R', b'T', 1, hash_bytes as u8, 0, 0])?;
         Ok(TableWriter {
             out,
             pos: super::HEADER_BYTES as u64,
@@ -52,7 +56,19 @@ impl<W: Write> TableWriter<W> {
             last: None,
             records: 0,
             deletions: 0,
+            hash_bytes,
         })
+    }
+
+    /// `oid`'s width, which must be the table's.
+    fn width_of(&self, oid: &gix_hash::oid) -> Result<usize> {
+        match oid.as_bytes().len() {
+            n if n == self.hash_bytes => Ok(n),
+            given => Err(ReftableError::HashWidth {
+                given,
+                table: self.hash_bytes,
+            }),
+        }
     }
 
     /// Adds the record of `name`; names must strictly increase.
@@ -60,7 +76,9 @@ impl<W: Write> TableWriter<W> {
     /// # Errors
     /// [`ReftableError::Unsorted`] for a name not greater than the previous
     /// one (or empty); [`ReftableError::NameTooLong`] past
-    /// [`super::MAX_NAME_BYTES`]; [`ReftableError::Write`] when `out` fails.
+    /// [`super::MAX_NAME_BYTES`]; [`ReftableError::HashWidth`] for an oid
+    /// of another width than the table's; [`ReftableError::Write`] when
+    /// `out` fails.
     pub fn add(&mut self, name: &[u8], value: RefValue) -> Result<()> {
         if name.is_empty() || self.last.as_deref().is_some_and(|last| name <= last) {
             return Err(ReftableError::Unsorted);
@@ -70,8 +88,8 @@ impl<W: Write> TableWriter<W> {
         }
         let payload_len = match value {
             RefValue::Deleted => 0,
-            RefValue::Oid(_) => HASH_BYTES,
-            RefValue::Peeled { .. } => 2 * HASH_BYTES,
+            RefValue::Oid(oid) => self.width_of(&oid)?,
+            RefValue::Peeled { oid, peeled } => self.width_of(&oid)? + self.width_of(&peeled)?,
         };
         if !self.block.is_empty() && self.block.size_with(name, payload_len) > BLOCK_BYTES {
             self.flush_ref_block(Some(name))?;
@@ -135,7 +153,7 @@ impl<W: Write> TableWriter<W> {
         let (root_offset, root_len) = level.first().map_or((0, 0), |e| (e.offset, e.len));
         let mut footer = Vec::with_capacity(super::FOOTER_BYTES);
         footer.extend_from_slice(b"GSRF");
-        footer.extend_from_slice(&[1, levels, HASH_BYTES as u8, 0]);
+        footer.extend_from_slice(&[1, levels, self.hash_bytes as u8, 0]);
         footer.extend_from_slice(&ref_end.to_le_bytes());
         footer.extend_from_slice(&root_offset.to_le_bytes());
         footer.extend_from_slice(&(root_len as u32).to_le_bytes());

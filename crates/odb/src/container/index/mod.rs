@@ -43,6 +43,16 @@
 //! them saves only the prefix), the rows 2.5, lengths 1.2, sizes 1.4, and types,
 //! depths and bases together 0.7; version 1 took 48.7.
 //!
+//! # Version 3 (written for SHA-256 repositories)
+//!
+//! Version 2 for oids of another width (plan 0019): the header is
+//! `"GSTI"`, version `u32` = 3, the hash id `u8` (1 SHA-1, 2 SHA-256, as in
+//! git's commit-graph and multi-pack-index), then the record count and the
+//! `.bin` length as in version 2 (21 bytes). Oid suffixes are `width - 2`
+//! bytes and REF_DELTA bases `width` bytes, `width` the hash's (20 or 32).
+//! Everything else is version 2's. A SHA-1 index is still written as
+//! version 2, byte for byte.
+//!
 //! # Version 1 (still read)
 //!
 //! `"GSTI"`, version `u32` = 1, object count `u32`, a 256-entry fanout of `u32`
@@ -58,18 +68,23 @@ use crate::record::{OFS_DELTA, REF_DELTA};
 
 const MAGIC: &[u8; 4] = b"GSTI";
 const VERSION: u32 = 2;
+const VERSION_3: u32 = 3;
 const VERSION_1: u32 = 1;
 const V1_ROW: usize = 20 + 8 + 8 + 1 + 1 + 8 + 4 + 4 + 20;
 const V1_HEADER: usize = 4 + 4 + 4 + 256 * 4;
 const HEADER: usize = 4 + 4 + 4 + 8;
 /// Oids are bucketed by their first two bytes.
 const PREFIXES: usize = 1 << 16;
-/// Bytes of an oid stored per row (after the two-byte prefix).
-const SUFFIX: usize = 20 - 2;
 /// Upper bound on a decompressed index, in bytes.
 const MAX_INDEX_BYTES: usize = 2 << 30;
-/// Bytes of one row of the writer's staging file ([`IndexEntry::to_row`]).
-pub const ROW: usize = 20 + 8 + 8 + 1 + 1 + 8 + 4 + 20;
+/// Bytes of one row of the writer's staging file ([`IndexEntry::to_row`])
+/// for oids of `width` bytes.
+pub const fn row_len(width: usize) -> usize {
+    width + 8 + 8 + 1 + 1 + 8 + 4 + width
+}
+
+/// The longest row ([`row_len`] of a SHA-256 oid).
+pub const MAX_ROW: usize = row_len(32);
 
 /// One object of a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,46 +124,58 @@ pub enum IndexError {
 
 impl IndexEntry {
     /// The entry as one row of the writer's staging file (not a stored
-    /// format): oid (20), offset `u64`, length `u64`, record type `u8`, kind `u8`,
-    /// size `u64`, depth `u32`, base oid (20, zero when `None`).
-    pub fn to_row(&self) -> [u8; ROW] {
-        let mut r = [0u8; ROW];
-        r[..20].copy_from_slice(self.oid.as_slice());
-        r[20..28].copy_from_slice(&self.offset.to_be_bytes());
-        r[28..36].copy_from_slice(&self.length.to_be_bytes());
-        r[36] = self.record_type;
-        r[37] = self.kind;
-        r[38..46].copy_from_slice(&self.size.to_be_bytes());
-        r[46..50].copy_from_slice(&self.depth.to_be_bytes());
-        if let Some(b) = self.base {
-            r[50..70].copy_from_slice(b.as_slice());
+    /// format), [`row_len`] of the oid's width `w` bytes at the start of
+    /// `r`: oid (`w`), offset `u64`, length `u64`, record type `u8`, kind
+    /// `u8`, size `u64`, depth `u32`, base oid (`w`, zero when `None`).
+    ///
+    /// # Panics
+    /// When `r` is shorter than the row.
+    pub fn to_row(&self, r: &mut [u8]) -> usize {
+        let w = self.oid.as_slice().len();
+        let r = &mut r[..row_len(w)];
+        r[..w].copy_from_slice(self.oid.as_slice());
+        let r2 = &mut r[w..];
+        r2[..8].copy_from_slice(&self.offset.to_be_bytes());
+        r2[8..16].copy_from_slice(&self.length.to_be_bytes());
+        r2[16] = self.record_type;
+        r2[17] = self.kind;
+        r2[18..26].copy_from_slice(&self.size.to_be_bytes());
+        r2[26..30].copy_from_slice(&self.depth.to_be_bytes());
+        match self.base {
+            Some(b) => r2[30..].copy_from_slice(b.as_slice()),
+            None => r2[30..].fill(0),
         }
-        r
+        row_len(w)
     }
 
-    /// Parses one row written by [`IndexEntry::to_row`].
-    pub fn from_row(r: &[u8; ROW]) -> IndexEntry {
-        Self::parse_row(r, 46)
+    /// Parses one row of `width`-byte oids written by [`IndexEntry::to_row`].
+    pub fn from_row(r: &[u8], width: usize) -> IndexEntry {
+        Self::parse_row(r, width, 26)
     }
 
     /// Parses one version-1 row: the same layout with a crc32 (dropped) before the depth.
     fn from_v1_row(r: &[u8]) -> IndexEntry {
-        Self::parse_row(r, 50)
+        Self::parse_row(r, SHA1_BYTES, 30)
     }
 
-    /// The fields of a row whose depth (`u32`) is at `depth_at`, followed by the base oid.
-    fn parse_row(r: &[u8], depth_at: usize) -> IndexEntry {
-        let u64_at = |i: usize| u64::from_be_bytes(r[i..i + 8].try_into().expect("8 bytes"));
-        let base_raw = &r[depth_at + 4..depth_at + 24];
+    /// The fields of a row of `width`-byte oids whose depth (`u32`) is at
+    /// `depth_at` after the oid, followed by the base oid.
+    fn parse_row(r: &[u8], width: usize, depth_at: usize) -> IndexEntry {
+        let (oid, rest) = r.split_at(width);
+        let u64_at = |i: usize| u64::from_be_bytes(rest[i..i + 8].try_into().expect("8 bytes"));
+        let base_raw = &rest[depth_at + 4..depth_at + 4 + width];
         IndexEntry {
-            oid: ObjectId::from_bytes_or_panic(&r[..20]),
-            offset: u64_at(20),
-            length: u64_at(28),
-            record_type: r[36],
-            kind: r[37],
-            size: u64_at(38),
-            depth: u32::from_be_bytes(r[depth_at..depth_at + 4].try_into().expect("4 bytes")),
-            base: (base_raw != [0u8; 20]).then(|| ObjectId::from_bytes_or_panic(base_raw)),
+            oid: ObjectId::from_bytes_or_panic(oid),
+            offset: u64_at(0),
+            length: u64_at(8),
+            record_type: rest[16],
+            kind: rest[17],
+            size: u64_at(18),
+            depth: u32::from_be_bytes(rest[depth_at..depth_at + 4].try_into().expect("4 bytes")),
+            base: base_raw
+                .iter()
+                .any(|&b| b != 0)
+                .then(|| ObjectId::from_bytes_or_panic(base_raw)),
         }
     }
 }
@@ -368,7 +395,16 @@ impl ContainerIndex {
     /// container touches one per step (11 for 400,000 objects); a skewed
     /// range costs at most twice the steps of a binary search.
     pub fn position(&self, oid: &gix_hash::oid) -> Option<usize> {
+        if oid.as_bytes().len() != self.rows.width() {
+            return None;
+        }
         find_by(&self.fanout, |i| self.rows.oid_bytes(i), oid)
+    }
+
+    /// Bytes of each oid of this index: 20 (SHA-1) or 32 (SHA-256); what
+    /// [`crate::record::decode_header`] needs to read its records.
+    pub fn oid_width(&self) -> usize {
+        self.rows.width()
     }
 
     /// Serializes and zstd-compresses the index (version 2), or says why the
@@ -378,12 +414,12 @@ impl ContainerIndex {
     pub fn try_encode(&self) -> Result<Vec<u8>, IndexError> {
         let mut order: Vec<IndexEntry> = self.iter().collect();
         order.sort_by_key(|e| e.offset);
-        let oids = order
-            .iter()
-            .map(|e| crate::oids::RawOid::try_of(&e.oid))
-            .collect::<Option<Vec<_>>>()
-            .ok_or(IndexError::Invalid("not a SHA-1 oid"))?;
-        let mut enc = IndexEncoder::new(oids)?;
+        let width = self.oid_width();
+        let mut oids = Vec::with_capacity(order.len() * width);
+        for e in &order {
+            oids.extend_from_slice(e.oid.as_slice());
+        }
+        let mut enc = IndexEncoder::new(oids, width)?;
         for e in &order {
             enc.push(e)?;
         }
@@ -424,7 +460,12 @@ impl ContainerIndex {
             return Err(IndexError::Corrupt("bad magic"));
         }
         match u32::from_be_bytes(body[4..8].try_into().expect("4 bytes")) {
-            VERSION => v2::decode(body),
+            VERSION => v2::decode(body, SHA1_BYTES, 0),
+            VERSION_3 => match body.get(8) {
+                Some(1) => v2::decode(body, SHA1_BYTES, 1),
+                Some(2) => v2::decode(body, 32, 1),
+                _ => Err(IndexError::Corrupt("unknown hash id")),
+            },
             VERSION_1 => Self::decode_v1(body),
             _ => Err(IndexError::Corrupt("unknown version")),
         }

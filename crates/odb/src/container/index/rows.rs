@@ -141,6 +141,11 @@ impl Rows {
         }
     }
 
+    /// Bytes of each oid (20 or 32).
+    pub(super) fn width(&self) -> usize {
+        self.width
+    }
+
     /// The bytes of row `i`'s oid.
     ///
     /// # Panics

@@ -375,3 +375,101 @@ fn a_mapped_index_reads_as_the_heap_one() {
         ContainerIndex::from_entries(container()).mapped(&crate::mapped::MapDir::new(dir.path()));
     assert!(!small.is_mapped());
 }
+
+/// [`container`] with SHA-256 oids.
+fn container_sha256() -> Vec<IndexEntry> {
+    let wide = |o: &ObjectId| {
+        let mut raw = [0u8; 32];
+        raw[..20].copy_from_slice(o.as_slice());
+        raw[20..].copy_from_slice(&o.as_slice()[..12]);
+        ObjectId::from_bytes_or_panic(&raw)
+    };
+    container()
+        .into_iter()
+        .map(|e| IndexEntry {
+            oid: wide(&e.oid),
+            base: e.base.as_ref().map(wide),
+            ..e
+        })
+        .collect()
+}
+
+/// The decompressed body of an encoded index.
+fn body_of(encoded: &[u8]) -> Vec<u8> {
+    let raw = zstd::stream::decode_all(encoded).unwrap();
+    raw[..raw.len() - 32].to_vec()
+}
+
+#[test]
+fn a_sha256_index_is_version_3_and_round_trips() {
+    let entries = container_sha256();
+    let idx = ContainerIndex::from_entries(entries.clone());
+    assert_eq!(idx.oid_width(), 32);
+    let encoded = idx.encode();
+    let body = body_of(&encoded);
+    assert_eq!(&body[..4], MAGIC);
+    assert_eq!(u32::from_be_bytes(body[4..8].try_into().unwrap()), 3);
+    assert_eq!(body[8], 2, "hash id 2: SHA-256");
+    let back = ContainerIndex::decode(&encoded).unwrap();
+    assert_eq!((back.len(), back.oid_width()), (256, 32));
+    for e in &entries {
+        assert_eq!(back.lookup(&e.oid), Some(*e));
+        // The same first 20 bytes as a SHA-1 oid are never found.
+        let short = ObjectId::from_bytes_or_panic(&e.oid.as_slice()[..20]);
+        assert_eq!(back.lookup(&short), None);
+    }
+    // Re-encoding what was decoded gives the same bytes.
+    assert_eq!(back.encode(), encoded);
+}
+
+#[test]
+fn a_sha1_index_is_still_version_2() {
+    let idx = ContainerIndex::from_entries(container());
+    let body = body_of(&idx.encode());
+    assert_eq!(u32::from_be_bytes(body[4..8].try_into().unwrap()), 2);
+    assert_eq!(idx.oid_width(), 20);
+}
+
+#[test]
+fn a_version_3_index_with_an_unknown_hash_id_is_corrupt() {
+    let encoded = ContainerIndex::from_entries(container_sha256()).encode();
+    let mut body = body_of(&encoded);
+    body[8] = 3;
+    let mut raw = body.clone();
+    raw.extend_from_slice(&Sha256::digest(&body));
+    let bad = zstd::bulk::compress(&raw, 3).unwrap();
+    assert!(matches!(
+        ContainerIndex::decode(&bad),
+        Err(IndexError::Corrupt("unknown hash id"))
+    ));
+}
+
+#[test]
+fn entries_of_two_widths_do_not_encode() {
+    let mut entries = container();
+    entries[3].base = container_sha256()[3].base;
+    assert!(ContainerIndex::from_entries(entries).try_encode().is_err());
+}
+
+#[test]
+fn staging_rows_round_trip_in_both_widths() {
+    for e in container().into_iter().chain(container_sha256()) {
+        let mut row = [0u8; MAX_ROW];
+        let n = e.to_row(&mut row);
+        let w = e.oid.as_slice().len();
+        assert_eq!(n, row_len(w));
+        assert_eq!(IndexEntry::from_row(&row[..n], w), e);
+    }
+}
+
+#[test]
+fn a_sha1_index_is_written_byte_for_byte_as_before() {
+    let bytes = ContainerIndex::from_entries(container()).encode();
+    let digest = hex::encode(Sha256::digest(&bytes));
+    // The bytes every build since before SHA-256 writes (computed at
+    // 89d54bb): a SHA-1 repository's files do not change.
+    assert_eq!(
+        digest,
+        "1252c28e5f89ce1feed81f20c2372855cb5cac4289c9619a3b3634d3cd5da488"
+    );
+}

@@ -2,7 +2,6 @@
 //! layout is in the parent module's docs).
 
 use super::*;
-use crate::oids::RawOid;
 
 /// Whether `record_type << 4 | kind` is a valid type byte (section 6).
 fn valid_types(record_type: u8, kind: u8) -> bool {
@@ -31,13 +30,15 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Writes a version-2 index: [`IndexEncoder::new`] with the oids of a container's
-/// records in `.bin` order, [`IndexEncoder::push`] with each record in that
-/// order, then [`IndexEncoder::finish`]. Holds the oids, two row numbers a
-/// record and the small columns (about 35 bytes a record), never the entries.
+/// Writes a version-2 index (SHA-1 oids) or a version-3 one (SHA-256):
+/// [`IndexEncoder::new`] with the oids of a container's records in `.bin`
+/// order, [`IndexEncoder::push`] with each record in that order, then
+/// [`IndexEncoder::finish`]. Holds the oids, two row numbers a record and
+/// the small columns (about 35 bytes a record for SHA-1), never the entries.
 pub struct IndexEncoder {
-    /// Oids in `.bin` order (SHA-1: version 2 holds no other width).
-    oids: Vec<RawOid<20>>,
+    /// Oids' bytes in `.bin` order, `width` bytes each.
+    oids: Vec<u8>,
+    width: usize,
     /// Record numbers in oid order (row → record).
     by_oid: Vec<u32>,
     /// The next record expected by `push`.
@@ -53,22 +54,28 @@ pub struct IndexEncoder {
 }
 
 impl IndexEncoder {
-    /// Starts the index of the records whose oids are `oids`, in `.bin` order.
-    pub fn new(oids: Vec<RawOid<20>>) -> Result<Self, IndexError> {
-        let n = oids.len();
+    /// Starts the index of the records whose oids are `oids` (`width`
+    /// bytes each, 20 or 32), in `.bin` order.
+    pub fn new(oids: Vec<u8>, width: usize) -> Result<Self, IndexError> {
+        if width != SHA1_BYTES && width != 32 {
+            return Err(IndexError::Invalid("oids neither SHA-1 nor SHA-256"));
+        }
+        if !oids.len().is_multiple_of(width) {
+            return Err(IndexError::Invalid("oids of two widths"));
+        }
+        let n = oids.len() / width;
         if u32::try_from(n).is_err() {
             return Err(IndexError::Invalid("too many records"));
         }
+        let at = |i: u32| &oids[i as usize * width..(i as usize + 1) * width];
         let mut by_oid: Vec<u32> = (0..n as u32).collect();
-        by_oid.sort_unstable_by(|&a, &b| oids[a as usize].cmp(&oids[b as usize]));
-        if by_oid
-            .windows(2)
-            .any(|w| oids[w[0] as usize] == oids[w[1] as usize])
-        {
+        by_oid.sort_unstable_by(|&a, &b| at(a).cmp(at(b)));
+        if by_oid.windows(2).any(|w| at(w[0]) == at(w[1])) {
             return Err(IndexError::Invalid("duplicate oid"));
         }
         Ok(IndexEncoder {
             oids,
+            width,
             by_oid,
             next: 0,
             offset: 0,
@@ -85,7 +92,7 @@ impl IndexEncoder {
     /// ones expected (records back to back from offset 0).
     pub fn push(&mut self, e: &IndexEntry) -> Result<(), IndexError> {
         let p = self.next;
-        if self.oids.get(p).map(RawOid::as_oid) != Some(&e.oid) {
+        if self.oid(p) != Some(e.oid.as_slice()) {
             return Err(IndexError::Invalid("records not in the order of the oids"));
         }
         if e.offset != self.offset {
@@ -105,7 +112,7 @@ impl IndexEncoder {
             (OFS_DELTA, Some(base)) => {
                 let row = self
                     .by_oid
-                    .binary_search_by(|&i| self.oids[i as usize].as_oid().cmp(&base))
+                    .binary_search_by(|&i| self.oid_at(i as usize).cmp(base.as_slice()))
                     .map_err(|_| IndexError::Invalid("OFS_DELTA base not in the container"))?;
                 let at = self.by_oid[row] as usize;
                 if at >= p {
@@ -114,6 +121,9 @@ impl IndexEncoder {
                 put_varint(&mut self.ofs_bases, (p - at) as u64);
             }
             (REF_DELTA, Some(base)) => {
+                if base.as_slice().len() != self.width {
+                    return Err(IndexError::Invalid("oids of two widths"));
+                }
                 if base == e.oid || base.is_null() {
                     return Err(IndexError::Invalid(
                         "REF_DELTA base is the null oid or itself",
@@ -133,10 +143,21 @@ impl IndexEncoder {
         Ok(())
     }
 
+    /// The oid of record `p`, if there is one.
+    fn oid(&self, p: usize) -> Option<&[u8]> {
+        self.oids.get(p * self.width..(p + 1) * self.width)
+    }
+
+    /// The oid of record `p` (below the record count).
+    fn oid_at(&self, p: usize) -> &[u8] {
+        &self.oids[p * self.width..(p + 1) * self.width]
+    }
+
     /// Writes the index after the last record; `bin_len` is the length of the
     /// `.bin`, where the last record must end.
     pub fn finish(self, bin_len: u64) -> Result<Vec<u8>, IndexError> {
-        let n = self.oids.len();
+        let width = self.width;
+        let n = self.oids.len() / width;
         if self.next != n {
             return Err(IndexError::Invalid("fewer records than oids"));
         }
@@ -146,8 +167,7 @@ impl IndexEncoder {
             ));
         }
         let mut counts = vec![0u64; PREFIXES];
-        for o in &self.oids {
-            let s = &o.0;
+        for s in self.oids.chunks_exact(width) {
             counts[u16::from_be_bytes([s[0], s[1]]) as usize] += 1;
         }
         let mut column = Vec::with_capacity(PREFIXES);
@@ -164,21 +184,28 @@ impl IndexEncoder {
             &self.ref_bases,
         ];
         // What the frame will declare, so that a reader sizes its buffer once.
+        let sha1 = width == SHA1_BYTES;
         let size = HEADER
+            + usize::from(!sha1)
             + column.len()
-            + n * (18 + w)
+            + n * (width - 2 + w)
             + columns.iter().map(|c| c.len()).sum::<usize>()
             + 32;
         let mut out = Body::new(size as u64);
         out.put(MAGIC);
-        out.put(&VERSION.to_be_bytes());
+        if sha1 {
+            out.put(&VERSION.to_be_bytes());
+        } else {
+            out.put(&VERSION_3.to_be_bytes());
+            out.put(&[2]);
+        }
         out.put(&(n as u32).to_be_bytes());
         out.put(&bin_len.to_be_bytes());
         out.put(&column);
         drop(column);
         let mut row_of = vec![0u32; n];
         for (row, &p) in self.by_oid.iter().enumerate() {
-            out.put(&self.oids[p as usize].0[2..]);
+            out.put(&self.oid_at(p as usize)[2..]);
             row_of[p as usize] = row as u32;
         }
         drop(self.by_oid);
@@ -308,8 +335,17 @@ impl<'a> Cursor<'a> {
     }
 }
 
-pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
+/// Decodes a version-2 body (`width` 20, `hash_id_bytes` 0) or a version-3
+/// one (`width` from the hash id, `hash_id_bytes` 1: the hash id, already
+/// read by the caller, follows the version).
+pub(super) fn decode(
+    body: &[u8],
+    width: usize,
+    hash_id_bytes: usize,
+) -> Result<ContainerIndex, IndexError> {
+    let suffix = width - 2;
     let mut cur = Cursor { rest: &body[8..] };
+    cur.take(hash_id_bytes, "too short")?;
     let head = cur.take(HEADER - 8, "too short")?;
     let n = u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) as usize;
     let bin_len = u64::from_be_bytes(head[4..].try_into().expect("8 bytes"));
@@ -332,13 +368,13 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
         ));
     }
     let suffixes = cur.take(
-        n.checked_mul(SUFFIX)
+        n.checked_mul(suffix)
             .ok_or(IndexError::Corrupt("too short"))?,
         "too short for the oids",
     )?;
     // The oids' bytes, rows in order.
-    let mut oids = Vec::with_capacity(n * SHA1_BYTES);
-    let mut suffixes = suffixes.chunks_exact(SUFFIX);
+    let mut oids = Vec::with_capacity(n * width);
+    let mut suffixes = suffixes.chunks_exact(suffix);
     for (prefix, &c) in counts.iter().enumerate() {
         let mut prev: Option<&[u8]> = None;
         for _ in 0..c {
@@ -352,7 +388,7 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
         }
     }
     drop(counts);
-    let fanout = fanout_of(&oids, SHA1_BYTES);
+    let fanout = fanout_of(&oids, width);
 
     // The row of each record: a permutation.
     let w = row_width(n);
@@ -371,7 +407,7 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
     }
     drop(seen);
     // Columns are set by record (slot `p` is record `p`), front to back.
-    let mut b = RowsBuilder::in_order(oids, SHA1_BYTES, row_of);
+    let mut b = RowsBuilder::in_order(oids, width, row_of);
 
     let mut offset = 0u64;
     for p in 0..n {
@@ -417,7 +453,7 @@ pub(super) fn decode(body: &[u8]) -> Result<ContainerIndex, IndexError> {
     }
     for p in 0..n {
         if b.record_type(p) == REF_DELTA {
-            let base = ObjectId::from_bytes_or_panic(cur.take(20, "too short for the bases")?);
+            let base = ObjectId::from_bytes_or_panic(cur.take(width, "too short for the bases")?);
             if base.as_slice() == b.oid_bytes(b.row_of(p)) || base.is_null() {
                 return Err(IndexError::Corrupt(
                     "REF_DELTA base is the null oid or itself",
