@@ -360,6 +360,45 @@ fn garbage_request() {
     s.assert_unchanged_and_serving();
 }
 
+/// A push in the other object format: a SHA-256 client's commands (64-hex
+/// ids, `object-format=sha256`), or SHA-256 ids under SHA-1's name, to a
+/// SHA-1 repository. canonical: receive-pack dies with `error: unsupported
+/// object format 'sha256'` before reading a pack (the message goes to
+/// http-backend's stderr; the client reads no report). Nothing is stored.
+#[test]
+fn a_push_in_the_other_object_format_is_refused() {
+    let s = setup();
+    let (zero, new) = ("0".repeat(64), "ab".repeat(32));
+    for caps in [
+        "report-status object-format=sha256",
+        "report-status object-format=sha1",
+    ] {
+        let body = receive_pack_request(
+            &[(&zero, &new, "refs/heads/wide")],
+            caps,
+            Some(&PackBuilder::default().build()),
+        );
+        let resp = post_receive_pack(&s.server, REPO, &body);
+        assert!(
+            resp.status == 200 || (400..500).contains(&resp.status),
+            "{resp:?}"
+        );
+        let r = report_status(&resp.body);
+        assert!(r.unpack != "ok" && r.refs.is_empty(), "{caps}: {r:?}");
+    }
+    // A SHA-1 push naming SHA-256 as its format is refused too.
+    let body = receive_pack_request(
+        &[(&s.c2, &s.c1, "refs/heads/back")],
+        "report-status object-format=sha256",
+        Some(&PackBuilder::default().build()),
+    );
+    let r = report_status(&post_receive_pack(&s.server, REPO, &body).body);
+    assert!(r.unpack != "ok" && r.refs.is_empty(), "{r:?}");
+    let log = s.server.logs();
+    assert!(log.contains("unsupported object format 'sha256'"), "{log}");
+    s.assert_unchanged_and_serving();
+}
+
 /// A repository that does not exist: clone fails, info/refs is 404.
 #[test]
 fn missing_repository() {

@@ -124,14 +124,15 @@ fn write_service_header(batch: &mut PktBatch<'_, impl Write>, service: Service) 
 /// of their cost.
 pub(crate) struct RefLine {
     pub(crate) text: String,
-    hex: [u8; 40],
+    /// Room for a SHA-256 oid's hex (a SHA-1 one uses 40 of it).
+    hex: [u8; 64],
 }
 
 impl Default for RefLine {
     fn default() -> Self {
         RefLine {
             text: String::new(),
-            hex: [0; 40],
+            hex: [0; 64],
         }
     }
 }
@@ -230,7 +231,9 @@ impl<'w, W: Write> V0Refs<'w, W> {
     /// Writing failed.
     pub fn finish(mut self) -> io::Result<()> {
         if self.first {
-            let line = format!("{} capabilities^{{}}\0{}", crate::null_oid(), self.caps);
+            // The zero id of the advertised object format (64 zeros for SHA-256).
+            let zero = crate::advertised_format(&self.caps).null();
+            let line = format!("{zero} capabilities^{{}}\0{}", self.caps);
             self.batch.text(&line)?;
         }
         self.batch.special(b"0000")?;
@@ -481,6 +484,30 @@ pub(crate) mod tests {
         want.extend_from_slice(line.as_bytes());
         want.extend_from_slice(b"0000");
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn an_empty_sha256_repository_advertises_64_zeros() {
+        // git's receive-pack in a SHA-256 repository (t5702's shape): the
+        // first object-format value is the one the ids use.
+        for caps in [
+            vec![
+                "report-status".to_owned(),
+                "object-format=sha256".to_owned(),
+            ],
+            vec![
+                "object-format=sha256".to_owned(),
+                "object-format=sha1".to_owned(),
+            ],
+        ] {
+            let mut out = Vec::new();
+            write_v0_advertisement(&mut out, Service::ReceivePack, &[], &caps, false).unwrap();
+            let text = String::from_utf8_lossy(&out);
+            assert!(
+                text.contains(&format!("{} capabilities^{{}}\0", "0".repeat(64))),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -94,19 +94,28 @@ pub use sideband::{
     write_band, Band, SideBandWriter, SIDE_BAND_64K_MAX_PAYLOAD, SIDE_BAND_MAX_PAYLOAD,
 };
 
-/// Parses exactly 40 hex digits as a SHA-1 object id (git's
-/// `get_oid_hex`); `None` otherwise.
+/// Parses exactly 40 (SHA-1) or 64 (SHA-256) hex digits as an object id
+/// (git's `get_oid_hex_any`); `None` otherwise. Whether the width is the
+/// repository's object format is the caller's check (git's receive-pack
+/// and upload-pack parse with the repository's algorithm).
 pub(crate) fn parse_oid(hex: &[u8]) -> Option<gix_hash::ObjectId> {
-    if hex.len() != gix_hash::Kind::Sha1.len_in_hex() {
+    if hex.len() != gix_hash::Kind::Sha1.len_in_hex()
+        && hex.len() != gix_hash::Kind::Sha256.len_in_hex()
+    {
         return None;
     }
     gix_hash::ObjectId::from_hex(hex).ok()
 }
 
-/// The all-zero SHA-1 id git uses for "no object" (creations, deletions,
-/// the empty advertisement).
-pub(crate) fn null_oid() -> gix_hash::ObjectId {
-    gix_hash::Kind::Sha1.null()
+/// The object format the first `object-format=` of `capabilities` (a
+/// space-separated list) names: the one an advertisement's ids use
+/// (`gitprotocol-capabilities(5)`); SHA-1 when none does.
+pub(crate) fn advertised_format(capabilities: &str) -> gix_hash::Kind {
+    capabilities
+        .split(' ')
+        .find_map(|c| c.strip_prefix("object-format="))
+        .and_then(|name| name.parse().ok())
+        .unwrap_or(gix_hash::Kind::Sha1)
 }
 
 /// Lossy text of a line for error messages.

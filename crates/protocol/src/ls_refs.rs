@@ -188,7 +188,7 @@ mod tests {
             let (first, name) = (words.next().unwrap(), words.next().unwrap());
             let mut r = AdvertisedRef {
                 name: name.into(),
-                oid: crate::null_oid(),
+                oid: gix_hash::Kind::Sha1.null(),
                 peeled: None,
                 symref_target: None,
             };

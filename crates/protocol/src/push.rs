@@ -271,15 +271,22 @@ fn parse_command(line: &[u8]) -> Result<RefCommand, PushRequestError> {
         line: crate::lossy(line),
     };
     // git's queue_command: the name is whatever follows, possibly nothing
-    // (an empty name is then refused per ref as a "funny refname").
-    if line.len() < 82 || line[40] != b' ' || line[81] != b' ' {
+    // (an empty name is then refused per ref as a "funny refname"). Both
+    // ids have one width, 40 hex digits (SHA-1) or 64 (SHA-256); whether
+    // it is the repository's is the caller's check.
+    let w = match line.iter().position(|&b| b == b' ') {
+        Some(w @ (40 | 64)) => w,
+        _ => return Err(malformed()),
+    };
+    if line.len() < 2 * w + 2 || line[2 * w + 1] != b' ' {
         return Err(malformed());
     }
-    let old = crate::parse_oid(&line[..40]).ok_or_else(malformed)?;
-    let new = crate::parse_oid(&line[41..81]).ok_or_else(malformed)?;
-    let name = std::str::from_utf8(&line[82..]).map_err(|_| PushRequestError::NonUtf8RefName {
-        line: crate::lossy(line),
-    })?;
+    let old = crate::parse_oid(&line[..w]).ok_or_else(malformed)?;
+    let new = crate::parse_oid(&line[w + 1..2 * w + 1]).ok_or_else(malformed)?;
+    let name =
+        std::str::from_utf8(&line[2 * w + 2..]).map_err(|_| PushRequestError::NonUtf8RefName {
+            line: crate::lossy(line),
+        })?;
     Ok(RefCommand {
         old,
         new,
@@ -601,6 +608,18 @@ mod tests {
     }
 
     #[test]
+    fn sha256_command_lines_parse_at_their_width() {
+        let (old, new) = ("0".repeat(64), "ab".repeat(32));
+        let line = format!("{old} {new} refs/heads/main\0report-status object-format=sha256");
+        let req = read(&body(&[line.as_bytes(), b"F"]), 10).unwrap();
+        let cmd = &req.commands[0];
+        assert_eq!(cmd.old, gix_hash::Kind::Sha256.null());
+        assert_eq!(cmd.new.to_string(), new);
+        assert_eq!(cmd.name, "refs/heads/main");
+        assert_eq!(req.capabilities.value("object-format"), Some("sha256"));
+    }
+
+    #[test]
     fn malformed_lines() {
         let cases: Vec<Vec<u8>> = vec![
             b"garbage".to_vec(),
@@ -610,6 +629,10 @@ mod tests {
             format!("{} {B} refs/heads/x", &A[..39]).into_bytes(),
             format!("g{} {B} refs/heads/x", &A[1..]).into_bytes(),
             format!("{A} {B}_refs/heads/x").into_bytes(),
+            // Ids of two widths, or of neither.
+            format!("{A} {} refs/heads/x", "b".repeat(64)).into_bytes(),
+            format!("{} {B} refs/heads/x", "a".repeat(64)).into_bytes(),
+            format!("{} {} refs/heads/x", "a".repeat(50), "b".repeat(50)).into_bytes(),
         ];
         for line in cases {
             let err = read(&body(&[&line, b"F"]), 10).unwrap_err();

@@ -278,6 +278,7 @@ pub fn receive_pack(
     let quiet = caps.contains("quiet");
     let versioned = repo.load_state()?;
     let state = versioned.map(|v| v.state).unwrap_or_default();
+    check_object_format(&push, state.object_format)?;
     let db = repo.objects(&state)?;
 
     let staging_dir = match &opts.staging_dir {
@@ -349,6 +350,33 @@ pub fn receive_pack(
         &named,
     )?;
     Ok(outcome)
+}
+
+/// The client's `object-format` (SHA-1 when it names none) must be the
+/// repository's, and every command's ids of its width: git's receive-pack
+/// dies with `error: unsupported object format '<client's>'` otherwise
+/// (`read_head_info`), before it reads a pack; so does this, with nothing
+/// written.
+fn check_object_format(
+    push: &gitstow_protocol::push::PushRequest,
+    format: gix_hash::Kind,
+) -> Result<(), Error> {
+    let client = push.capabilities.value("object-format").unwrap_or("sha1");
+    if client != format.to_string() {
+        return Err(Error::Protocol(format!(
+            "error: unsupported object format '{client}'"
+        )));
+    }
+    let oids = push.commands.iter().flat_map(|c| [c.old, c.new]);
+    match oids
+        .chain(push.shallow.iter().copied())
+        .find(|o| o.kind() != format)
+    {
+        Some(oid) => Err(Error::Protocol(format!(
+            "protocol error: {oid} is not a {format} object id"
+        ))),
+        None => Ok(()),
+    }
 }
 
 #[derive(Default)]
