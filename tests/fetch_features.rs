@@ -155,6 +155,49 @@ fn ls_refs_with_a_prefix() {
     assert_eq!(heads.lines().count(), 2, "{heads}");
 }
 
+/// A v2 command in the other object format gets serve.c's words (as an
+/// ERR packet the client prints): ls-refs and fetch alike; the same
+/// command naming SHA-1, or no format, is served.
+#[test]
+fn a_v2_command_in_the_other_object_format_is_refused() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = server.url("formats");
+    let work = tmp.path().join("w");
+    init_repo(&work);
+    commit_files(&work, &[("a", "1\n")], "one");
+    git(&work, &["push", "--quiet", &url, "main"]);
+    let main = git_out(&work, &["rev-parse", "main"]);
+    let request = |format: Option<&str>, command: &str, args: &[String]| {
+        let mut body = pkt(format!("command={command}\n").as_bytes());
+        if let Some(f) = format {
+            body.extend(pkt(format!("object-format={f}\n").as_bytes()));
+        }
+        body.extend_from_slice(b"0001");
+        for a in args {
+            body.extend(pkt(format!("{a}\n").as_bytes()));
+        }
+        body.extend_from_slice(FLUSH);
+        let resp = post_upload_pack_v2(&server, "formats", &body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.text()
+    };
+    let fetch_args = [format!("want {main}"), "done".to_owned()];
+    for (command, args) in [("ls-refs", &[][..]), ("fetch", &fetch_args[..])] {
+        let refused = request(Some("sha256"), command, args);
+        assert!(
+            refused.contains("ERR mismatched object format: server sha1; client sha256"),
+            "{command}: {refused}"
+        );
+        for served in [
+            request(Some("sha1"), command, args),
+            request(None, command, args),
+        ] {
+            assert!(!served.contains("ERR"), "{command}: {served}");
+        }
+    }
+}
+
 /// A want the repository does not have gets git's ERR packet, which the client prints.
 #[test]
 fn want_of_an_absent_object() {

@@ -630,6 +630,25 @@ pub fn serve_v2(
         Ok(None) => return Ok(Outcome::default()),
         Err(e) => return unreadable_request(e, out).map(|()| Outcome::default()),
     };
+    // git's serve.c: every command names the client's object format (SHA-1
+    // when it names none), and it must be the repository's.
+    let client = cmd
+        .capabilities
+        .iter()
+        .find(|(k, _)| k == "object-format")
+        .and_then(|(_, v)| v.as_deref())
+        .unwrap_or("sha1");
+    if client != state.object_format.to_string() {
+        write_error(
+            &mut &mut *out,
+            &format!(
+                "mismatched object format: server {}; client {client}",
+                state.object_format
+            ),
+        )?;
+        out.flush()?;
+        return Ok(Outcome::default());
+    }
     match cmd.command.as_str() {
         "ls-refs" => {
             let args =
