@@ -114,8 +114,7 @@ impl CommitRow {
         if let Some(row) = CommitRow::parse_header(oid, data) {
             return Ok(row);
         }
-        let c = gix_object::CommitRef::from_bytes(data, gix_hash::Kind::Sha1)
-            .map_err(|e| e.to_string())?;
+        let c = gix_object::CommitRef::from_bytes(data, oid.kind()).map_err(|e| e.to_string())?;
         Ok(CommitRow::from_commit(oid, &c))
     }
 
@@ -124,9 +123,12 @@ impl CommitRow {
     /// `parent <hex>`, one `author <ident>` and one `committer <ident>`, each
     /// ident `name <email> <seconds> <+|-><hhmm>` (`fsck_ident`: no `<`, `>`
     /// or newline inside name or email, no zero-padded date), hex in lower
-    /// case. What follows the committer line is not read. `None` for any
-    /// other form: the caller decides with a full parser.
+    /// case, of `oid`'s width (40 digits SHA-1, 64 SHA-256). What follows
+    /// the committer line is not read. `None` for any other form: the
+    /// caller decides with a full parser.
     pub fn parse_header(oid: ObjectId, data: &[u8]) -> Option<CommitRow> {
+        let hex_len = oid.kind().len_in_hex();
+        let header_oid = |s| header_oid(s, hex_len);
         let rest = data.strip_prefix(b"tree ")?;
         let (tree, mut rest) = header_oid(rest)?;
         // Exactly as many as there are: a row is held per pushed commit,
@@ -174,12 +176,15 @@ fn parent_lines(mut s: &[u8]) -> usize {
     n
 }
 
-fn header_oid(s: &[u8]) -> Option<(ObjectId, &[u8])> {
-    let hex = s.get(..40)?;
-    if s.get(40) != Some(&b'\n') || !hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+/// `hex_len` lower-case hex digits and a newline at the start of `s`: the
+/// oid and what follows the line.
+fn header_oid(s: &[u8], hex_len: usize) -> Option<(ObjectId, &[u8])> {
+    let hex = s.get(..hex_len)?;
+    if s.get(hex_len) != Some(&b'\n') || !hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
         return None;
     }
-    Some((ObjectId::from_hex(hex).ok()?, &s[41..]))
+    Some((ObjectId::from_hex(hex).ok()?, &s[hex_len + 1..]))
 }
 
 /// `name <email> <seconds> <+|-><hhmm>\n` at the start of `s` (git's
@@ -567,6 +572,29 @@ mod tests {
                 ObjectId::from_hex(p2.as_bytes()).unwrap()
             ]
         );
+    }
+
+    #[test]
+    fn sha256_commits_parse_at_their_width() {
+        let t = "ab".repeat(32);
+        let p = "cd".repeat(32);
+        let c = format!(
+            "tree {t}\nparent {p}\nauthor A <a@e> 1 +0000\ncommitter C <c@e> 2 +0000\n\nx\n"
+        );
+        let wide = ObjectId::from_bytes_or_panic(&[9; 32]);
+        let fast = CommitRow::parse_header(wide, c.as_bytes()).expect("git's form");
+        assert_eq!(fast.tree.to_string(), t);
+        assert_eq!(
+            fast.parents
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>(),
+            [p]
+        );
+        let full = gix_object::CommitRef::from_bytes(c.as_bytes(), gix_hash::Kind::Sha256).unwrap();
+        assert_eq!(CommitRow::from_commit(wide, &full), fast);
+        // A SHA-256 commit read as SHA-1 (or the reverse) is not git's form.
+        assert_eq!(CommitRow::parse_header(oid(9), c.as_bytes()), None);
     }
 
     #[test]

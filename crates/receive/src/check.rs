@@ -100,7 +100,7 @@ pub fn check_object(
             // rules, and every entry but a gitlink names an object the push
             // must have.
             let (refs, recent) = (&mut out.references, &mut out.recent);
-            fsck_tree_entries(data, |entry, gitlink| {
+            fsck_tree_entries(data, oid.kind().len_in_bytes(), |entry, gitlink| {
                 let entry = gix_hash::oid::from_bytes_unchecked(entry);
                 if !gitlink && !recent.hit_or_insert(entry) {
                     refs.push(entry, ());
@@ -118,7 +118,7 @@ pub fn check_object(
             push_stepped(&mut out.commits, row, COMMITS_STEP);
         }
         Kind::Tag => {
-            let target = gix_object::TagRef::from_bytes(data, gix_hash::Kind::Sha1)
+            let target = gix_object::TagRef::from_bytes(data, oid.kind())
                 .map_err(|e| format!("invalid {kind} object {oid}: {e}"))?
                 .target();
             out.references.push(&target, ());
@@ -136,14 +136,16 @@ pub fn check_object(
 /// would fold to it), and entries are sorted in git's tree order without
 /// duplicates. Zero-padded modes (`040000`) are accepted: git's fsck only warns
 /// about them and old histories carry them. The error names the fsck message id.
-pub fn fsck_tree(data: &[u8]) -> Result<(), String> {
-    fsck_tree_entries(data, |_, _| {})
+pub fn fsck_tree(data: &[u8], width: usize) -> Result<(), String> {
+    fsck_tree_entries(data, width, |_, _| {})
 }
 
-/// [`fsck_tree`], calling `entry(oid_bytes, is_gitlink)` for every entry (the
-/// 20 raw bytes of its object id) as it goes.
+/// [`fsck_tree`] of a tree whose entries' ids are `width` bytes (20 SHA-1,
+/// 32 SHA-256), calling `entry(oid_bytes, is_gitlink)` for every entry as
+/// it goes.
 pub fn fsck_tree_entries(
     mut data: &[u8],
+    width: usize,
     mut entry: impl FnMut(&[u8], bool),
 ) -> Result<(), String> {
     let mut prev: Option<(&[u8], bool)> = None;
@@ -161,11 +163,11 @@ pub fn fsck_tree_entries(
         let rest = &data[sp + 1..];
         let (nul, slash, ascii) = scan_name(rest).ok_or("badTree: truncated entry")?;
         let name = &rest[..nul];
-        if rest.len() < nul + 1 + 20 {
+        if rest.len() < nul + 1 + width {
             return Err("badTree: truncated entry".into());
         }
-        let oid = &rest[nul + 1..nul + 1 + 20];
-        data = &rest[nul + 1 + 20..];
+        let oid = &rest[nul + 1..nul + 1 + width];
+        data = &rest[nul + 1 + width..];
         let is_tree = match mode {
             // git fsck only warns about zero-padded modes (old histories have them): accept.
             b"40000" | b"040000" => true,
@@ -386,31 +388,42 @@ mod tests {
     }
 
     #[test]
+    fn sha256_trees_name_32_byte_ids() {
+        let mut data = b"100644 a\0".to_vec();
+        data.extend_from_slice(&[0x11; 32]);
+        data.extend_from_slice(b"40000 b\0");
+        data.extend_from_slice(&[0x22; 32]);
+        let mut seen = Vec::new();
+        fsck_tree_entries(&data, 32, |oid, _| seen.push(oid.to_vec())).unwrap();
+        assert_eq!(seen, [vec![0x11; 32], vec![0x22; 32]]);
+        // Read at SHA-1's width it is not a tree.
+        assert!(fsck_tree(&data, 20).is_err());
+    }
+
+    #[test]
     fn tree_rules() {
         assert_eq!(
-            fsck_tree(&tree(&[
-                ("100644", "a"),
-                ("40000", "a.b"),
-                ("100644", "a0")
-            ])),
+            fsck_tree(
+                &tree(&[("100644", "a"), ("40000", "a.b"), ("100644", "a0")]),
+                20
+            ),
             Ok(())
         );
         // "a" as a tree sorts as "a/", after "a.b"
         assert_eq!(
-            fsck_tree(&tree(&[
-                ("100644", "a.b"),
-                ("40000", "a"),
-                ("100644", "a0")
-            ])),
+            fsck_tree(
+                &tree(&[("100644", "a.b"), ("40000", "a"), ("100644", "a0")]),
+                20
+            ),
             Ok(())
         );
-        let err = |t: &[(&str, &str)]| fsck_tree(&tree(t)).unwrap_err();
+        let err = |t: &[(&str, &str)]| fsck_tree(&tree(t), 20).unwrap_err();
         assert!(err(&[("100644", "b"), ("100644", "a")]).starts_with("treeNotSorted"));
         assert!(err(&[("100644", "a"), ("100644", "a")]).starts_with("duplicateEntries"));
         assert!(err(&[("100644", "a"), ("40000", "a")]).starts_with("duplicateEntries"));
         assert!(err(&[("100645", "a")]).starts_with("badFilemode"));
         assert_eq!(
-            fsck_tree(&tree(&[("040000", "a")])),
+            fsck_tree(&tree(&[("040000", "a")]), 20),
             Ok(()),
             "zero-padded modes are a warning in git"
         );
@@ -418,7 +431,7 @@ mod tests {
         assert!(err(&[("40000", ".GIT")]).starts_with("hasDotgit"));
         assert!(err(&[("100644", "..")]).starts_with("badTree"));
         assert!(err(&[("100644", "")]).starts_with("emptyName"));
-        assert!(fsck_tree(b"100644 a\0short").is_err());
+        assert!(fsck_tree(b"100644 a\0short", 20).is_err());
         assert!(err(&[("40000", "a"), ("100644", "a")]).starts_with("duplicateEntries"));
         assert!(err(&[("40000", "git~1")]).starts_with("hasDotgit"));
         assert!(err(&[("40000", ".git. .")]).starts_with("hasDotgit"));

@@ -290,6 +290,7 @@ pub fn receive_pack(
         unpack(
             request,
             pack_start,
+            state.object_format,
             &db,
             staging_dir.path(),
             opts,
@@ -407,9 +408,13 @@ fn fanout_slot(oid: &gix_hash::oid) -> usize {
     usize::from(u16::from_be_bytes([oid.as_bytes()[0], oid.as_bytes()[1]]))
 }
 
+/// Reads the pack of `request` from `pack_start` in the repository's
+/// object format `format` and stages what `db` lacks.
+#[allow(clippy::too_many_arguments)]
 fn unpack(
     request: &File,
     pack_start: u64,
+    format: gix_hash::Kind,
     db: &ObjectDb,
     staging_dir: &std::path::Path,
     opts: &Options,
@@ -432,10 +437,11 @@ fn unpack(
             .saturating_sub(pack_start)
             .saturating_mul(KEPT_PER_PACK_BYTE),
     };
-    let pack = scan::scan(request, pack_start, limits, Some(keep)).map_err(|e| match e {
-        scan::ScanError::Invalid(m) => UnpackFailure::Client(m),
-        scan::ScanError::Io(e) => UnpackFailure::server("reading the spool", &e),
-    })?;
+    let pack =
+        scan::scan(request, pack_start, limits, Some(keep), format).map_err(|e| match e {
+            scan::ScanError::Invalid(m) => UnpackFailure::Client(m),
+            scan::ScanError::Io(e) => UnpackFailure::server("reading the spool", &e),
+        })?;
     outcome.pack_bytes = pack.pack_bytes;
     outcome.objects = pack.entries.len() as u64;
     let total_deltas = pack

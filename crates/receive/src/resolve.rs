@@ -651,7 +651,7 @@ impl Shared<'_> {
             recycle(w, data);
             return Err(self.invalid(c, err));
         }
-        let oid = hash(kind, &data).map_err(|err| self.invalid(c, err))?;
+        let oid = hash(self.pack.format, kind, &data).map_err(|err| self.invalid(c, err))?;
         check_object(&oid, kind, &data, &mut w.collected).map_err(ResolveError::Invalid)?;
         w.collected.flush_when_full(&self.references);
         let cap = self.opts.max_stored_depth;
@@ -764,6 +764,6 @@ fn recycle(w: &mut Worker, mut buf: Vec<u8>) {
     }
 }
 
-fn hash(kind: Kind, data: &[u8]) -> Result<ObjectId, String> {
-    gix_object::compute_hash(gix_hash::Kind::Sha1, kind, data).map_err(|e| e.to_string())
+fn hash(format: gix_hash::Kind, kind: Kind, data: &[u8]) -> Result<ObjectId, String> {
+    gix_object::compute_hash(format, kind, data).map_err(|e| e.to_string())
 }

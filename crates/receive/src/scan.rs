@@ -51,6 +51,8 @@ pub struct ScannedPack {
     pub ref_deltas: usize,
     /// The bases REF_DELTA entries name, in pack order.
     pub ref_bases: Vec<ObjectId>,
+    /// The object format the pack was read in: its ids' width and hash.
+    pub format: gix_hash::Kind,
     /// The oid of every whole entry, in pack order (the k-th `Base` entry's
     /// oid is `base_oids[k]`): hashed while pass 1 inflates them, as git's
     /// index-pack does, so pass 2 never hashes them again and never inflates
@@ -161,15 +163,18 @@ fn object_kind(type_id: u8) -> gix_object::Kind {
 /// git's index-pack words for a truncated pack.
 const TRUNCATED: &str = "pack is truncated (early EOF)";
 
-/// Scans the pack that starts at `pack_start` in `file` and runs to its end;
-/// with `keep`, writes the inflated bytes of its entries there (see
-/// [`KeptInflated`]).
+/// Scans the pack that starts at `pack_start` in `file` and runs to its end,
+/// a pack of object format `format` (its whole objects' ids, REF_DELTA
+/// bases and trailer are that hash's; `gitformat-pack(5)`); with `keep`,
+/// writes the inflated bytes of its entries there (see [`KeptInflated`]).
 pub fn scan(
     file: &File,
     pack_start: u64,
     limits: ScanLimits,
     keep: Option<KeepInflated>,
+    format: gix_hash::Kind,
 ) -> Result<ScannedPack, ScanError> {
+    let width = format.len_in_bytes();
     let file_len = file.metadata()?.len();
     let pack_bytes = file_len.saturating_sub(pack_start);
     if pack_bytes < 12 {
@@ -179,14 +184,14 @@ pub fn scan(
     reader.seek(SeekFrom::Start(pack_start))?;
     let mut input = Input {
         reader: BufReader::with_capacity(128 * 1024, reader),
-        hasher: TrailerHasher::default(),
+        hasher: TrailerHasher::new(format),
         pos: 0,
-        // entries never reach into the 20-byte trailer
-        end: pack_bytes.saturating_sub(20),
+        // entries never reach into the trailer
+        end: pack_bytes.saturating_sub(width as u64),
     };
     let mut header = [0u8; 12];
     input.reader.read_exact(&mut header)?;
-    sha1::Digest::update(&mut input.hasher, header);
+    input.hasher.update(&header);
     input.pos = 12;
     if &header[..4] != b"PACK" {
         return Err(invalid("protocol error (pack signature mismatch detected)"));
@@ -212,6 +217,7 @@ pub fn scan(
         )));
     }
     let mut out = ScannedPack {
+        format,
         entries: Vec::with_capacity(count.min(1 << 20) as usize),
         ref_deltas: 0,
         ref_bases: Vec::new(),
@@ -262,12 +268,13 @@ pub fn scan(
                 EntryKind::OfsDelta(idx as u32)
             }
             7 => {
-                let mut id = [0u8; 20];
-                for b in &mut id {
+                let mut id = [0u8; 32];
+                for b in &mut id[..width] {
                     *b = input.byte()?;
                 }
                 out.ref_deltas += 1;
-                out.ref_bases.push(ObjectId::from_bytes_or_panic(&id));
+                out.ref_bases
+                    .push(ObjectId::from_bytes_or_panic(&id[..width]));
                 EntryKind::RefDelta((out.ref_bases.len() - 1) as u32)
             }
             t => return Err(bad(&format!("unknown object type {t}"))),
@@ -303,7 +310,7 @@ pub fn scan(
         }
         let mut object_hasher = match kind {
             EntryKind::Base(t) => {
-                let mut h = gix_hash::hasher(gix_hash::Kind::Sha1);
+                let mut h = gix_hash::hasher(format);
                 h.update(&gix_object::encode::loose_header(object_kind(t), size));
                 Some(h)
             }
@@ -339,18 +346,20 @@ pub fn scan(
             cutoff,
         });
     }
-    // the trailer: the SHA-1 of everything before it
-    let digest = sha1::Digest::finalize(input.hasher);
-    let mut trailer = [0u8; 20];
+    // the trailer: the format's hash of everything before it
+    let digest = input.hasher.finalize();
+    let mut trailer = [0u8; 32];
+    let trailer = &mut trailer[..width];
     use std::os::unix::fs::FileExt;
-    if input.pos + 20 > pack_bytes {
+    if input.pos + width as u64 > pack_bytes {
         return Err(invalid(TRUNCATED));
     }
-    file.read_exact_at(&mut trailer, pack_start + input.pos)?;
-    if digest.as_slice() != trailer {
+    file.read_exact_at(trailer, pack_start + input.pos)?;
+    if digest != *trailer {
+        // git's index-pack says SHA1 whatever the format.
         return Err(invalid("pack is corrupted (SHA1 mismatch)"));
     }
-    if input.pos + 20 != pack_bytes {
+    if input.pos + width as u64 != pack_bytes {
         return Err(invalid("pack has junk at the end"));
     }
     Ok(out)
@@ -369,13 +378,41 @@ enum InflateFailure {
     Bad(String),
 }
 
-/// What the pack's trailer is checked with: plain SHA-1 (SHA-NI where the
-/// CPU has it), not the collision-detecting one object ids need (sha1dc,
-/// about twice the cost over 300 MB of pack). The trailer only guards
-/// against corruption in transit: whoever sends the pack chooses its bytes
-/// and can write any trailer, so a collision gains nothing. git ≥ 2.48
-/// checks it the same way (`unsafe_hash_algo` in index-pack).
-type TrailerHasher = sha1::Sha1;
+/// What the pack's trailer is checked with: for SHA-1, plain SHA-1 (SHA-NI
+/// where the CPU has it), not the collision-detecting one object ids need
+/// (sha1dc, about twice the cost over 300 MB of pack). The trailer only
+/// guards against corruption in transit: whoever sends the pack chooses
+/// its bytes and can write any trailer, so a collision gains nothing. git
+/// ≥ 2.48 checks it the same way (`unsafe_hash_algo` in index-pack). For
+/// SHA-256, SHA-256 (`sha2`, SHA-NI where the CPU has it).
+enum TrailerHasher {
+    Sha1(sha1::Sha1),
+    Sha256(sha2::Sha256),
+}
+
+impl TrailerHasher {
+    fn new(format: gix_hash::Kind) -> Self {
+        match format {
+            gix_hash::Kind::Sha256 => TrailerHasher::Sha256(Default::default()),
+            _ => TrailerHasher::Sha1(Default::default()),
+        }
+    }
+
+    #[inline]
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            TrailerHasher::Sha1(h) => sha1::Digest::update(h, bytes),
+            TrailerHasher::Sha256(h) => sha2::Digest::update(h, bytes),
+        }
+    }
+
+    fn finalize(self) -> Vec<u8> {
+        match self {
+            TrailerHasher::Sha1(h) => sha1::Digest::finalize(h).to_vec(),
+            TrailerHasher::Sha256(h) => sha2::Digest::finalize(h).to_vec(),
+        }
+    }
+}
 
 /// The pack bytes after the header, hashed as they are consumed, never past `end`.
 struct Input {
@@ -403,7 +440,7 @@ impl Input {
             .reader
             .fill_buf()
             .expect("consuming bytes fill_buf returned before");
-        sha1::Digest::update(&mut self.hasher, &buf[..n]);
+        self.hasher.update(&buf[..n]);
         self.reader.consume(n);
         self.pos += n as u64;
     }

@@ -187,6 +187,7 @@ fn scan_bytes(
             file: tempfile::tempfile().unwrap(),
             budget: prefix.len() as u64 * 4,
         }),
+        gix_hash::Kind::Sha1,
     );
     if let Ok(scanned) = &res {
         let count = u32::from_be_bytes(pack[8..12].try_into().unwrap()) as usize;
