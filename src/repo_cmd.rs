@@ -58,6 +58,10 @@ pub enum RepoCommand {
         /// The branch HEAD names.
         #[arg(long, default_value = "main")]
         head: String,
+        /// The repository's object format, as `git init --object-format`:
+        /// `sha1` or `sha256`; fixed for its life.
+        #[arg(long, default_value = "sha1", value_parser = ["sha1", "sha256"])]
+        object_format: String,
     },
     /// Delete a repository: its refs are gone at once (clones and fetches
     /// get "not found"; a push re-creates it where servers auto-create);
@@ -258,6 +262,7 @@ pub fn repo_main(args: RepoArgs) -> i32 {
             create,
             name,
             head,
+            object_format,
         } => run(
             &store,
             IfMissing::creating(create.create_store, &store),
@@ -265,9 +270,12 @@ pub fn repo_main(args: RepoArgs) -> i32 {
                 let repo = open_repo(s, &name)?;
                 gitstow_protocol::check_ref_format(&format!("refs/heads/{head}"))
                     .map_err(|_| format!("invalid branch name {head:?}"))?;
-                gitstow_maintain::admin::create(&repo, &head)?;
+                let format: gix_hash::Kind = object_format
+                    .parse()
+                    .map_err(|_| format!("unknown object format {object_format:?}"))?;
+                gitstow_maintain::admin::create(&repo, &head, format)?;
                 println!(
-                    "created repository '{}' (HEAD: refs/heads/{head})",
+                    "created repository '{}' (HEAD: refs/heads/{head}, object format {format})",
                     repo.name()
                 );
                 Ok(())

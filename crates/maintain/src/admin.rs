@@ -66,11 +66,14 @@ pub fn summary(repo: &Repository) -> Result<Option<Summary>> {
     }))
 }
 
-/// Creates an empty repository whose HEAD names `refs/heads/<head>`.
-pub fn create(repo: &Repository, head: &str) -> Result<(), Refused> {
+/// Creates an empty repository whose HEAD names `refs/heads/<head>`, in
+/// object format `format` (`sha1`, or `sha256`: `git init
+/// --object-format`), which it keeps for its life.
+pub fn create(repo: &Repository, head: &str, format: gix_hash::Kind) -> Result<(), Refused> {
     let fresh = RepoState {
         head: Some(format!("refs/heads/{head}")),
         incarnation: gitstow_odb::state::new_incarnation(),
+        object_format: format,
         ..Default::default()
     };
     loop {

@@ -208,15 +208,13 @@ fn check_object(
     problems: &mut Vec<String>,
 ) -> Option<gitstow_odb::Object> {
     match db.read(oid, cache) {
-        Ok(Some(obj)) => {
-            match gix_object::compute_hash(gix_hash::Kind::Sha1, obj.kind, &obj.data) {
-                Ok(h) if &h == oid => Some(obj),
-                _ => {
-                    problems.push(format!("error: sha1 mismatch for {oid}"));
-                    None
-                }
+        Ok(Some(obj)) => match gix_object::compute_hash(oid.kind(), obj.kind, &obj.data) {
+            Ok(h) if &h == oid => Some(obj),
+            _ => {
+                problems.push(format!("error: sha1 mismatch for {oid}"));
+                None
             }
-        }
+        },
         Ok(None) => None,
         Err(e) => {
             problems.push(format!("error: {oid}: object corrupt or missing: {e}"));
@@ -281,15 +279,13 @@ fn reach(
         };
         let broken = |e: String| format!("error: object {oid}: does not parse: {e}");
         match obj.kind {
-            Kind::Commit => {
-                match gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                    Ok(c) => {
-                        stack.push((c.tree(), Some(Kind::Tree)));
-                        stack.extend(c.parents().map(|p| (p, Some(Kind::Commit))));
-                    }
-                    Err(e) => report.problems.push(broken(e.to_string())),
+            Kind::Commit => match gix_object::CommitRef::from_bytes(&obj.data, obj.hash) {
+                Ok(c) => {
+                    stack.push((c.tree(), Some(Kind::Tree)));
+                    stack.extend(c.parents().map(|p| (p, Some(Kind::Commit))));
                 }
-            }
+                Err(e) => report.problems.push(broken(e.to_string())),
+            },
             Kind::Tree => {
                 for entry in obj.tree_entries() {
                     match entry {
@@ -304,7 +300,7 @@ fn reach(
                     }
                 }
             }
-            Kind::Tag => match gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+            Kind::Tag => match gix_object::TagRef::from_bytes(&obj.data, obj.hash) {
                 Ok(t) => stack.push((t.target(), None)),
                 Err(e) => report.problems.push(broken(e.to_string())),
             },

@@ -103,7 +103,7 @@ pub fn reachable(repo: &Repository, db: &ObjectDb, state: &RepoState) -> Result<
         let named_from = stack.len();
         match kind {
             COMMIT => {
-                let c = gix_object::CommitRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                let c = gix_object::CommitRef::from_bytes(&obj.data, obj.hash)
                     .map_err(|e| corrupt(oid, e.to_string()))?;
                 stack.push(c.tree());
                 stack.extend(c.parents());
@@ -115,7 +115,7 @@ pub fn reachable(repo: &Repository, db: &ObjectDb, state: &RepoState) -> Result<
                 }
             }
             TAG => {
-                let t = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                let t = gix_object::TagRef::from_bytes(&obj.data, obj.hash)
                     .map_err(|e| corrupt(oid, e.to_string()))?;
                 stack.push(t.target());
             }

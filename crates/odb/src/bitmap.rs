@@ -569,7 +569,7 @@ pub fn build(
                 .ok_or(BitmapError::Outside(cur))?;
             match obj.kind {
                 gix_object::Kind::Tag => {
-                    cur = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+                    cur = gix_object::TagRef::from_bytes(&obj.data, obj.hash)
                         .map_err(|_| BitmapError::Corrupt(cur))?
                         .target();
                 }

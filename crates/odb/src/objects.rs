@@ -23,6 +23,9 @@ pub struct Object {
     pub kind: gix_object::Kind,
     /// Its bytes (shared with the cache).
     pub data: Arc<Vec<u8>>,
+    /// The object format of its id, and so of the ids a tree, a commit or
+    /// a tag names.
+    pub hash: gix_hash::Kind,
 }
 
 impl Object {
@@ -33,15 +36,13 @@ impl Object {
     pub fn tree_entries(
         &self,
     ) -> impl Iterator<Item = std::result::Result<(&[u8], ObjectId, bool), String>> + '_ {
-        gix_object::TreeRefIter::from_bytes(&self.data, gix_hash::Kind::Sha1).filter_map(|entry| {
-            match entry {
-                Ok(e) if e.mode.is_commit() => None,
-                Ok(e) => {
-                    let name: &[u8] = e.filename;
-                    Some(Ok((name, e.oid.to_owned(), e.mode.is_tree())))
-                }
-                Err(e) => Some(Err(e.to_string())),
+        gix_object::TreeRefIter::from_bytes(&self.data, self.hash).filter_map(|entry| match entry {
+            Ok(e) if e.mode.is_commit() => None,
+            Ok(e) => {
+                let name: &[u8] = e.filename;
+                Some(Ok((name, e.oid.to_owned(), e.mode.is_tree())))
             }
+            Err(e) => Some(Err(e.to_string())),
         })
     }
 }
@@ -633,6 +634,7 @@ impl ObjectDb {
             let obj = Object {
                 kind,
                 data: Arc::new(data),
+                hash: cur.kind(),
             };
             if i > 0 || loc.entry.kind != record::BLOB {
                 cache.insert(*cur, obj.clone());
@@ -654,6 +656,7 @@ mod tests {
         Object {
             kind: gix_object::Kind::Tree,
             data: Arc::new(vec![7; len]),
+            hash: gix_hash::Kind::Sha1,
         }
     }
 

@@ -107,6 +107,7 @@ pub(crate) fn decide(
         max_refs: opts.max_refs,
         max_attempts: opts.max_state_attempts,
         new_head: opts.new_head.as_deref(),
+        object_format: state.object_format,
     };
     let mut fates = transact(repo, push, tx, pending, outcome);
     // The kept refs are the server's doing: not reported to the client.

@@ -62,7 +62,6 @@ pub const CAPABILITIES: &[&str] = &[
     "atomic",
     "ofs-delta",
     "push-options",
-    "object-format=sha1",
 ];
 
 /// Objects from which a push calls [`Options::release_freed`]: pass 2's
@@ -277,7 +276,18 @@ pub fn receive_pack(
     let sideband = caps.contains("side-band-64k");
     let quiet = caps.contains("quiet");
     let versioned = repo.load_state()?;
-    let state = versioned.map(|v| v.state).unwrap_or_default();
+    let state = match versioned {
+        Some(v) => v.state,
+        // A push that creates the repository creates it in the client's
+        // object format (both are advertised for a missing repository).
+        None => gitstow_odb::RepoState {
+            object_format: match push.capabilities.value("object-format") {
+                Some("sha256") => gix_hash::Kind::Sha256,
+                _ => gix_hash::Kind::Sha1,
+            },
+            ..Default::default()
+        },
+    };
     check_object_format(&push, state.object_format)?;
     let db = repo.objects(&state)?;
 

@@ -83,12 +83,13 @@ fn read_tree(
         .map(|obj| obj.data)
 }
 
-/// The entries of tree bytes `data`, by name (borrowed from `data`).
-fn entries(data: Option<&[u8]>) -> std::collections::HashMap<&[u8], Entry> {
+/// The entries of tree bytes `data` whose ids are of object format
+/// `hash`, by name (borrowed from `data`).
+fn entries(data: Option<&[u8]>, hash: gix_hash::Kind) -> std::collections::HashMap<&[u8], Entry> {
     let Some(data) = data else {
         return Default::default();
     };
-    gix_object::TreeRefIter::from_bytes(data, gix_hash::Kind::Sha1)
+    gix_object::TreeRefIter::from_bytes(data, hash)
         .flatten()
         .map(|e| {
             let name: &[u8] = e.filename;
@@ -153,9 +154,10 @@ impl<'a> LockSet<'a> {
                 continue;
             }
             let (ta, tb) = (read_tree(db, a, cache), read_tree(db, b, cache));
+            let hash = a.or(b).map_or(gix_hash::Kind::Sha1, |t| t.kind());
             let (ea, eb) = (
-                entries(ta.as_deref().map(Vec::as_slice)),
-                entries(tb.as_deref().map(Vec::as_slice)),
+                entries(ta.as_deref().map(Vec::as_slice), hash),
+                entries(tb.as_deref().map(Vec::as_slice), hash),
             );
             // Only the names that differ are looked up among the locks: a
             // commit of a directory of thousands of locked files reads its
@@ -188,7 +190,7 @@ impl<'a> LockSet<'a> {
         let mut stack = vec![(&self.root, tree)];
         while let Some((node, tree)) = stack.pop() {
             let data = read_tree(db, Some(tree), cache);
-            let listed = entries(data.as_deref().map(Vec::as_slice));
+            let listed = entries(data.as_deref().map(Vec::as_slice), tree.kind());
             for (name, child) in &node.children {
                 let Some(&e) = listed.get(name.as_slice()) else {
                     continue;
@@ -291,12 +293,10 @@ fn peel(db: &ObjectDb, oid: ObjectId, cache: &mut ObjectCache) -> Peeled {
             return Peeled::Other;
         };
         match obj.kind {
-            gix_object::Kind::Tag => {
-                match gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
-                    Ok(tag) => cur = tag.target(),
-                    Err(_) => return Peeled::Other,
-                }
-            }
+            gix_object::Kind::Tag => match gix_object::TagRef::from_bytes(&obj.data, obj.hash) {
+                Ok(tag) => cur = tag.target(),
+                Err(_) => return Peeled::Other,
+            },
             gix_object::Kind::Commit => return Peeled::Commit(cur),
             gix_object::Kind::Tree => return Peeled::Tree(cur),
             gix_object::Kind::Blob => return Peeled::Other,

@@ -53,6 +53,9 @@ pub struct Transaction<'a> {
     /// HEAD names this branch once the transaction lands
     /// ([`crate::Options::new_head`]).
     pub new_head: Option<&'a str>,
+    /// The object format of the push (the repository's, or the client's
+    /// for a repository it creates): a state created here records it.
+    pub object_format: gix_hash::Kind,
 }
 
 /// What the transaction did.
@@ -128,6 +131,7 @@ impl Transaction<'_> {
                 None => (
                     RepoState {
                         head: None,
+                        object_format: self.object_format,
                         ..Default::default()
                     },
                     None,
@@ -142,6 +146,20 @@ impl Transaction<'_> {
                         messages: vec![Reason::RepositoryDeleted.to_string()],
                     });
                 }
+            }
+            // A repository created in the other format since the push read
+            // it (another push made it first) cannot take these objects.
+            if current.is_some() && state.object_format != self.object_format {
+                let why = format!(
+                    "the repository was created in object format {} during the push",
+                    state.object_format
+                );
+                return Ok(TransactionOutcome {
+                    statuses: vec![Some(Reason::ReadOnly(why.clone())); self.commands.len()],
+                    retries,
+                    committed: false,
+                    messages: vec![why],
+                });
             }
             let refs = repo.refs(&state)?;
             let (mut statuses, mut new_state, mut messages) = self.plan(&state, &refs)?;
@@ -496,7 +514,7 @@ impl Transaction<'_> {
             }
             match self.db.read(&cur, cache) {
                 Ok(Some(obj)) if obj.kind == gix_object::Kind::Tag => {
-                    match gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                    match gix_object::TagRef::from_bytes(&obj.data, obj.hash) {
                         Ok(tag) => cur = tag.target(),
                         Err(_) => break,
                     }

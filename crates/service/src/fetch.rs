@@ -38,6 +38,8 @@ type ServeFn = fn(
 pub struct Advertisement {
     repo: Repository,
     state: Arc<RepoState>,
+    /// The repository does not exist yet (a push would create it).
+    missing: bool,
     service: Service,
     version: ProtocolVersion,
     hidden: HiddenRefs,
@@ -77,9 +79,9 @@ impl Host {
         service: Service,
         version: ProtocolVersion,
     ) -> Result<Advertisement, Refusal> {
-        let state = match (self.state(name).await?, service) {
-            (Some(s), _) => s,
-            (None, Service::ReceivePack) if self.config.auto_create => Arc::default(),
+        let (state, missing) = match (self.state(name).await?, service) {
+            (Some(s), _) => (s, false),
+            (None, Service::ReceivePack) if self.config.auto_create => (Arc::default(), true),
             (None, _) => return Err(Refusal::NotFound(name.to_owned())),
         };
         // receive-pack has no v2: git's answers a v2 request in v1.
@@ -108,6 +110,7 @@ impl Host {
             repo: self.repo(name),
             hidden: self.hidden(hidden, name, &principal.hide_refs),
             state,
+            missing,
             service,
             version,
             _slot: slot,
@@ -197,7 +200,7 @@ impl Advertisement {
             Service::UploadPack if self.version == ProtocolVersion::V2 => write_v2_capabilities(
                 &mut out,
                 self.service,
-                &advertise::upload_pack_v2_capabilities(),
+                &advertise::upload_pack_v2_capabilities(self.state.object_format),
                 false,
             )?,
             Service::UploadPack => {
@@ -220,6 +223,13 @@ impl Advertisement {
                     .iter()
                     .map(|s| s.to_string())
                     .collect();
+                // The repository's object format; a repository a push would
+                // create is created in the client's, either (SHA-1 first:
+                // the advertisement's zero id is SHA-1's).
+                caps.push(format!("object-format={}", self.state.object_format));
+                if self.missing {
+                    caps.push("object-format=sha256".into());
+                }
                 caps.push(format!("agent={}", advertise::AGENT));
                 advertise::write_v0(
                     &mut out,

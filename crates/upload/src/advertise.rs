@@ -167,19 +167,20 @@ pub fn upload_pack_v0_capabilities(state: &RepoState, head_resolves: bool) -> Ve
     if let (Some(target), true) = (&state.head, head_resolves) {
         caps.push(format!("symref=HEAD:{target}"));
     }
-    caps.push("object-format=sha1".into());
+    caps.push(format!("object-format={}", state.object_format));
     caps.push(format!("agent={AGENT}"));
     caps
 }
 
-/// Capabilities of the v2 advertisement (gitprotocol-v2(5)).
-pub fn upload_pack_v2_capabilities() -> Vec<String> {
+/// Capabilities of the v2 advertisement (gitprotocol-v2(5)) of a
+/// repository of object format `format`.
+pub fn upload_pack_v2_capabilities(format: gix_hash::Kind) -> Vec<String> {
     vec![
         format!("agent={AGENT}"),
         "ls-refs=unborn".into(),
         "fetch=shallow wait-for-done filter".into(),
         "server-option".into(),
-        "object-format=sha1".into(),
+        format!("object-format={format}"),
     ]
 }
 

@@ -341,6 +341,7 @@ fn send_fetch(
             cache_bytes: opts.cache_bytes,
             // A partial clone may lack blobs its trees name: no thin bases then.
             thin: ask.thin_pack && ask.filter.is_none(),
+            format: state.object_format,
         };
         outcome.pack = Some(send_pack(
             db,

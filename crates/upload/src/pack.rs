@@ -27,6 +27,9 @@ pub struct PackOptions {
     /// The client asked for a thin pack (and has every object of its
     /// `client_has` set): deltas against those go out as they are stored.
     pub thin: bool,
+    /// The repository's object format: the pack's trailer is its hash
+    /// (`gitformat-pack(5)`).
+    pub format: gix_hash::Kind,
 }
 
 /// Figures of a written pack.
@@ -129,13 +132,40 @@ fn oid_of(db: &ObjectDb, l: &Located) -> ObjectId {
     db.container(l.container as usize).oid(l.row as usize)
 }
 
-/// What a pack written here is checksummed with: plain SHA-1, not the
-/// collision-detecting one object ids need (`gix_hash`'s sha1dc costs
-/// about twice as much): the trailer covers bytes this server chose, so
-/// there is no attacker's collision to detect. git ≥ 2.48 checksums the
+/// What a pack written here is checksummed with: for SHA-1, plain SHA-1,
+/// not the collision-detecting one object ids need (`gix_hash`'s sha1dc
+/// costs about twice as much): the trailer covers bytes this server chose,
+/// so there is no attacker's collision to detect. git ≥ 2.48 checksums the
 /// packs it writes the same way (`unsafe_hash_algo`); the client checks
-/// the trailer with whatever SHA-1 it has, the value is the same.
-type TrailerHasher = sha1::Sha1;
+/// the trailer with whatever SHA-1 it has, the value is the same. For
+/// SHA-256, SHA-256 (`sha2`).
+enum TrailerHasher {
+    Sha1(sha1::Sha1),
+    Sha256(sha2::Sha256),
+}
+
+impl TrailerHasher {
+    fn new(format: gix_hash::Kind) -> Self {
+        match format {
+            gix_hash::Kind::Sha256 => TrailerHasher::Sha256(Default::default()),
+            _ => TrailerHasher::Sha1(Default::default()),
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            TrailerHasher::Sha1(h) => sha1::Digest::update(h, bytes),
+            TrailerHasher::Sha256(h) => sha2::Digest::update(h, bytes),
+        }
+    }
+
+    fn finalize(self) -> Vec<u8> {
+        match self {
+            TrailerHasher::Sha1(h) => sha1::Digest::finalize(h).to_vec(),
+            TrailerHasher::Sha256(h) => sha2::Digest::finalize(h).to_vec(),
+        }
+    }
+}
 
 struct HashingWriter<'a> {
     inner: &'a mut dyn Write,
@@ -146,7 +176,7 @@ struct HashingWriter<'a> {
 impl Write for HashingWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        sha1::Digest::update(&mut self.hasher, &buf[..n]);
+        self.hasher.update(&buf[..n]);
         self.written += n as u64;
         Ok(n)
     }
@@ -190,7 +220,7 @@ pub fn write_pack(
     let mut stats = PackStats::default();
     let mut w = HashingWriter {
         inner: out,
-        hasher: <TrailerHasher as sha1::Digest>::new(),
+        hasher: TrailerHasher::new(opts.format),
         written: 0,
     };
     let mut head = Vec::with_capacity(12);
@@ -264,8 +294,8 @@ pub fn write_pack(
         hasher,
         written,
     } = w;
-    let trailer = sha1::Digest::finalize(hasher);
+    let trailer = hasher.finalize();
     inner.write_all(&trailer)?;
-    stats.bytes = written + 20;
+    stats.bytes = written + trailer.len() as u64;
     Ok(stats)
 }

@@ -150,7 +150,7 @@ pub fn plan(
         for _ in 0..64 {
             match db.read(&cur, &mut commits.cache)? {
                 Some(obj) if obj.kind == gix_object::Kind::Tag => {
-                    match gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1) {
+                    match gix_object::TagRef::from_bytes(&obj.data, obj.hash) {
                         Ok(tag) => cur = tag.target(),
                         Err(_) => break,
                     }

@@ -145,7 +145,7 @@ impl<'a> Walker<'a> {
             if obj.kind != Kind::Tag || tags.len() > 64 {
                 return Ok((tags, cur, obj.kind));
             }
-            let tag = gix_object::TagRef::from_bytes(&obj.data, gix_hash::Kind::Sha1)
+            let tag = gix_object::TagRef::from_bytes(&obj.data, obj.hash)
                 .map_err(|e| corrupt(cur, e.to_string()))?;
             tags.push(cur);
             cur = tag.target();
