@@ -26,6 +26,7 @@ pub mod limit;
 pub mod mapped;
 pub mod objects;
 pub mod oids;
+pub mod pack_checksum;
 pub mod recent;
 pub mod record;
 pub mod refs;

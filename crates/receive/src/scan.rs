@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 use flate2::{Decompress, FlushDecompress, Status};
+use gitstow_odb::pack_checksum::PackChecksum;
 use gix_hash::ObjectId;
 
 /// How an entry relates to a delta base.
@@ -184,7 +185,7 @@ pub fn scan(
     reader.seek(SeekFrom::Start(pack_start))?;
     let mut input = Input {
         reader: BufReader::with_capacity(128 * 1024, reader),
-        hasher: TrailerHasher::new(format),
+        hasher: PackChecksum::new(format),
         pos: 0,
         // entries never reach into the trailer
         end: pack_bytes.saturating_sub(width as u64),
@@ -378,46 +379,10 @@ enum InflateFailure {
     Bad(String),
 }
 
-/// What the pack's trailer is checked with: for SHA-1, plain SHA-1 (SHA-NI
-/// where the CPU has it), not the collision-detecting one object ids need
-/// (sha1dc, about twice the cost over 300 MB of pack). The trailer only
-/// guards against corruption in transit: whoever sends the pack chooses
-/// its bytes and can write any trailer, so a collision gains nothing. git
-/// ≥ 2.48 checks it the same way (`unsafe_hash_algo` in index-pack). For
-/// SHA-256, SHA-256 (`sha2`, SHA-NI where the CPU has it).
-enum TrailerHasher {
-    Sha1(sha1::Sha1),
-    Sha256(sha2::Sha256),
-}
-
-impl TrailerHasher {
-    fn new(format: gix_hash::Kind) -> Self {
-        match format {
-            gix_hash::Kind::Sha256 => TrailerHasher::Sha256(Default::default()),
-            _ => TrailerHasher::Sha1(Default::default()),
-        }
-    }
-
-    #[inline]
-    fn update(&mut self, bytes: &[u8]) {
-        match self {
-            TrailerHasher::Sha1(h) => sha1::Digest::update(h, bytes),
-            TrailerHasher::Sha256(h) => sha2::Digest::update(h, bytes),
-        }
-    }
-
-    fn finalize(self) -> Vec<u8> {
-        match self {
-            TrailerHasher::Sha1(h) => sha1::Digest::finalize(h).to_vec(),
-            TrailerHasher::Sha256(h) => sha2::Digest::finalize(h).to_vec(),
-        }
-    }
-}
-
 /// The pack bytes after the header, hashed as they are consumed, never past `end`.
 struct Input {
     reader: BufReader<File>,
-    hasher: TrailerHasher,
+    hasher: PackChecksum,
     /// Offset in the pack of the next byte.
     pos: u64,
     /// Offset in the pack where entries must stop (the trailer).

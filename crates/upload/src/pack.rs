@@ -13,6 +13,7 @@
 use std::io::Write;
 
 use gitstow_odb::oids::{OidMap, OidVec};
+use gitstow_odb::pack_checksum::PackChecksum;
 use gitstow_odb::record::{self, BaseRef};
 use gitstow_odb::{zlib, ObjectCache, ObjectDb};
 use gix_hash::ObjectId;
@@ -132,44 +133,9 @@ fn oid_of(db: &ObjectDb, l: &Located) -> ObjectId {
     db.container(l.container as usize).oid(l.row as usize)
 }
 
-/// What a pack written here is checksummed with: for SHA-1, plain SHA-1,
-/// not the collision-detecting one object ids need (`gix_hash`'s sha1dc
-/// costs about twice as much): the trailer covers bytes this server chose,
-/// so there is no attacker's collision to detect. git ≥ 2.48 checksums the
-/// packs it writes the same way (`unsafe_hash_algo`); the client checks
-/// the trailer with whatever SHA-1 it has, the value is the same. For
-/// SHA-256, SHA-256 (`sha2`).
-enum TrailerHasher {
-    Sha1(sha1::Sha1),
-    Sha256(sha2::Sha256),
-}
-
-impl TrailerHasher {
-    fn new(format: gix_hash::Kind) -> Self {
-        match format {
-            gix_hash::Kind::Sha256 => TrailerHasher::Sha256(Default::default()),
-            _ => TrailerHasher::Sha1(Default::default()),
-        }
-    }
-
-    fn update(&mut self, bytes: &[u8]) {
-        match self {
-            TrailerHasher::Sha1(h) => sha1::Digest::update(h, bytes),
-            TrailerHasher::Sha256(h) => sha2::Digest::update(h, bytes),
-        }
-    }
-
-    fn finalize(self) -> Vec<u8> {
-        match self {
-            TrailerHasher::Sha1(h) => sha1::Digest::finalize(h).to_vec(),
-            TrailerHasher::Sha256(h) => sha2::Digest::finalize(h).to_vec(),
-        }
-    }
-}
-
 struct HashingWriter<'a> {
     inner: &'a mut dyn Write,
-    hasher: TrailerHasher,
+    hasher: PackChecksum,
     written: u64,
 }
 
@@ -220,7 +186,7 @@ pub fn write_pack(
     let mut stats = PackStats::default();
     let mut w = HashingWriter {
         inner: out,
-        hasher: TrailerHasher::new(opts.format),
+        hasher: PackChecksum::new(opts.format),
         written: 0,
     };
     let mut head = Vec::with_capacity(12);
