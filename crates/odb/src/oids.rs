@@ -71,28 +71,13 @@ fn width_of(id: &oid) -> usize {
     id.as_bytes().len()
 }
 
-type Set<const N: usize> = gix_hashtable::HashSet<RawOid<N>>;
 type Map<const N: usize, V> = gix_hashtable::HashMap<RawOid<N>, V>;
 
-/// A set of oids of one width (see the [module](self) docs).
-#[derive(Debug)]
-pub enum OidSet {
-    /// No oid yet: the width is not known; `reserved` is applied once it is.
-    Empty {
-        /// Room asked for before the first oid.
-        reserved: usize,
-    },
-    /// SHA-1 oids.
-    Sha1(Set<20>),
-    /// SHA-256 oids.
-    Sha256(Set<32>),
-}
-
-impl Default for OidSet {
-    fn default() -> Self {
-        OidSet::Empty { reserved: 0 }
-    }
-}
+/// A set of oids of one width (see the [module](self) docs): an
+/// [`OidMap`] of nothing, as hashbrown's `HashSet` is a `HashMap` of `()`
+/// (the same table, the same bytes an oid).
+#[derive(Debug, Default)]
+pub struct OidSet(OidMap<()>);
 
 impl OidSet {
     /// An empty set.
@@ -100,98 +85,55 @@ impl OidSet {
         Self::default()
     }
 
-    #[inline]
-    fn sized_for(&mut self, id: &oid) {
-        if let OidSet::Empty { reserved } = *self {
-            *self = match width_of(id) {
-                32 => OidSet::Sha256(Set::with_capacity_and_hasher(reserved, Default::default())),
-                _ => OidSet::Sha1(Set::with_capacity_and_hasher(reserved, Default::default())),
-            };
-        }
-    }
-
     /// Adds `id`; true if it was not there.
     #[inline]
     pub fn insert(&mut self, id: &oid) -> bool {
-        self.sized_for(id);
-        match self {
-            OidSet::Empty { .. } => unreachable!("sized above"),
-            OidSet::Sha1(s) => s.insert(RawOid::of(id)),
-            OidSet::Sha256(s) => s.insert(RawOid::of(id)),
-        }
+        self.0.insert(id, ()).is_none()
     }
 
     /// Whether `id` is in the set (an oid of another width never is).
     #[inline]
     pub fn contains(&self, id: &oid) -> bool {
-        match self {
-            OidSet::Empty { .. } => false,
-            OidSet::Sha1(s) => RawOid::try_of(id).is_some_and(|k| s.contains(&k)),
-            OidSet::Sha256(s) => RawOid::try_of(id).is_some_and(|k| s.contains(&k)),
-        }
+        self.0.contains_key(id)
     }
 
     /// Takes `id` out of the set; true if it was there.
     #[inline]
     pub fn remove(&mut self, id: &oid) -> bool {
-        match self {
-            OidSet::Empty { .. } => false,
-            OidSet::Sha1(s) => RawOid::try_of(id).is_some_and(|k| s.remove(&k)),
-            OidSet::Sha256(s) => RawOid::try_of(id).is_some_and(|k| s.remove(&k)),
-        }
+        self.0.remove(id).is_some()
     }
 
     /// How many oids the set holds.
     pub fn len(&self) -> usize {
-        match self {
-            OidSet::Empty { .. } => 0,
-            OidSet::Sha1(s) => s.len(),
-            OidSet::Sha256(s) => s.len(),
-        }
+        self.0.len()
     }
 
     /// True when the set holds no oid.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.is_empty()
     }
 
     /// Makes room for `additional` more oids.
     pub fn reserve(&mut self, additional: usize) {
-        match self {
-            OidSet::Empty { reserved } => *reserved += additional,
-            OidSet::Sha1(s) => s.reserve(additional),
-            OidSet::Sha256(s) => s.reserve(additional),
-        }
+        self.0.reserve(additional);
     }
 
     /// Adds every oid of `list` and empties it (its capacity stays).
     pub fn take_from<T: Copy>(&mut self, list: &mut OidVec<T>) {
         if let Some((first, _)) = list.get(0) {
-            self.sized_for(first);
+            self.0.sized_for(first);
         }
-        match (&mut *self, &mut *list) {
-            (OidSet::Sha1(s), OidVec::Sha1(v)) => s.extend(v.drain(..).map(|e| e.0)),
-            (OidSet::Sha256(s), OidVec::Sha256(v)) => s.extend(v.drain(..).map(|e| e.0)),
+        match (&mut self.0, &mut *list) {
+            (OidMap::Sha1(m), OidVec::Sha1(v)) => m.extend(v.drain(..).map(|e| (e.0, ()))),
+            (OidMap::Sha256(m), OidVec::Sha256(v)) => m.extend(v.drain(..).map(|e| (e.0, ()))),
             (_, OidVec::Empty) => {}
             (set, list) => width_mismatch(set.width(), list.width()),
         }
     }
 
-    fn width(&self) -> usize {
-        match self {
-            OidSet::Empty { .. } => 0,
-            OidSet::Sha1(_) => 20,
-            OidSet::Sha256(_) => 32,
-        }
-    }
-
     /// The oids, in no order.
-    pub fn iter(&self) -> Box<dyn Iterator<Item = &oid> + '_> {
-        match self {
-            OidSet::Empty { .. } => Box::new(std::iter::empty()),
-            OidSet::Sha1(s) => Box::new(s.iter().map(RawOid::as_oid)),
-            OidSet::Sha256(s) => Box::new(s.iter().map(RawOid::as_oid)),
-        }
+    pub fn iter(&self) -> impl Iterator<Item = &oid> + '_ {
+        self.0.iter().map(|(id, ())| id)
     }
 }
 
@@ -244,6 +186,14 @@ impl<V> OidMap<V> {
                 32 => OidMap::Sha256(Map::with_capacity_and_hasher(reserved, Default::default())),
                 _ => OidMap::Sha1(Map::with_capacity_and_hasher(reserved, Default::default())),
             };
+        }
+    }
+
+    fn width(&self) -> usize {
+        match self {
+            OidMap::Empty { .. } => 0,
+            OidMap::Sha1(_) => 20,
+            OidMap::Sha256(_) => 32,
         }
     }
 
