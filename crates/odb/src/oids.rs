@@ -476,6 +476,12 @@ impl<T: Copy> OidVec<T> {
         }
     }
 
+    /// Where `id` is in the list (sorted by oid), if it is.
+    #[inline]
+    pub fn find(&self, id: &oid) -> Option<usize> {
+        self.find_in(0..self.len(), id)
+    }
+
     /// Where `id` is among items `range` (sorted by oid), if it is.
     #[inline]
     pub fn find_in(&self, range: std::ops::Range<usize>, id: &oid) -> Option<usize> {

@@ -155,7 +155,7 @@ fn validate(
                     shown_name(&cmd.name)
                 ));
                 Some(Reason::FailedToUpdate)
-            } else if (unpacked.oids.find_in(0..unpacked.oids.len(), &cmd.new).is_none()
+            } else if (unpacked.oids.find(&cmd.new).is_none()
                 && !db.contains(&cmd.new))
                 || unpacked.missing_references > 0
             {
@@ -269,7 +269,7 @@ fn transact(
 
 /// The pack type id of an object's kind, from the push's containers or the repository.
 fn object_kind(unpacked: &Unpacked, db: &ObjectDb, oid: &gix_hash::ObjectId) -> Option<u8> {
-    let pushed = unpacked.oids.find_in(0..unpacked.oids.len(), oid);
+    let pushed = unpacked.oids.find(oid);
     pushed
         .and_then(|i| unpacked.oids.get(i))
         .map(|(_, kind)| gitstow_odb::record::type_id_from_kind(kind))

@@ -276,19 +276,18 @@ pub fn receive_pack(
     let sideband = caps.contains("side-band-64k");
     let quiet = caps.contains("quiet");
     let versioned = repo.load_state()?;
+    // The client's object format: SHA-1 when it names none.
+    let client = push.capabilities.value("object-format").unwrap_or("sha1");
     let state = match versioned {
         Some(v) => v.state,
         // A push that creates the repository creates it in the client's
         // object format (both are advertised for a missing repository).
         None => gitstow_odb::RepoState {
-            object_format: match push.capabilities.value("object-format") {
-                Some("sha256") => gix_hash::Kind::Sha256,
-                _ => gix_hash::Kind::Sha1,
-            },
+            object_format: client.parse().unwrap_or_default(),
             ..Default::default()
         },
     };
-    check_object_format(&push, state.object_format)?;
+    check_object_format(&push, client, state.object_format)?;
     let db = repo.objects(&state)?;
 
     let staging_dir = match &opts.staging_dir {
@@ -363,17 +362,17 @@ pub fn receive_pack(
     Ok(outcome)
 }
 
-/// The client's `object-format` (SHA-1 when it names none) must be the
-/// repository's, and every command's ids of its width: git's receive-pack
-/// dies with `error: unsupported object format '<client's>'` otherwise
-/// (`read_head_info`), before it reads a pack; so does this, with nothing
-/// written.
+/// The client's object format (`client`, its `object-format` value) must
+/// be the repository's, and every command's ids of its width: git's
+/// receive-pack dies with `error: unsupported object format '<client's>'`
+/// otherwise (`read_head_info`), before it reads a pack; so does this,
+/// with nothing written.
 fn check_object_format(
     push: &gitstow_protocol::push::PushRequest,
+    client: &str,
     format: gix_hash::Kind,
 ) -> Result<(), Error> {
-    let client = push.capabilities.value("object-format").unwrap_or("sha1");
-    if client != format.to_string() {
+    if client.parse::<gix_hash::Kind>().ok() != Some(format) {
         return Err(Error::Protocol(format!(
             "error: unsupported object format '{client}'"
         )));

@@ -140,10 +140,7 @@ fn a_sha256_pack_from_git_resolves_to_gits_ids() {
         assert_eq!(got, want, "ofs: {ofs}");
         // Every object a pushed one names is in the pack (a closed history).
         for r in references.iter() {
-            assert!(
-                merged.oids.find_in(0..merged.oids.len(), r).is_some(),
-                "{r}"
-            );
+            assert!(merged.oids.find(r).is_some(), "{r}");
         }
         // Sealed as SHA-256 containers holding every object.
         let sealed = staging.finish().unwrap();
