@@ -214,7 +214,7 @@ impl BitmapFile {
             out.write_all(&VERSION.to_be_bytes())?;
         } else {
             out.write_all(&VERSION_3.to_be_bytes())?;
-            out.write_all(&2u32.to_be_bytes())?;
+            out.write_all(&u32::from(crate::SHA256_HASH_ID).to_be_bytes())?;
         }
         out.write_all(&(self.containers.len() as u32).to_be_bytes())?;
         out.write_all(&(self.bitmaps.len() as u32).to_be_bytes())?;
@@ -282,11 +282,11 @@ impl BitmapFile {
         let version = be32(take(4)?);
         let width = match version {
             1 | VERSION => 20,
-            VERSION_3 => match be32(take(4)?) {
-                1 => 20,
-                2 => 32,
-                id => return Err(BitmapError::Malformed(format!("unknown hash id {id}"))),
-            },
+            VERSION_3 => {
+                let id = be32(take(4)?);
+                crate::width_of_hash_id(id)
+                    .ok_or_else(|| BitmapError::Malformed(format!("unknown hash id {id}")))?
+            }
             _ => {
                 return Err(BitmapError::Malformed(format!(
                     "version {version}, this build reads 1 to {VERSION_3}"

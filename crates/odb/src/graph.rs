@@ -293,7 +293,7 @@ impl CommitGraph {
             out.extend_from_slice(&VERSION.to_be_bytes());
         } else {
             out.extend_from_slice(&VERSION_2.to_be_bytes());
-            out.extend_from_slice(&2u32.to_be_bytes());
+            out.extend_from_slice(&u32::from(crate::SHA256_HASH_ID).to_be_bytes());
         }
         out.extend_from_slice(&(rows.len() as u32).to_be_bytes());
         out.extend_from_slice(&(parent_ids as u32).to_be_bytes());
@@ -341,17 +341,14 @@ impl CommitGraph {
         }
         let layout = match be32(&bytes[4..]) {
             VERSION => Layout::SHA1,
-            VERSION_2 if bytes.len() >= HEADER + 8 => match be32(&bytes[8..]) {
-                1 => Layout {
-                    width: 20,
+            VERSION_2 if bytes.len() >= HEADER + 8 => {
+                let id = be32(&bytes[8..]);
+                Layout {
+                    width: crate::width_of_hash_id(id)
+                        .ok_or_else(|| GraphError(format!("unknown hash id {id}")))?,
                     header: HEADER + 4,
-                },
-                2 => Layout {
-                    width: 32,
-                    header: HEADER + 4,
-                },
-                id => return Err(GraphError(format!("unknown hash id {id}"))),
-            },
+                }
+            }
             VERSION_2 => return Err(bad("not a commit graph")),
             version => {
                 return Err(GraphError(format!(

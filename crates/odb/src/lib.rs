@@ -90,6 +90,18 @@ pub fn unique_token() -> [u8; 32] {
 /// The object hash this build serves (`object-format=sha1`).
 pub const OBJECT_HASH: gix_hash::Kind = gix_hash::Kind::Sha1;
 
+/// The oid width in bytes of hash id `id` as a stored file names it (1
+/// SHA-1, 2 SHA-256: git's commit-graph and multi-pack-index numbers, which
+/// are `gix_hash::Kind`'s), or `None` for an id this build does not know.
+pub(crate) fn width_of_hash_id(id: u32) -> Option<usize> {
+    let kind = gix_hash::Kind::try_from(u8::try_from(id).ok()?).ok()?;
+    Some(kind.len_in_bytes())
+}
+
+/// The hash id a stored file writes for a SHA-256 repository
+/// ([`width_of_hash_id`]).
+pub(crate) const SHA256_HASH_ID: u8 = gix_hash::Kind::Sha256 as u8;
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -461,10 +461,12 @@ impl ContainerIndex {
         }
         match u32::from_be_bytes(body[4..8].try_into().expect("4 bytes")) {
             VERSION => v2::decode(body, SHA1_BYTES, 0),
-            VERSION_3 => match body.get(8) {
-                Some(1) => v2::decode(body, SHA1_BYTES, 1),
-                Some(2) => v2::decode(body, 32, 1),
-                _ => Err(IndexError::Corrupt("unknown hash id")),
+            VERSION_3 => match body
+                .get(8)
+                .and_then(|&id| crate::width_of_hash_id(id.into()))
+            {
+                Some(width) => v2::decode(body, width, 1),
+                None => Err(IndexError::Corrupt("unknown hash id")),
             },
             VERSION_1 => Self::decode_v1(body),
             _ => Err(IndexError::Corrupt("unknown version")),

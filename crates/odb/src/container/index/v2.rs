@@ -197,7 +197,7 @@ impl IndexEncoder {
             out.put(&VERSION.to_be_bytes());
         } else {
             out.put(&VERSION_3.to_be_bytes());
-            out.put(&[2]);
+            out.put(&[crate::SHA256_HASH_ID]);
         }
         out.put(&(n as u32).to_be_bytes());
         out.put(&bin_len.to_be_bytes());
