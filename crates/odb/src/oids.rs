@@ -189,7 +189,8 @@ impl<V> OidMap<V> {
         }
     }
 
-    fn width(&self) -> usize {
+    /// Bytes of each oid: 20 or 32, 0 before the first.
+    pub fn width(&self) -> usize {
         match self {
             OidMap::Empty { .. } => 0,
             OidMap::Sha1(_) => 20,

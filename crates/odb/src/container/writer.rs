@@ -47,8 +47,6 @@ pub struct ContainerWriter {
     len: u64,
     rows: BufWriter<tempfile::NamedTempFile>,
     count: usize,
-    /// Bytes of each oid (0 until the first record).
-    width: usize,
     offsets: OidMap<u64>,
     header: Vec<u8>,
     copy_buf: Vec<u8>,
@@ -94,7 +92,6 @@ impl ContainerWriter {
             len: 0,
             rows: BufWriter::with_capacity(64 * 1024, tempfile::NamedTempFile::new_in(dir)?),
             count: 0,
-            width: 0,
             offsets: Default::default(),
             header: Vec::with_capacity(32),
             copy_buf: Vec::new(),
@@ -167,7 +164,6 @@ impl ContainerWriter {
             ..entry
         }
         .to_row(&mut row);
-        self.width = entry.oid.as_slice().len();
         self.rows.write_all(&row[..n])?;
         self.count += 1;
         self.len += length;
@@ -297,10 +293,14 @@ impl ContainerWriter {
     pub fn seal(self) -> io::Result<SealedContainer> {
         let file = self.file.into_inner().map_err(|e| e.into_error())?;
         file.as_file().sync_data()?;
+        // The width of the records' oids (an empty container: SHA-1's).
+        let width = match self.offsets.width() {
+            0 => 20,
+            w => w,
+        };
         drop(self.offsets);
         let mut rows = self.rows.into_inner().map_err(|e| e.into_error())?;
         let invalid = |e: super::IndexError| io::Error::new(io::ErrorKind::InvalidData, e);
-        let width = if self.count == 0 { 20 } else { self.width };
         let mut buf = [0u8; MAX_ROW];
         let row = &mut buf[..row_len(width)];
         rows.rewind()?;
