@@ -68,12 +68,9 @@ impl Sources {
         for (s, idx) in indexes.iter().enumerate() {
             for e in idx.iter() {
                 objects_in += 1;
-                match chosen.get_mut(&e.oid) {
-                    Some(c) if e.depth < c.1 => *c = (s as u32, e.depth),
-                    Some(_) => {}
-                    None => {
-                        chosen.insert(&e.oid, (s as u32, e.depth));
-                    }
+                let c = chosen.entry_or_insert_with(&e.oid, || (s as u32, e.depth));
+                if e.depth < c.1 {
+                    *c = (s as u32, e.depth);
                 }
             }
         }

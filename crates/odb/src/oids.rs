@@ -208,16 +208,6 @@ impl<V> OidMap<V> {
         }
     }
 
-    /// The value of `id`, to change.
-    #[inline]
-    pub fn get_mut(&mut self, id: &oid) -> Option<&mut V> {
-        match self {
-            OidMap::Empty { .. } => None,
-            OidMap::Sha1(m) => RawOid::try_of(id).and_then(|k| m.get_mut(&k)),
-            OidMap::Sha256(m) => RawOid::try_of(id).and_then(|k| m.get_mut(&k)),
-        }
-    }
-
     /// Whether `id` has a value.
     #[inline]
     pub fn contains_key(&self, id: &oid) -> bool {
@@ -241,11 +231,18 @@ impl<V> OidMap<V> {
     where
         V: Default,
     {
+        self.entry_or_insert_with(id, V::default)
+    }
+
+    /// The value of `id`, inserted as `make()` when missing (one probe of
+    /// the table either way).
+    #[inline]
+    pub fn entry_or_insert_with(&mut self, id: &oid, make: impl FnOnce() -> V) -> &mut V {
         self.sized_for(id);
         match self {
             OidMap::Empty { .. } => unreachable!("sized above"),
-            OidMap::Sha1(m) => m.entry(RawOid::of(id)).or_default(),
-            OidMap::Sha256(m) => m.entry(RawOid::of(id)).or_default(),
+            OidMap::Sha1(m) => m.entry(RawOid::of(id)).or_insert_with(make),
+            OidMap::Sha256(m) => m.entry(RawOid::of(id)).or_insert_with(make),
         }
     }
 
